@@ -1,0 +1,31 @@
+# The two first commands of the README: `make demo` and `make test`.
+# Both create the virtual environment and install the project on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# The persistent local Dagster instance (SQLite), shared by `make demo` and `make ui`.
+export DAGSTER_HOME := $(CURDIR)/dagster_home
+
+.PHONY: demo test ui install clean-lake
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/evalpipeline run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+ui: $(STAMP)
+	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/dagster dev -w workspace.yaml
+
+clean-lake:
+	rm -rf data/lake
+	git clean -fdXq dagster_home

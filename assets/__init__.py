@@ -1,0 +1,1 @@
+"""Dagster layer: partitions, assets, jobs and sensors over evalpipeline's functions."""

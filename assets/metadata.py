@@ -1,0 +1,27 @@
+"""Dagster metadata for lake tables: path, row count, preview, column schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from dagster import MetadataValue, TableColumn, TableSchema
+
+
+def column_schema(columns: dict[str, str], types: dict[str, str] | None = None) -> TableSchema:
+    types = types or {}
+    return TableSchema(
+        columns=[TableColumn(name, types.get(name, "string"), description=doc) for name, doc in columns.items()]
+    )
+
+
+def table_metadata(frame: pd.DataFrame, path: Path, *, preview_rows: int = 20, digits: int = 3) -> dict:
+    preview = frame.head(preview_rows).round(digits) if len(frame) else frame
+    return {
+        "path": MetadataValue.path(str(path)),
+        "dagster/row_count": len(frame),
+        "preview": MetadataValue.md(preview.to_markdown(index=False) if len(frame) else "(empty)"),
+        "dagster/column_schema": column_schema(
+            {c: "" for c in frame.columns}, {c: str(t) for c, t in frame.dtypes.items()}
+        ),
+    }

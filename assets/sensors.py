@@ -1,0 +1,69 @@
+"""Sensor ``landing_sensor``: new or changed logs -> partitions and runs.
+
+Reads only log headers. The cursor remembers each file's size, mtime and
+content hash, so unchanged files are neither re-hashed nor re-requested;
+the run key is the content hash, so a file is ingested once per content.
+"""
+
+
+import json
+from pathlib import Path
+
+from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+
+from assets.jobs import ingest_and_fit_job
+from assets.partitions import model_partitions, model_suite_key, suite_partitions
+from evalpipeline.ingest import find_log_files, scan_headers
+from evalpipeline.keys import to_partition_key
+from evalpipeline.lake import sha256_file
+from resources import LakeResource
+
+
+@sensor(
+    job=ingest_and_fit_job,
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Discovers new or changed eval logs in the landing folder, registers their model and "
+    "suite partitions and requests one ingest-and-fit run per log content.",
+)
+def landing_sensor(context: SensorEvaluationContext, lake: LakeResource):
+    landing = lake.landing_dir()
+    if not landing.exists():
+        return SkipReason(f"landing folder {landing} does not exist")
+    seen: dict[str, list] = json.loads(context.cursor) if context.cursor else {}
+    changed: list[Path] = []
+    for path in find_log_files(landing):
+        stat = path.stat()
+        previous = seen.get(str(path))
+        if previous and previous[:2] == [stat.st_size, stat.st_mtime_ns]:
+            continue
+        digest = sha256_file(path)
+        if previous and previous[2] == digest:
+            seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
+            continue
+        seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
+        changed.append(path)
+    if not changed:
+        return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))
+
+    headers, errors = scan_headers(changed)
+    for error in errors:
+        context.log.warning(f"not ingested: {error.error}")
+    known_models = set(context.instance.get_dynamic_partitions("model"))
+    known_suites = set(context.instance.get_dynamic_partitions("suite"))
+    new_models = sorted({to_partition_key(h.model) for h in headers} - known_models)
+    new_suites = sorted({to_partition_key(h.suite) for h in headers} - known_suites)
+    requests = [
+        RunRequest(
+            run_key=header.sha256,
+            partition_key=model_suite_key(header.model, header.suite),
+            tags={"evalpipeline/log": Path(header.path).name[:200]},
+        )
+        for header in headers
+    ]
+    dynamic = []
+    if new_models:
+        dynamic.append(model_partitions.build_add_request(new_models))
+    if new_suites:
+        dynamic.append(suite_partitions.build_add_request(new_suites))
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(seen))

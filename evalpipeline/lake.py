@@ -1,0 +1,152 @@
+"""The lake: Hive-style Parquet tables under one root, written atomically.
+
+Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
+
+    <root>/ingested/model=<key>/suite=<key>/eval-<eval_id>.parquet
+        every row one log yielded, accepted or not (``reason`` null when
+        accepted): the ingest record, one file per Inspect eval
+    <root>/samples/model=<key>/suite=<key>/samples.parquet
+        the canonical sample table of the partition (asset ``eval_samples``)
+    <root>/quarantine/model=<key>/suite=<key>/quarantine.parquet
+        rows set aside, each with its ``reason``
+    <root>/file_errors/<sha256[:16]>.json
+        logs that could not be read at all (no partition can be named)
+    <root>/accuracy_posteriors/model=<key>/suite=<key>/posteriors.parquet
+    <root>/suite_leaderboard/suite=<key>/leaderboard.parquet
+    <root>/partition_names/<dimension>.parquet
+        key -> display name, for every partition key ever issued
+
+Writes go to a hidden temporary file in the target folder and are renamed
+over the target, so a reader sees the old file or the new one, never a
+partial one; pyarrow and Spark skip the hidden temporaries. A write whose
+bytes equal the file already there is skipped, so reruns leave the lake
+(mtimes included) untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalpipeline.keys import from_partition_key, to_partition_key
+
+
+def write_bytes_atomic(data: bytes, path: Path) -> bool:
+    """Write ``data`` to ``path`` atomically; return False if the file already held exactly ``data``."""
+    path = Path(path)
+    if path.exists() and _sha256_file(path) == hashlib.sha256(data).hexdigest():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """Serialise a table to Parquet bytes (deterministic for equal tables)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> bool:
+    """Write ``table`` as Parquet at ``path`` atomically; False when unchanged."""
+    return write_bytes_atomic(parquet_bytes(table), path)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+sha256_file = _sha256_file
+
+
+class Lake:
+    """Paths and reads/writes of the lake rooted at ``root``."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Lake({str(self.root)!r})"
+
+    # -- paths ---------------------------------------------------------------
+    def partition_dir(self, table: str, model: str | None = None, suite: str | None = None) -> Path:
+        """Folder of ``table`` for a model and/or suite given by display name."""
+        path = self.root / table
+        if model is not None:
+            path = path / f"model={to_partition_key(model)}"
+        if suite is not None:
+            path = path / f"suite={to_partition_key(suite)}"
+        return path
+
+    def table_path(self, table: str, filename: str, model: str | None = None, suite: str | None = None) -> Path:
+        return self.partition_dir(table, model, suite) / filename
+
+    # -- partition listing and names -----------------------------------------
+    def partitions(self, table: str) -> list[tuple[str, str]]:
+        """(model, suite) display names of the partitions ``table`` holds files for."""
+        found = []
+        base = self.root / table
+        for model_dir in sorted(base.glob("model=*")):
+            for suite_dir in sorted(model_dir.glob("suite=*")):
+                if any(suite_dir.glob("*.parquet")):
+                    found.append(
+                        (
+                            from_partition_key(model_dir.name.split("=", 1)[1]),
+                            from_partition_key(suite_dir.name.split("=", 1)[1]),
+                        )
+                    )
+        return found
+
+    def record_partition_names(self, dimension: str, names: set[str] | list[str]) -> None:
+        """Store key -> display name for ``dimension`` (merged with what is there)."""
+        path = self.root / "partition_names" / f"{dimension}.parquet"
+        known = {}
+        if path.exists():
+            known = dict(pq.read_table(path).to_pydict().items())
+            known = dict(zip(known["key"], known["name"]))
+        for name in names:
+            known[to_partition_key(name)] = name
+        keys = sorted(known)
+        table = pa.table({"key": keys, "name": [known[k] for k in keys]})
+        write_parquet_atomic(table, path)
+
+    # -- reading ------------------------------------------------------------
+    def read_files(self, files: list[Path], *, model: str | None = None, suite: str | None = None) -> pd.DataFrame:
+        """Concatenate Parquet files into one frame, adding the partition columns given."""
+        frames = [pq.read_table(f).to_pandas() for f in sorted(files)]
+        frames = [f for f in frames if len(f)]
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if model is not None:
+            frame.insert(0, "model", model)
+        if suite is not None:
+            frame.insert(1 if model is not None else 0, "suite", suite)
+        return frame
+
+    def read_partition(self, table: str, model: str, suite: str) -> pd.DataFrame:
+        """All Parquet files of one model x suite partition of ``table``."""
+        files = list(self.partition_dir(table, model, suite).glob("*.parquet"))
+        return self.read_files(files, model=model, suite=suite)
+
+    def write_json_atomic(self, obj, path: Path) -> bool:
+        return write_bytes_atomic(json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), path)

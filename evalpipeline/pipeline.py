@@ -1,0 +1,92 @@
+"""The pipeline's steps as plain functions over a lake.
+
+Each Dagster asset is a thin wrapper around one of these; a notebook user
+or the CLI can call them directly with the same effect.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import pyarrow as pa
+
+from evalpipeline.ingest import (
+    IngestReport,
+    PartitionAccount,
+    ScoreNormalisation,
+    consolidate_partition,
+    find_log_files,
+    ingest_paths,
+    scan_headers,
+)
+from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake import Lake, write_parquet_atomic
+from evalpipeline.stats.posteriors import accuracy_posteriors, suite_leaderboard
+
+
+class NoDataError(LookupError):
+    """A partition asked for that has no data anywhere."""
+
+
+def ingest_partition(
+    lake: Lake,
+    landing: Path,
+    model: str,
+    suite: str,
+    normalisation: ScoreNormalisation | None = None,
+    *,
+    accept_incomplete_logs: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[PartitionAccount, IngestReport]:
+    """Ingest every log in ``landing`` whose header says ``model`` x ``suite``.
+
+    Staged logs of the partition ingested earlier from elsewhere (``evalpipeline
+    ingest PATH``) stay part of it. Raises :class:`NoDataError` when neither
+    exists.
+    """
+    files = find_log_files(landing) if Path(landing).exists() else []
+    headers, _unreadable = scan_headers(files)  # unreadable files belong to no partition
+    mine = [Path(h.path) for h in headers if h.model == model and h.suite == suite]
+    staged = list(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
+    if not mine and not staged:
+        raise NoDataError(f"no logs for model {model!r} x suite {suite!r} in {landing} or in the lake {lake.root}")
+    report = ingest_paths(mine, lake, normalisation, accept_incomplete_logs=accept_incomplete_logs, progress=progress)
+    if (model, suite) not in report.partitions:  # every landing log failed: rebuild from what is staged
+        report.partitions[(model, suite)], _ = consolidate_partition(lake, model, suite)
+    return report.partitions[(model, suite)], report
+
+
+def read_samples(lake: Lake, model: str, suite: str) -> pd.DataFrame:
+    """The canonical sample table of one partition (raises :class:`NoDataError` if absent)."""
+    path = lake.table_path("samples", "samples.parquet", model, suite)
+    if not path.exists():
+        raise NoDataError(f"no sample table for {model!r} x {suite!r}: {path} does not exist")
+    return lake.read_files([path], model=model, suite=suite)
+
+
+def write_accuracy_posteriors(
+    lake: Lake, model: str, suite: str, *, prior: tuple[float, float] = (1.0, 1.0), mass: float = 0.95
+) -> tuple[pd.DataFrame, Path]:
+    """Compute and store the conjugate posteriors of one partition."""
+    table = accuracy_posteriors(read_samples(lake, model, suite), prior=prior, mass=mass)
+    path = lake.table_path("accuracy_posteriors", "posteriors.parquet", model, suite)
+    write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
+    return table, path
+
+
+def write_suite_leaderboard(lake: Lake, suite: str) -> tuple[pd.DataFrame, Path]:
+    """Rank every model that has posteriors on ``suite``; skip combinations never evaluated."""
+    suite_key = to_partition_key(suite)
+    files = sorted(lake.root.glob(f"accuracy_posteriors/model=*/suite={suite_key}/posteriors.parquet"))
+    if not files:
+        raise NoDataError(f"no accuracy posteriors for suite {suite!r} under {lake.root / 'accuracy_posteriors'}")
+    frames = []
+    for file in files:
+        model_key = file.parent.parent.name.split("=", 1)[1]
+        frames.append(lake.read_files([file], model=from_partition_key(model_key)))
+    board = suite_leaderboard(pd.concat(frames, ignore_index=True))
+    path = lake.root / "suite_leaderboard" / f"suite={suite_key}" / "leaderboard.parquet"
+    write_parquet_atomic(pa.Table.from_pandas(board, preserve_index=False), path)
+    return board, path

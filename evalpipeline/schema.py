@@ -1,0 +1,157 @@
+"""The canonical sample table: one row per scored attempt.
+
+Every log format is read into this table; everything downstream reads only
+this table. The columns, in order:
+
+=============== ================= ==========================================
+column          type              meaning
+=============== ================= ==========================================
+model           string            the model's display name, as logged
+                                  (partition dimension)
+suite           string            the suite (Inspect task name) (partition
+                                  dimension)
+domain          string, nullable  domain of the item (sample metadata
+                                  ``domain``)
+subdomain       string, nullable  subdomain of the item (sample metadata
+                                  ``subdomain``)
+item_id         string            the question / task id (Inspect sample id)
+epoch           int32             repeat index, 1-based
+scorer          string, nullable  which scorer produced ``score``; null when
+                                  the sample errored before scoring
+score           float64, nullable normalised score in [0, 1]; null for
+                                  errored samples
+correct         bool, nullable    binary reading of ``score``: true for 1,
+                                  false for 0, null otherwise
+score_raw       string, nullable  the score value as logged (JSON), for audit
+cluster         string, nullable  items whose outcomes move together (not
+                                  filled by the Inspect reader yet)
+error           string, nullable  the sample's error message; errored samples
+                                  are kept and flagged, never scored
+limit           string, nullable  the limit the sample hit (token, time, ...)
+metadata_json   string, nullable  the sample's whole metadata as JSON, so that
+                                  covariates can be mapped later without
+                                  re-reading logs
+run_id          string            Inspect run id (provenance)
+eval_id         string            Inspect eval id: one per log
+log_path        string            the log file as ingested (provenance)
+log_sha256      string            SHA-256 of the log file's bytes
+log_format      string            ``eval`` or ``json``
+sample_index    int32             0-based position of the sample in the log:
+                                  the "row" that error messages name
+created_at      timestamp (UTC)   when the eval was run
+=============== ================= ==========================================
+
+In the lake, ``model`` and ``suite`` live in the Hive-style path
+(``samples/model=<key>/suite=<key>/``) and not in the Parquet files, so
+that pyarrow, pandas, DuckDB and Spark read the folder without a column
+clash; :mod:`evalpipeline.lake` adds them back when it reads a partition.
+
+The quarantine table has the same columns, all nullable, plus ``reason``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    nullable: bool
+    doc: str
+
+
+PARTITION_COLUMNS = ("model", "suite")
+
+SAMPLE_COLUMNS: tuple[Column, ...] = (
+    Column("model", pa.string(), False, "model display name (partition dimension)"),
+    Column("suite", pa.string(), False, "suite / Inspect task name (partition dimension)"),
+    Column("domain", pa.string(), True, "domain of the item"),
+    Column("subdomain", pa.string(), True, "subdomain of the item"),
+    Column("item_id", pa.string(), False, "question / task id"),
+    Column("epoch", pa.int32(), False, "repeat index, 1-based"),
+    Column("scorer", pa.string(), True, "scorer that produced score"),
+    Column("score", pa.float64(), True, "normalised score in [0, 1]"),
+    Column("correct", pa.bool_(), True, "binary reading of score where defined"),
+    Column("score_raw", pa.string(), True, "score value as logged (JSON)"),
+    Column("cluster", pa.string(), True, "cluster of items whose outcomes move together"),
+    Column("error", pa.string(), True, "sample error; errored samples are kept and flagged"),
+    Column("limit", pa.string(), True, "limit the sample hit"),
+    Column("metadata_json", pa.string(), True, "sample metadata as JSON"),
+    Column("run_id", pa.string(), False, "Inspect run id"),
+    Column("eval_id", pa.string(), False, "Inspect eval id (one per log)"),
+    Column("log_path", pa.string(), False, "log file path"),
+    Column("log_sha256", pa.string(), False, "SHA-256 of the log file"),
+    Column("log_format", pa.string(), False, "eval or json"),
+    Column("sample_index", pa.int32(), False, "0-based position of the sample in the log"),
+    Column("created_at", pa.timestamp("us", tz="UTC"), False, "when the eval was run"),
+)
+
+REASON_COLUMN = Column("reason", pa.string(), False, "why the row was quarantined")
+
+COLUMN_NAMES = tuple(c.name for c in SAMPLE_COLUMNS)
+
+
+def samples_schema(*, with_partition_columns: bool = True) -> pa.Schema:
+    """Arrow schema of the canonical sample table."""
+    return pa.schema(
+        [
+            pa.field(c.name, c.type, nullable=c.nullable)
+            for c in SAMPLE_COLUMNS
+            if with_partition_columns or c.name not in PARTITION_COLUMNS
+        ]
+    )
+
+
+def quarantine_schema(*, with_partition_columns: bool = True) -> pa.Schema:
+    """Arrow schema of the quarantine table: sample columns (all nullable) plus ``reason``."""
+    return _with_reason(with_partition_columns, reason_nullable=False)
+
+
+def staged_schema(*, with_partition_columns: bool = True) -> pa.Schema:
+    """Arrow schema of the per-log ingest record: every row, ``reason`` null where accepted."""
+    return _with_reason(with_partition_columns, reason_nullable=True)
+
+
+def _with_reason(with_partition_columns: bool, reason_nullable: bool) -> pa.Schema:
+    fields = [
+        pa.field(c.name, c.type, nullable=True)
+        for c in SAMPLE_COLUMNS
+        if with_partition_columns or c.name not in PARTITION_COLUMNS
+    ]
+    fields.append(pa.field(REASON_COLUMN.name, REASON_COLUMN.type, nullable=reason_nullable))
+    return pa.schema(fields)
+
+
+class SchemaError(ValueError):
+    """A frame that does not fit the canonical schema."""
+
+
+def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """Conform ``frame`` to ``schema``: select and order columns, cast, and check non-nulls.
+
+    Raises :class:`SchemaError` naming the missing column or the first row
+    that breaks a non-null constraint.
+    """
+    missing = [name for name in schema.names if name not in frame.columns]
+    if missing:
+        raise SchemaError(f"missing columns {missing}; present: {sorted(frame.columns)}")
+    frame = frame.reset_index(drop=True)
+    try:
+        table = pa.Table.from_pandas(frame[list(schema.names)], schema=schema, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+        raise SchemaError(f"cannot cast to the canonical schema: {exc}") from exc
+    for field in schema:
+        if not field.nullable and table.column(field.name).null_count:
+            row = frame.index[frame[field.name].isna()][0]
+            raise SchemaError(f"column {field.name!r} must not be null (row {row})")
+    return table
+
+
+def column_docs() -> dict[str, str]:
+    """Column name -> one-line meaning (for Dagster column schemas and docs)."""
+    return {c.name: c.doc for c in (*SAMPLE_COLUMNS, REASON_COLUMN)}

@@ -1,0 +1,1 @@
+"""Closed-form statistics: conjugate posteriors, intervals, leaderboards."""
