@@ -141,14 +141,14 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     if missing:
         raise SchemaError(f"missing columns {missing}; present: {sorted(frame.columns)}")
     frame = frame.reset_index(drop=True)
+    for field in schema:
+        if not field.nullable and frame[field.name].isna().any():
+            row = int(frame.index[frame[field.name].isna()][0])
+            raise SchemaError(f"column {field.name!r} must not be null (row {row})")
     try:
         table = pa.Table.from_pandas(frame[list(schema.names)], schema=schema, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
         raise SchemaError(f"cannot cast to the canonical schema: {exc}") from exc
-    for field in schema:
-        if not field.nullable and table.column(field.name).null_count:
-            row = frame.index[frame[field.name].isna()][0]
-            raise SchemaError(f"column {field.name!r} must not be null (row {row})")
     return table
 
 

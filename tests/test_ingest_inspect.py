@@ -1,0 +1,129 @@
+"""Ingest of logs made here by inspect_ai, checked against inspect_ai's own full-log reader."""
+
+import json
+
+import pandas as pd
+import pytest
+from inspect_ai.log import read_eval_log
+
+from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths
+from evalpipeline.ingest.inspect_logs import read_inspect_log, read_log_header
+from evalpipeline.lake import Lake, sha256_file
+from evalpipeline.pipeline import read_samples
+from tests.inspect_logs import echo, exact, make_log
+
+VALUE = {"C": 1.0, "I": 0.0, "P": 0.5}
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("logs")
+    return {
+        "eval": make_log(folder / "a", model="mockllm/acme/large v2", suite="unit_suite", items=6, epochs=2,
+                         fail={("q3", 1)}, log_format="eval"),
+        "json": make_log(folder / "b", model="mockllm/acme-small", suite="unit_suite", items=4, log_format="json"),
+        "two_scorers": make_log(folder / "c", suite="scored_twice", items=4, scorers=[echo(), exact()]),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["eval", "json"])
+def test_rows_match_inspect_full_log(logs, fmt):
+    path = logs[fmt]
+    header, rows = read_inspect_log(path)
+    full = read_eval_log(str(path))  # the whole log, messages and all
+    assert header.model == full.eval.model and header.suite == full.eval.task
+    assert header.run_id == full.eval.run_id and header.eval_id == full.eval.eval_id
+    assert header.sha256 == sha256_file(path) and header.log_format == fmt
+    assert len(rows) == len(full.samples)
+    expected = {
+        (str(s.id), s.epoch): (
+            None if s.error else VALUE[s.scores["exact"].value],
+            s.metadata["domain"],
+            s.metadata["subdomain"],
+            s.error.message if s.error else None,
+        )
+        for s in full.samples
+    }
+    got = {
+        (r.item_id, r.epoch): (None if pd.isna(r.score) else r.score, r.domain, r.subdomain, None if pd.isna(r.error) else r.error)
+        for r in rows.itertuples()
+    }
+    assert got.keys() == expected.keys()
+    for key, (score, domain, subdomain, error) in expected.items():
+        g_score, g_domain, g_subdomain, g_error = got[key]
+        assert (g_score, g_domain, g_subdomain) == (score, domain, subdomain), key
+        assert (g_error is None) == (error is None), key
+        if error:
+            assert error in g_error
+    assert rows["reason"].isna().all()
+    assert (rows["log_path"] == str(path)).all() and (rows["run_id"] == full.eval.run_id).all()
+
+
+def test_errored_sample_is_kept_flagged_and_unscored(logs):
+    _, rows = read_inspect_log(logs["eval"])
+    errored = rows[rows["error"].notna()]
+    assert list(zip(errored["item_id"], errored["epoch"])) == [("q3", 1)]
+    assert "planted failure on q3" in errored["error"].iloc[0]
+    assert errored["score"].isna().all() and errored["reason"].isna().all()
+
+
+def test_scorer_choice_is_explicit(logs):
+    path = logs["two_scorers"]
+    assert read_log_header(path).scorers == ("echo", "exact")
+    _, first = read_inspect_log(path)  # default: the first declared scorer, echo, whose "yes"/"no" are unknown
+    assert (first["scorer"] == "echo").all()
+    assert first["reason"].str.contains("unknown score value 'yes'|unknown score value 'no'").all()
+    _, chosen = read_inspect_log(path, ScoreNormalisation(scorer="exact"))
+    assert (chosen["scorer"] == "exact").all() and chosen["reason"].isna().all()
+    assert chosen["score"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    _, missing = read_inspect_log(path, ScoreNormalisation(scorer="nope"))
+    assert missing["reason"].str.contains("no score from scorer 'nope' \\(scores: \\['echo', 'exact'\\]\\)").all()
+
+
+def test_ingest_writes_partitions_with_provenance_and_accounting(logs, tmp_path):
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([logs["eval"], logs["json"]], lake)
+    assert report.rows_read == 12 + 4 == report.rows_ingested + report.rows_quarantined
+    account = report.partitions[("mockllm/acme/large v2", "unit_suite")]
+    assert (account.rows_read, account.rows_ingested, account.rows_errored) == (12, 12, 1)
+    samples = read_samples(lake, "mockllm/acme/large v2", "unit_suite")
+    assert set(samples["log_sha256"]) == {sha256_file(logs["eval"])}
+    assert (tmp_path / "lake/samples/model=mockllm%2Facme%2Flarge%20v2/suite=unit_suite/samples.parquet").exists()
+    metadata = json.loads(samples["metadata_json"].iloc[0])
+    assert metadata["domain"] == "unit"
+
+
+def test_reingesting_the_same_file_changes_nothing(logs, tmp_path):
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([logs["eval"]], lake)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "lake").rglob("*") if p.is_file()}
+    report = ingest_paths([logs["eval"]], lake)
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "lake").rglob("*") if p.is_file()}
+    assert before == after
+    assert report.partitions[("mockllm/acme/large v2", "unit_suite")].samples_written is False
+
+
+def test_find_log_files_skips_hidden_and_other_files(tmp_path, logs):
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "x.eval").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("not a log")
+    (tmp_path / "sub").mkdir()
+    target = tmp_path / "sub" / logs["json"].name
+    target.write_bytes(logs["json"].read_bytes())
+    assert find_log_files(tmp_path) == [target]
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        find_log_files(tmp_path / "absent")
+
+
+def test_demo_logs_ingest_completely(tmp_path):
+    from tests.conftest import DEMO_LOGS
+
+    truth = json.loads((DEMO_LOGS.parent / "demo_truth.json").read_text())
+    report = ingest_paths(find_log_files(DEMO_LOGS), Lake(tmp_path / "lake"))
+    assert report.file_errors == []
+    assert len(report.partitions) == 12
+    expected_rows = sum(
+        len(s["subdomains"]) * s["items_per_subdomain"] * s["epochs"] for s in truth["suites"].values()
+    ) * len(truth["accuracy"])
+    assert report.rows_read == expected_rows == report.rows_ingested
+    assert sum(p.rows_errored for p in report.partitions.values()) == len(truth["errored"]) == 1

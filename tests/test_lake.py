@@ -1,0 +1,51 @@
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
+
+
+def test_atomic_write_is_idempotent(tmp_path):
+    target = tmp_path / "t" / "x.parquet"
+    table = pa.table({"a": [1, 2, 3]})
+    assert write_parquet_atomic(table, target) is True
+    stamp = target.stat().st_mtime_ns
+    assert write_parquet_atomic(table, target) is False  # same bytes: not rewritten
+    assert target.stat().st_mtime_ns == stamp
+    assert write_parquet_atomic(pa.table({"a": [1]}), target) is True
+    assert pd.read_parquet(target)["a"].tolist() == [1]
+    assert [p.name for p in target.parent.iterdir()] == ["x.parquet"]  # no temporaries left
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "x.bin"
+    write_bytes_atomic(b"old", target)
+
+    def crash(src, dst):
+        raise OSError("disk vanished")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk vanished"):
+        write_bytes_atomic(b"new", target)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
+
+
+def test_partition_paths_are_hive_style_and_listed_by_display_name(tmp_path):
+    lake = Lake(tmp_path)
+    path = lake.table_path("samples", "samples.parquet", "openai/gpt-4o", "my suite")
+    assert path.relative_to(tmp_path).as_posix() == "samples/model=openai%2Fgpt-4o/suite=my%20suite/samples.parquet"
+    write_parquet_atomic(pa.table({"x": [1]}), path)
+    assert lake.partitions("samples") == [("openai/gpt-4o", "my suite")]
+    frame = lake.read_partition("samples", "openai/gpt-4o", "my suite")
+    assert frame.columns.tolist() == ["model", "suite", "x"]
+
+
+def test_partition_names_are_recorded_and_merged(tmp_path):
+    lake = Lake(tmp_path)
+    lake.record_partition_names("model", ["a/b"])
+    lake.record_partition_names("model", ["c d"])
+    names = pd.read_parquet(tmp_path / "partition_names" / "model.parquet")
+    assert dict(zip(names["key"], names["name"])) == {"a%2Fb": "a/b", "c%20d": "c d"}
