@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
 from dagster import DagsterInstance, Definitions, multiprocess_executor
 
 from assets.jobs import ingest_and_fit_job, leaderboard_job
@@ -22,6 +23,7 @@ from assets.samples import eval_samples
 from assets.sensors import landing_sensor
 from evalpipeline.ingest import find_log_files, scan_headers
 from evalpipeline.keys import to_partition_key
+from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from resources import IngestSettings, LakeResource, PosteriorSettings
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
@@ -85,8 +87,14 @@ def run_main_job(
             for event in result.all_events:
                 if event.is_step_failure:
                     echo(f"    {event.step_key}: {event.event_specific_data.error.message.strip()}")
-    root = lake.lake().root
-    echo(f"outputs in {root.resolve()}: samples/, quarantine/, accuracy_posteriors/, suite_leaderboard/")
+    store = lake.lake()
+    for suite in suites:
+        path = leaderboard_path(store, suite)
+        if path.exists():
+            echo(f"\nsuite {suite}: models ranked by posterior mean success rate")
+            echo(format_leaderboard(pd.read_parquet(path)))
+    root = store.root
+    echo(f"\noutputs in {root.resolve()}: samples/, quarantine/, accuracy_posteriors/, suite_leaderboard/")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
 

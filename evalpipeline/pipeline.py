@@ -76,6 +76,23 @@ def write_accuracy_posteriors(
     return table, path
 
 
+def leaderboard_path(lake: Lake, suite: str) -> Path:
+    return lake.root / "suite_leaderboard" / f"suite={to_partition_key(suite)}" / "leaderboard.parquet"
+
+
+def format_leaderboard(board: pd.DataFrame) -> str:
+    """A plain-text leaderboard: rank, model, posterior mean with HPDI, CLT interval, n."""
+    lines = []
+    for row in board.itertuples():
+        flag = f" ({row.clt_flag})" if isinstance(row.clt_flag, str) else ""
+        lines.append(
+            f"  {row.rank}. {row.model:<28} {row.posterior_mean:.3f}  "
+            f"{row.hpdi_mass:.0%} HPDI [{row.hpdi_low:.3f}, {row.hpdi_high:.3f}]  "
+            f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}"
+        )
+    return "\n".join(lines)
+
+
 def write_suite_leaderboard(lake: Lake, suite: str) -> tuple[pd.DataFrame, Path]:
     """Rank every model that has posteriors on ``suite``; skip combinations never evaluated."""
     suite_key = to_partition_key(suite)
@@ -87,6 +104,6 @@ def write_suite_leaderboard(lake: Lake, suite: str) -> tuple[pd.DataFrame, Path]
         model_key = file.parent.parent.name.split("=", 1)[1]
         frames.append(lake.read_files([file], model=from_partition_key(model_key)))
     board = suite_leaderboard(pd.concat(frames, ignore_index=True))
-    path = lake.root / "suite_leaderboard" / f"suite={suite_key}" / "leaderboard.parquet"
+    path = leaderboard_path(lake, suite)
     write_parquet_atomic(pa.Table.from_pandas(board, preserve_index=False), path)
     return board, path
