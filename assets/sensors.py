@@ -2,7 +2,9 @@
 
 Reads only log headers. The cursor remembers each file's size, mtime and
 content hash, so unchanged files are neither re-hashed nor re-requested;
-the run key is the content hash, so a file is ingested once per content.
+the run key is the content hash, so a file is ingested once per content,
+and logs whose exact contents the lake already holds (ingested by
+``evalpipeline run`` or the CLI) are not requested again.
 """
 
 
@@ -13,7 +15,7 @@ from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, Se
 
 from assets.jobs import ingest_and_fit_job
 from assets.partitions import model_partitions, model_suite_key, suite_partitions
-from evalpipeline.ingest import find_log_files, scan_headers
+from evalpipeline.ingest import already_ingested, find_log_files, scan_headers
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import LakeResource
@@ -49,6 +51,8 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource):
     headers, errors = scan_headers(changed)
     for error in errors:
         context.log.warning(f"not ingested: {error.error}")
+    store = lake.lake()
+    headers = [h for h in headers if not already_ingested(store, h)]
     known_models = set(context.instance.get_dynamic_partitions("model"))
     known_suites = set(context.instance.get_dynamic_partitions("suite"))
     new_models = sorted({to_partition_key(h.model) for h in headers} - known_models)

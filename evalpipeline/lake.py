@@ -2,14 +2,14 @@
 
 Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
 
-    <root>/ingested/model=<key>/suite=<key>/eval-<eval_id>.parquet
-        every row one log yielded, accepted or not (``reason`` null when
-        accepted): the ingest record, one file per Inspect eval
+    <root>/ingested/model=<key>/suite=<key>/eval-<eval_id>-<path hash>.parquet
+        every row one log file yielded, accepted or not (``reason`` null when
+        accepted): the ingest record, one file per log file
     <root>/samples/model=<key>/suite=<key>/samples.parquet
         the canonical sample table of the partition (asset ``eval_samples``)
     <root>/quarantine/model=<key>/suite=<key>/quarantine.parquet
         rows set aside, each with its ``reason``
-    <root>/file_errors/<sha256[:16]>.json
+    <root>/file_errors/<sha256[:16]>-<path hash>.json
         logs that could not be read at all (no partition can be named)
     <root>/accuracy_posteriors/model=<key>/suite=<key>/posteriors.parquet
     <root>/suite_leaderboard/suite=<key>/leaderboard.parquet

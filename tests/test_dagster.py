@@ -108,6 +108,20 @@ def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landin
     assert not again.run_requests
 
 
+def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
+    from evalpipeline.ingest import find_log_files, ingest_paths
+    from evalpipeline.lake import Lake
+
+    files = find_log_files(landing)
+    ingest_paths(files[:2], Lake(tmp_path / "lake"))
+    context = build_sensor_context(
+        instance=DagsterInstance.ephemeral(),
+        resources={"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing))},
+    )
+    result = landing_sensor(context)
+    assert [r.run_key for r in result.run_requests] == [sha256_file(files[2])]
+
+
 @pytest.mark.slow
 def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeypatch, capsys):
     landing = tmp_path / "landing"

@@ -19,14 +19,17 @@ checked, not assumed.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
+import pyarrow.parquet as pq
 
-from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError, read_inspect_log, read_log_header
+from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError, read_inspect_log, read_log_header, sample_label
 from evalpipeline.ingest.scores import ScoreNormalisation
+from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, sha256_file, write_parquet_atomic
 from evalpipeline.schema import quarantine_schema, samples_schema, staged_schema, to_arrow
 
@@ -38,6 +41,7 @@ __all__ = [
     "LogReadError",
     "PartitionAccount",
     "ScoreNormalisation",
+    "already_ingested",
     "consolidate_partition",
     "find_log_files",
     "ingest_paths",
@@ -133,6 +137,29 @@ def scan_headers(paths: Iterable[Path]) -> tuple[list[LogHeader], list[FileError
     return headers, errors
 
 
+def staged_path(lake: Lake, header: LogHeader) -> Path:
+    """Where the ingest record of one log file is kept.
+
+    Named by the eval id (encoded, so a hostile id cannot leave the folder)
+    and a hash of the log's path: a log rewritten in place replaces its
+    record, while a copy or conversion at another path (same eval id) keeps
+    its own, and consolidation then accounts for the repeated rows.
+    """
+    path_hash = hashlib.sha256(str(header.path).encode()).hexdigest()[:12]
+    return lake.table_path(
+        "ingested", f"eval-{to_partition_key(header.eval_id)}-{path_hash}.parquet", header.model, header.suite
+    )
+
+
+def already_ingested(lake: Lake, header: LogHeader) -> bool:
+    """True when the lake holds this log's ingest record for exactly these file contents."""
+    path = staged_path(lake, header)
+    if not path.exists():
+        return False
+    hashes = pq.read_table(path, columns=["log_sha256"]).column("log_sha256").unique().to_pylist()
+    return hashes == [header.sha256]
+
+
 def ingest_paths(
     paths: Iterable[Path],
     lake: Lake,
@@ -156,8 +183,7 @@ def ingest_paths(
             _record_file_error(lake, error)
             say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
             continue
-        staged = lake.table_path("ingested", f"eval-{header.eval_id}.parquet", header.model, header.suite)
-        write_parquet_atomic(to_arrow(rows, staged_schema(with_partition_columns=False)), staged)
+        write_parquet_atomic(to_arrow(rows, staged_schema(with_partition_columns=False)), staged_path(lake, header))
         touched.add((header.model, header.suite))
         say(f"[{number}/{len(paths)}] {path}: {len(rows)} samples, {header.model} x {header.suite}")
     for model, suite in sorted(touched):
@@ -181,7 +207,9 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
     staged = lake.read_files(staged_files)
     if staged.empty:
         staged = staged_schema(with_partition_columns=False).empty_table().to_pandas()
-    staged = staged.sort_values(["created_at", "eval_id", "sample_index"], kind="stable").reset_index(drop=True)
+    staged = staged.sort_values(["created_at", "eval_id", "log_path", "sample_index"], kind="stable").reset_index(
+        drop=True
+    )
 
     accepted = staged[staged["reason"].isna()]
     newest = accepted.drop_duplicates(["item_id", "epoch"], keep="last")
@@ -190,8 +218,8 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
         keeper = newest.set_index(["item_id", "epoch"])
         superseded = superseded.copy()
         superseded["reason"] = [
-            f"superseded: (item_id {i!r}, epoch {e}) also in newer run eval_id "
-            f"{keeper.loc[(i, e), 'eval_id']} ({keeper.loc[(i, e), 'log_path']})"
+            f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {keeper.loc[(i, e), 'eval_id']} "
+            f"({keeper.loc[(i, e), 'log_path']}), which is kept as the newer run (or the later copy of the same run)"
             for i, e in zip(superseded["item_id"], superseded["epoch"])
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
@@ -222,25 +250,24 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
         samples_written=written,
     )
     reasons: dict[str, int] = {}
-    for reason in quarantined["reason"]:
-        general = _general_reason(reason)
+    for reason, item_id, epoch in zip(quarantined["reason"], quarantined["item_id"], quarantined["epoch"]):
+        general = _general_reason(reason, item_id, epoch)
         reasons[general] = reasons.get(general, 0) + 1
     return account, reasons
 
 
-def _general_reason(reason: str) -> str:
+def _general_reason(reason: str, item_id: str, epoch: int) -> str:
     """The reason without the sample it names, so that summaries can count alike reasons."""
     if reason.startswith("superseded"):
         return "superseded by a newer run of the same (item_id, epoch)"
     if reason.startswith("duplicate (item_id"):
         return "duplicate (item_id, epoch) within one log"
-    if reason.startswith("sample "):
-        return reason.split(": ", 1)[1]
-    return reason
+    return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")
 
 
 def _record_file_error(lake: Lake, error: FileError) -> None:
-    name = (error.sha256 or "missing")[:16]
+    path_hash = hashlib.sha256(error.path.encode()).hexdigest()[:12]
+    name = f"{(error.sha256 or 'missing')[:16]}-{path_hash}"
     lake.write_json_atomic(
         {"path": error.path, "sha256": error.sha256, "error": error.error},
         lake.root / "file_errors" / f"{name}.json",

@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from evalpipeline.ingest.scores import ScoreNormalisation, binary_reading
+from evalpipeline.keys import PartitionKeyError, to_partition_key
 from evalpipeline.lake import sha256_file
 
 INCOMPLETE_STATUSES = ("error", "cancelled")
@@ -84,6 +85,11 @@ def read_log_header(path: Path | str, sha256: str | None = None) -> LogHeader:
     except Exception as exc:  # inspect_ai raises many types for bad files; name the file
         raise LogReadError(path, f"cannot read Inspect log header ({type(exc).__name__}: {_short(exc)})") from exc
     spec = log.eval
+    for what, name in (("model", spec.model), ("suite (task)", spec.task), ("eval_id", spec.eval_id)):
+        try:
+            to_partition_key(name)
+        except PartitionKeyError as exc:
+            raise LogReadError(path, f"{what} cannot be used as a partition key: {exc}") from exc
     return LogHeader(
         path=str(path),
         sha256=digest,
@@ -164,10 +170,10 @@ def read_inspect_log(
             row.update(scorer=scorer, score=outcome.score, score_raw=outcome.raw)
             row["correct"] = binary_reading(outcome.score)
             if outcome.reason and row["reason"] is None and row["error"] is None:
-                row["reason"] = f"sample {item_id!r} epoch {epoch}: {outcome.reason}"
+                row["reason"] = f"{sample_label(item_id, epoch)}: {outcome.reason}"
         elif row["error"] is None and row["reason"] is None:
             available = sorted(scores) or "none"
-            row["reason"] = f"sample {item_id!r} epoch {epoch}: no score from scorer {scorer!r} (scores: {available})"
+            row["reason"] = f"{sample_label(item_id, epoch)}: no score from scorer {scorer!r} (scores: {available})"
         key = (item_id, epoch)
         if key in first_index:
             row["reason"] = (
@@ -178,6 +184,11 @@ def read_inspect_log(
             first_index[key] = index
         rows.append(row)
     return header, pd.DataFrame(rows)
+
+
+def sample_label(item_id: str, epoch: int) -> str:
+    """How quarantine reasons name a sample."""
+    return f"sample {item_id!r} epoch {epoch}"
 
 
 def _choose_scorer(header: LogHeader, summaries, normalisation: ScoreNormalisation) -> str:
@@ -211,6 +222,12 @@ def _text_or_none(value: Any) -> str | None:
     return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
 
 
-def _short(exc: Exception, limit: int = 300) -> str:
+def _short(exc: BaseException, limit: int = 300) -> str:
+    """The message of ``exc`` and of its innermost cause (inspect_ai wraps parse errors)."""
+    root = exc
+    while root.__cause__ is not None or (root.__context__ is not None and not root.__suppress_context__):
+        root = root.__cause__ or root.__context__
     text = " ".join(str(exc).split())
+    if root is not exc:
+        text += f" <- {type(root).__name__}: {' '.join(str(root).split())}"
     return text if len(text) <= limit else text[:limit] + "..."
