@@ -15,7 +15,7 @@ from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, Se
 
 from assets.jobs import ingest_and_fit_job
 from assets.partitions import model_partitions, model_suite_key, suite_partitions
-from evalpipeline.ingest import already_ingested, find_log_files, scan_headers
+from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_headers
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import LakeResource
@@ -49,9 +49,10 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource):
         return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))
 
     headers, errors = scan_headers(changed)
-    for error in errors:
-        context.log.warning(f"not ingested: {error.error}")
     store = lake.lake()
+    for error in errors:
+        record_file_error(store, error)
+        context.log.warning(f"not ingested: {error.error}")
     headers = [h for h in headers if not already_ingested(store, h)]
     known_models = set(context.instance.get_dynamic_partitions("model"))
     known_suites = set(context.instance.get_dynamic_partitions("suite"))

@@ -21,7 +21,7 @@ from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import eval_samples
 from assets.sensors import landing_sensor
-from evalpipeline.ingest import find_log_files, scan_headers
+from evalpipeline.ingest import find_log_files, record_file_error, scan_headers
 from evalpipeline.keys import to_partition_key
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from resources import IngestSettings, LakeResource, PosteriorSettings
@@ -63,7 +63,8 @@ def run_main_job(
     files = find_log_files(landing)
     headers, unreadable = scan_headers(files)
     for error in unreadable:
-        echo(f"skipped (unreadable): {error.error}")
+        record_file_error(lake.lake(), error)
+        echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
     pairs = sorted({(h.model, h.suite) for h in headers})
     suites = sorted({s for _, s in pairs})
     _register(instance, "model", {to_partition_key(m) for m, _ in pairs})

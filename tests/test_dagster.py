@@ -126,6 +126,7 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
 def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeypatch, capsys):
     landing = tmp_path / "landing"
     shutil.copytree(DEMO_LOGS, landing)
+    (landing / "broken.eval").write_bytes(b"not a zip")  # reported and recorded, the rest still runs
     lake = tmp_path / "lake"
     monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
     monkeypatch.setenv("EVALPIPELINE_LAKE", str(lake))
@@ -133,6 +134,8 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert run_main_job() == 0
     out = capsys.readouterr().out
     assert "[15/15] suite_leaderboards leaderboard reading: ok" in out
+    assert f"skipped (unreadable, recorded under file_errors/): {landing / 'broken.eval'}: cannot read" in out
+    assert len(list((lake / "file_errors").glob("*.json"))) == 1
     files = {p: p.read_bytes() for p in lake.rglob("*.parquet")}
     assert len(list(lake.glob("samples/model=*/suite=*/samples.parquet"))) == 12
     assert run_main_job() == 0

@@ -42,6 +42,7 @@ __all__ = [
     "PartitionAccount",
     "ScoreNormalisation",
     "already_ingested",
+    "record_file_error",
     "consolidate_partition",
     "find_log_files",
     "ingest_paths",
@@ -180,7 +181,7 @@ def ingest_paths(
         except LogReadError as exc:
             error = FileError(str(path), _sha_or_none(path), str(exc))
             report.file_errors.append(error)
-            _record_file_error(lake, error)
+            record_file_error(lake, error)
             say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
             continue
         write_parquet_atomic(to_arrow(rows, staged_schema(with_partition_columns=False)), staged_path(lake, header))
@@ -265,7 +266,8 @@ def _general_reason(reason: str, item_id: str, epoch: int) -> str:
     return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")
 
 
-def _record_file_error(lake: Lake, error: FileError) -> None:
+def record_file_error(lake: Lake, error: FileError) -> None:
+    """Keep a log that could not be read at all under ``file_errors/`` (one record per path and content)."""
     path_hash = hashlib.sha256(error.path.encode()).hexdigest()[:12]
     name = f"{(error.sha256 or 'missing')[:16]}-{path_hash}"
     lake.write_json_atomic(
