@@ -21,7 +21,4 @@ def table_metadata(frame: pd.DataFrame, path: Path, *, preview_rows: int = 20, d
         "path": MetadataValue.path(str(path)),
         "dagster/row_count": len(frame),
         "preview": MetadataValue.md(preview.to_markdown(index=False) if len(frame) else "(empty)"),
-        "dagster/column_schema": column_schema(
-            {c: "" for c in frame.columns}, {c: str(t) for c, t in frame.dtypes.items()}
-        ),
     }

@@ -46,7 +46,6 @@ def accuracy_posteriors(
     return MaterializeResult(
         metadata={
             **table_metadata(table, path),
-            "dagster/column_schema": column_schema(POSTERIOR_COLUMNS),
             "posterior_mean": float(overall["posterior_mean"]),
             "hpdi": f"[{overall['hpdi_low']:.3f}, {overall['hpdi_high']:.3f}]",
             "n": int(overall["n"]),
@@ -79,7 +78,6 @@ def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource) -> Mat
     return MaterializeResult(
         metadata={
             **table_metadata(board, path),
-            "dagster/column_schema": column_schema(LEADERBOARD_COLUMNS),
             "suite": suite,
             "models": len(board),
             "leader": str(board.iloc[0]["model"]),

@@ -41,7 +41,7 @@ from evalpipeline.keys import from_partition_key, to_partition_key
 def write_bytes_atomic(data: bytes, path: Path) -> bool:
     """Write ``data`` to ``path`` atomically; return False if the file already held exactly ``data``."""
     path = Path(path)
-    if path.exists() and _sha256_file(path) == hashlib.sha256(data).hexdigest():
+    if path.exists() and sha256_file(path) == hashlib.sha256(data).hexdigest():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
@@ -69,15 +69,13 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> bool:
     return write_bytes_atomic(parquet_bytes(table), path)
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-sha256_file = _sha256_file
 
 
 class Lake:
