@@ -37,8 +37,7 @@ def eval_samples(
         lake.landing_dir(),
         model,
         suite,
-        ingest_settings.normalisation(),
-        accept_incomplete_logs=ingest_settings.accept_incomplete_logs,
+        ingest_settings.options(),
         progress=context.log.info,
     )
     for line in report.summary_lines():

@@ -2,7 +2,8 @@
 
 Reads only log headers. The cursor remembers each file's size, mtime and
 content hash, so unchanged files are neither re-hashed nor re-requested;
-the run key is the content hash, so a file is ingested once per content,
+the run key is the content hash (and partition, since a table may hold
+several), so a file is ingested once per content,
 and logs whose exact contents the lake already holds (ingested by
 ``evalpipeline run`` or the CLI) are not requested again.
 """
@@ -15,20 +16,20 @@ from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, Se
 
 from assets.jobs import ingest_and_fit_job
 from assets.partitions import model_partitions, model_suite_key, suite_partitions
-from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_headers
+from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
-from resources import LakeResource
+from resources import IngestSettings, LakeResource
 
 
 @sensor(
     job=ingest_and_fit_job,
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Discovers new or changed eval logs in the landing folder, registers their model and "
-    "suite partitions and requests one ingest-and-fit run per log content.",
+    description="Discovers new or changed eval sources in the landing folder, registers their model and "
+    "suite partitions and requests one ingest-and-fit run per partition of each new content.",
 )
-def landing_sensor(context: SensorEvaluationContext, lake: LakeResource):
+def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_settings: IngestSettings):
     landing = lake.landing_dir()
     if not landing.exists():
         return SkipReason(f"landing folder {landing} does not exist")
@@ -48,23 +49,25 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource):
     if not changed:
         return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))
 
-    headers, errors = scan_headers(changed)
+    found, errors = scan_sources(changed, ingest_settings.options())
     store = lake.lake()
     for error in errors:
         record_file_error(store, error)
         context.log.warning(f"not ingested: {error.error}")
-    headers = [h for h in headers if not already_ingested(store, h)]
+    found = [(source, parts) for source, parts in found if not already_ingested(store, source, parts)]
+    parts = [p for _, ps in found for p in ps]
     known_models = set(context.instance.get_dynamic_partitions("model"))
     known_suites = set(context.instance.get_dynamic_partitions("suite"))
-    new_models = sorted({to_partition_key(h.model) for h in headers} - known_models)
-    new_suites = sorted({to_partition_key(h.suite) for h in headers} - known_suites)
+    new_models = sorted({to_partition_key(p.model) for p in parts} - known_models)
+    new_suites = sorted({to_partition_key(p.suite) for p in parts} - known_suites)
     requests = [
         RunRequest(
-            run_key=header.sha256,
-            partition_key=model_suite_key(header.model, header.suite),
-            tags={"evalpipeline/log": Path(header.path).name[:200]},
+            run_key=f"{source.sha256}:{to_partition_key(part.model)}|{to_partition_key(part.suite)}",
+            partition_key=model_suite_key(part.model, part.suite),
+            tags={"evalpipeline/source": Path(source.path).name[:200]},
         )
-        for header in headers
+        for source, ps in found
+        for part in ps
     ]
     dynamic = []
     if new_models:

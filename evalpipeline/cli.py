@@ -13,17 +13,27 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pathlib import Path
+
 from evalpipeline.config import lake_root
+from evalpipeline.ingest.detect import FORMATS
 
 
-def _value_map(text: str) -> dict[str, float]:
+def _pairs(text: str) -> dict[str, str]:
     mapping = {}
     for part in filter(None, text.split(",")):
         key, sep, value = part.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs like C=1,I=0, got {part!r}")
-        mapping[key] = float(value)
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
+        mapping[key.strip()] = value.strip()
     return mapping
+
+
+def _value_map(text: str) -> dict[str, float]:
+    try:
+        return {key: float(value) for key, value in _pairs(text).items()}
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"value map values must be numbers, like C=1,I=0: {exc}") from exc
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,11 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="an Inspect .eval/.json log, or a folder searched recursively")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
+    ingest.add_argument("--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)")
+    ingest.add_argument("--format", choices=["auto", *FORMATS], default=None, help="source format (default: detect)")
+    ingest.add_argument("--map", type=_pairs, default=None, metavar="COLUMN=SOURCE,...",
+                        help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,cov_<name>=COL,...")
+    ingest.add_argument("--metadata-map", type=_pairs, default=None, metavar="COLUMN=KEY,...",
+                        help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...")
+    ingest.add_argument("--suite", default=None, help="suite name for wide tables (default: the file name's stem)")
+    ingest.add_argument("--model", default=None, help="model name for tables without a model column")
     ingest.add_argument("--scorer", default=None, help="scorer to read when a log has several (default: the first)")
     ingest.add_argument("--score-key", default=None, help="key to read from dict-valued scores")
     ingest.add_argument("--value-map", type=_value_map, default=None, help="letter grades, e.g. C=1,I=0,P=0.5,N=0")
-    ingest.add_argument("--numeric-range", nargs=2, type=float, default=(0.0, 1.0), metavar=("LOW", "HIGH"))
-    ingest.add_argument("--accept-incomplete-logs", action="store_true", help="ingest completed samples of error/cancelled logs")
+    ingest.add_argument("--numeric-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"))
+    ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
+                        help="ingest completed samples of error/cancelled logs")
     return parser
 
 
@@ -51,25 +70,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _ingest(args) -> int:
-    from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths
-    from evalpipeline.ingest.scores import DEFAULT_VALUE_MAP
+    from evalpipeline.ingest import find_log_files, ingest_paths
     from evalpipeline.lake import Lake
+    from evalpipeline.settings import ConfigError, load_ingest_options
 
     try:
         files = find_log_files(args.path)
-        normalisation = ScoreNormalisation(
-            value_map=args.value_map or dict(DEFAULT_VALUE_MAP),
+        options = load_ingest_options(
+            Path(args.config) if args.config else None,
+            format=args.format,
+            column_map=args.map,
+            metadata_map=args.metadata_map,
+            suite=args.suite,
+            model=args.model,
             scorer=args.scorer,
             score_key=args.score_key,
-            numeric_range=tuple(args.numeric_range),
+            value_map=args.value_map,
+            numeric_range=args.numeric_range,
+            accept_incomplete_logs=args.accept_incomplete_logs,
         )
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ConfigError, ValueError) as exc:
         print(f"evalpipeline ingest: {exc}", file=sys.stderr)
         return 2
     lake = Lake(args.lake or lake_root())
-    report = ingest_paths(
-        files, lake, normalisation, accept_incomplete_logs=args.accept_incomplete_logs, progress=print
-    )
+    report = ingest_paths(files, lake, options, progress=print)
     print(f"lake: {lake.root}")
     for line in report.summary_lines():
         print(line)

@@ -21,7 +21,7 @@ from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import eval_samples
 from assets.sensors import landing_sensor
-from evalpipeline.ingest import find_log_files, record_file_error, scan_headers
+from evalpipeline.ingest import find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from resources import IngestSettings, LakeResource, PosteriorSettings
@@ -61,15 +61,15 @@ def run_main_job(
     lake = defs.resources["lake"]
     landing = lake.landing_dir()
     files = find_log_files(landing)
-    headers, unreadable = scan_headers(files)
+    found, unreadable = scan_sources(files, defs.resources["ingest_settings"].options())
     for error in unreadable:
         record_file_error(lake.lake(), error)
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
-    pairs = sorted({(h.model, h.suite) for h in headers})
+    pairs = sorted({(p.model, p.suite) for _, parts in found for p in parts})
     suites = sorted({s for _, s in pairs})
     _register(instance, "model", {to_partition_key(m) for m, _ in pairs})
     _register(instance, "suite", {to_partition_key(s) for s in suites})
-    echo(f"{len(files)} log file(s) in {landing}: {len(pairs)} model x suite partition(s), {len(suites)} suite(s)")
+    echo(f"{len(files)} source file(s) in {landing}: {len(pairs)} model x suite partition(s), {len(suites)} suite(s)")
 
     ingest_job = defs.resolve_job_def(ingest_and_fit_job.name)
     board_job = defs.resolve_job_def(leaderboard_job.name)

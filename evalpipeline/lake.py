@@ -78,6 +78,56 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+class AtomicParquetWriter:
+    """Append record batches to a Parquet file that appears atomically on :meth:`commit`.
+
+    Lets a reader stream a large source into the lake without holding it:
+    batches go to a hidden temporary file beside ``path``; ``commit``
+    renames it over ``path`` (or drops it when ``path`` already holds the
+    same bytes, returning False); ``abort`` drops it.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: Path | None = None
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._writer.schema_arrow if self._writer else None
+
+    def write(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=self.path.parent)
+            os.close(fd)
+            self._tmp = Path(tmp)
+            self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def commit(self) -> bool:
+        if self._writer is None:
+            raise ValueError(f"nothing was written for {self.path}")
+        self._writer.close()
+        tmp, self._writer = self._tmp, None
+        if self.path.exists() and sha256_file(self.path) == sha256_file(tmp):
+            tmp.unlink()
+            return False
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        return True
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+
+
 class Lake:
     """Paths and reads/writes of the lake rooted at ``root``."""
 

@@ -15,11 +15,11 @@ import pyarrow as pa
 from evalpipeline.ingest import (
     IngestReport,
     PartitionAccount,
-    ScoreNormalisation,
+    IngestOptions,
     consolidate_partition,
     find_log_files,
     ingest_paths,
-    scan_headers,
+    scan_sources,
 )
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
@@ -35,25 +35,25 @@ def ingest_partition(
     landing: Path,
     model: str,
     suite: str,
-    normalisation: ScoreNormalisation | None = None,
+    options: IngestOptions | None = None,
     *,
-    accept_incomplete_logs: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[PartitionAccount, IngestReport]:
-    """Ingest every log in ``landing`` whose header says ``model`` x ``suite``.
+    """Ingest every source in ``landing`` that holds rows for ``model`` x ``suite``.
 
-    Staged logs of the partition ingested earlier from elsewhere (``evalpipeline
+    Records of the partition ingested earlier from elsewhere (``evalpipeline
     ingest PATH``) stay part of it. Raises :class:`NoDataError` when neither
     exists.
     """
+    options = options or IngestOptions()
     files = find_log_files(landing) if Path(landing).exists() else []
-    headers, _unreadable = scan_headers(files)  # unreadable files belong to no partition
-    mine = [Path(h.path) for h in headers if h.model == model and h.suite == suite]
+    found, _unreadable = scan_sources(files, options)  # unreadable files belong to no partition
+    mine = [Path(source.path) for source, parts in found if any((p.model, p.suite) == (model, suite) for p in parts)]
     staged = list(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
     if not mine and not staged:
-        raise NoDataError(f"no logs for model {model!r} x suite {suite!r} in {landing} or in the lake {lake.root}")
-    report = ingest_paths(mine, lake, normalisation, accept_incomplete_logs=accept_incomplete_logs, progress=progress)
-    if (model, suite) not in report.partitions:  # every landing log failed: rebuild from what is staged
+        raise NoDataError(f"no sources for model {model!r} x suite {suite!r} in {landing} or in the lake {lake.root}")
+    report = ingest_paths(mine, lake, options, progress=progress)
+    if (model, suite) not in report.partitions:  # every landing source failed: rebuild from what is staged
         report.partitions[(model, suite)], _ = consolidate_partition(lake, model, suite)
     return report.partitions[(model, suite)], report
 

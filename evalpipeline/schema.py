@@ -31,14 +31,24 @@ limit           string, nullable  the limit the sample hit (token, time, ...)
 metadata_json   string, nullable  the sample's whole metadata as JSON, so that
                                   covariates can be mapped later without
                                   re-reading logs
-run_id          string            Inspect run id (provenance)
-eval_id         string            Inspect eval id: one per log
-log_path        string            the log file as ingested (provenance)
-log_sha256      string            SHA-256 of the log file's bytes
-log_format      string            ``eval`` or ``json``
-sample_index    int32             0-based position of the sample in the log:
-                                  the "row" that error messages name
-created_at      timestamp (UTC)   when the eval was run
+scores_json     string, nullable  every score the sample has, by scorer, as
+                                  logged (JSON): the scorers not chosen stay
+                                  available
+run_id          string, nullable  the run that produced the row (Inspect run
+                                  id; lm-eval results file; table column)
+eval_id         string, nullable  Inspect eval id, or the source's run key
+log_path        string            the source file as ingested (provenance)
+log_sha256      string            SHA-256 of the source file's bytes
+log_format      string            how the source was read: ``eval``,
+                                  ``json`` (Inspect), ``lm-eval``, ``long``,
+                                  ``wide``
+sample_index    int32             0-based position of the row in the source
+source_line     int32, nullable   1-based line of the row in a text source
+                                  (JSONL, CSV), for error messages
+created_at      timestamp (UTC),  when the eval was run, where the source
+                nullable          says
+cov_<name>      any, nullable     declared covariates (difficulty,
+                                  reasoning effort, ...), one column each
 =============== ================= ==========================================
 
 In the lake, ``model`` and ``suite`` live in the Hive-style path
@@ -66,6 +76,7 @@ class Column:
 
 
 PARTITION_COLUMNS = ("model", "suite")
+COVARIATE_PREFIX = "cov_"
 
 SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("model", pa.string(), False, "model display name (partition dimension)"),
@@ -82,13 +93,15 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("error", pa.string(), True, "sample error; errored samples are kept and flagged"),
     Column("limit", pa.string(), True, "limit the sample hit"),
     Column("metadata_json", pa.string(), True, "sample metadata as JSON"),
-    Column("run_id", pa.string(), False, "Inspect run id"),
-    Column("eval_id", pa.string(), False, "Inspect eval id (one per log)"),
-    Column("log_path", pa.string(), False, "log file path"),
-    Column("log_sha256", pa.string(), False, "SHA-256 of the log file"),
-    Column("log_format", pa.string(), False, "eval or json"),
-    Column("sample_index", pa.int32(), False, "0-based position of the sample in the log"),
-    Column("created_at", pa.timestamp("us", tz="UTC"), False, "when the eval was run"),
+    Column("scores_json", pa.string(), True, "all scores of the sample by scorer, as logged (JSON)"),
+    Column("run_id", pa.string(), True, "run that produced the row"),
+    Column("eval_id", pa.string(), True, "Inspect eval id, or the source's run key"),
+    Column("log_path", pa.string(), False, "source file path"),
+    Column("log_sha256", pa.string(), False, "SHA-256 of the source file"),
+    Column("log_format", pa.string(), False, "eval, json, lm-eval, long or wide"),
+    Column("sample_index", pa.int32(), False, "0-based position of the row in the source"),
+    Column("source_line", pa.int32(), True, "1-based line in a text source"),
+    Column("created_at", pa.timestamp("us", tz="UTC"), True, "when the eval was run"),
 )
 
 REASON_COLUMN = Column("reason", pa.string(), False, "why the row was quarantined")
@@ -131,11 +144,13 @@ class SchemaError(ValueError):
     """A frame that does not fit the canonical schema."""
 
 
-def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None = None) -> pa.Table:
     """Conform ``frame`` to ``schema``: select and order columns, cast, and check non-nulls.
 
-    Raises :class:`SchemaError` naming the missing column or the first row
-    that breaks a non-null constraint.
+    Covariate columns (``cov_<name>``) are kept after the canonical ones:
+    typed by ``extra`` where given, else inferred. Raises
+    :class:`SchemaError` naming the missing column or the first row that
+    breaks a non-null constraint.
     """
     missing = [name for name in schema.names if name not in frame.columns]
     if missing:
@@ -145,11 +160,27 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
         if not field.nullable and frame[field.name].isna().any():
             row = int(frame.index[frame[field.name].isna()][0])
             raise SchemaError(f"column {field.name!r} must not be null (row {row})")
+    covariates = sorted(c for c in frame.columns if c.startswith(COVARIATE_PREFIX))
+    if extra is not None:
+        covariates = list(extra.names)
+        for name in covariates:
+            if name not in frame.columns:
+                frame[name] = None
+    full = schema
     try:
-        table = pa.Table.from_pandas(frame[list(schema.names)], schema=schema, preserve_index=False)
+        for name in covariates:
+            if extra is not None:
+                full = full.append(extra.field(name))
+            else:
+                full = full.append(pa.field(name, pa.Array.from_pandas(frame[name]).type, nullable=True))
+        return pa.Table.from_pandas(frame[list(full.names)], schema=full, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
         raise SchemaError(f"cannot cast to the canonical schema: {exc}") from exc
-    return table
+
+
+def covariate_schema(table: pa.Schema) -> pa.Schema:
+    """The ``cov_<name>`` fields of a schema (to keep later chunks of one source consistent)."""
+    return pa.schema([f for f in table if f.name.startswith(COVARIATE_PREFIX)])
 
 
 def column_docs() -> dict[str, str]:

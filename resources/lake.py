@@ -8,7 +8,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from evalpipeline.config import landing_root, lake_root
-from evalpipeline.ingest.scores import DEFAULT_VALUE_MAP, ScoreNormalisation
+from evalpipeline.ingest.base import IngestOptions
+from evalpipeline.settings import load_ingest_options
 from evalpipeline.lake import Lake
 
 
@@ -27,24 +28,13 @@ class LakeResource(ConfigurableResource):
 
 
 class IngestSettings(ConfigurableResource):
-    """How logged scores become numbers in [0, 1] (see evalpipeline.ingest.scores)."""
+    """How sources are read: the project configuration file (``evalpipeline.toml`` or
+    ``$EVALPIPELINE_CONFIG``; see evalpipeline.settings), which the CLI reads too."""
 
-    value_map: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_VALUE_MAP))
-    scorer: str | None = Field(default=None, description="scorer to read; None = the log's first scorer")
-    score_key: str | None = Field(default=None, description="key to read from dict-valued scores")
-    numeric_low: float = 0.0
-    numeric_high: float = 1.0
-    accept_incomplete_logs: bool = Field(
-        default=False, description="ingest completed samples of logs with status error/cancelled"
-    )
+    config_file: str = Field(default="", description="configuration file; empty = the project default")
 
-    def normalisation(self) -> ScoreNormalisation:
-        return ScoreNormalisation(
-            value_map=dict(self.value_map),
-            scorer=self.scorer,
-            score_key=self.score_key,
-            numeric_range=(self.numeric_low, self.numeric_high),
-        )
+    def options(self) -> IngestOptions:
+        return load_ingest_options(Path(self.config_file) if self.config_file else None)
 
 
 class PosteriorSettings(ConfigurableResource):

@@ -158,7 +158,7 @@ def test_corrupt_eval_is_a_file_error(base, good, landing, tmp_path, content):
         bl.copy_file(base["json"], bad)
     report, lake, paths = ingest(landing, tmp_path / "lake")
 
-    the_file_error(report, lake, bad, "cannot read Inspect log header")
+    the_file_error(report, lake, bad, "empty file (0 bytes)" if content == "zero_bytes" else "cannot read Inspect log header")
     assert len(report.file_errors) == 1
     check_report(report, lake, paths, good)
 
@@ -170,7 +170,7 @@ def test_corrupt_eval_is_a_file_error(base, good, landing, tmp_path, content):
     "kind, expected",
     [
         ("syntax_error", ["cannot read Inspect log header"]),
-        ("empty", ["cannot read Inspect log header"]),
+        ("empty", ["empty file (0 bytes)"]),
         # the header streams fine; the cut-off samples do not
         ("truncated", ["cannot read samples", "EOF"]),
     ],
@@ -201,7 +201,7 @@ def test_invalid_json_message_names_the_cause(base, good, landing, tmp_path, kin
         bl.empty_file(bad)
     report, lake, paths = ingest(landing, tmp_path / "lake")
 
-    error = the_file_error(report, lake, bad, "cannot read Inspect log header")
+    error = the_file_error(report, lake, bad, "cannot read Inspect log header" if kind == "syntax_error" else "empty file")
     message = error.error.replace(str(bad), "<path>")  # the tmp path itself may hold 'json'
     assert re.search(cause, message, re.I), message
 
@@ -503,8 +503,9 @@ def test_cli_ingest_mixed_folder(base, good, landing, tmp_path, capsys):
     assert read == ingested + quarantined
     assert (read, ingested, quarantined) == (24, 17, 7)  # 4 readable logs x 6; cancelled 6 + unknown 1
     for bad in (truncated, empty):
-        assert f"{bad}: NOT INGESTED: cannot read Inspect log header" in out
-        assert re.search(rf"^  unreadable: {re.escape(str(bad))}: cannot read Inspect log header", out, re.M)
+        expected = "empty file (0 bytes)" if bad == empty else "cannot read Inspect log header"
+        assert f"{bad}: NOT INGESTED: {expected}" in out
+        assert re.search(rf"^  unreadable: {re.escape(str(bad))}: {re.escape(expected)}", out, re.M)
     assert f"  {MODEL} x incomplete: 6 read = 0 ingested (0 errored, flagged) + 6 quarantined, from 1 log(s)" in out
     assert f"  {MODEL} x unknown: 6 read = 5 ingested (0 errored, flagged) + 1 quarantined, from 1 log(s)" in out
     assert f"quarantined x1: unknown score value 'Q' (value_map knows {DEFAULT_KNOWN})" in out
@@ -546,7 +547,7 @@ def test_cli_rejects_bad_options(landing, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["ingest", str(landing), "--lake", str(tmp_path / "lake"), "--value-map", "Q"])
     assert exit_info.value.code == 2
-    assert "expected KEY=VALUE pairs like C=1,I=0, got 'Q'" in capsys.readouterr().err
+    assert "argument --value-map: expected KEY=VALUE pairs separated by commas, got 'Q'" in capsys.readouterr().err
     assert not (tmp_path / "lake").exists()
 
 

@@ -20,23 +20,42 @@ checked, not assumed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
 import pyarrow.parquet as pq
 
-from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError, read_inspect_log, read_log_header, sample_label
+from evalpipeline.ingest.base import (
+    IngestOptions,
+    Source,
+    SourcePartition,
+    SourceReadError,
+    sample_label,
+    short_error,
+)
+from evalpipeline.ingest.detect import SOURCE_SUFFIXES, claimed_by_results_file, open_source, reader_for
+from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError
 from evalpipeline.ingest.scores import ScoreNormalisation
-from evalpipeline.keys import to_partition_key
-from evalpipeline.lake import Lake, sha256_file, write_parquet_atomic
-from evalpipeline.schema import quarantine_schema, samples_schema, staged_schema, to_arrow
-
-LOG_SUFFIXES = (".eval", ".json")
+from evalpipeline.keys import PartitionKeyError, from_partition_key, to_partition_key
+from evalpipeline.lake import AtomicParquetWriter, Lake, sha256_file, write_parquet_atomic
+from evalpipeline.schema import (
+    SchemaError,
+    covariate_schema,
+    quarantine_schema,
+    samples_schema,
+    staged_schema,
+    to_arrow,
+)
 
 __all__ = [
+    "IngestOptions",
     "IngestReport",
+    "Source",
+    "SourcePartition",
+    "SourceReadError",
+    "scan_sources",
     "LogHeader",
     "LogReadError",
     "PartitionAccount",
@@ -46,7 +65,6 @@ __all__ = [
     "consolidate_partition",
     "find_log_files",
     "ingest_paths",
-    "scan_headers",
 ]
 
 
@@ -114,62 +132,80 @@ class IngestReport:
 
 
 def find_log_files(path: Path | str) -> list[Path]:
-    """The ``.eval`` / ``.json`` files at ``path`` (a file, or a folder searched recursively)."""
+    """The source files at ``path`` (a file, or a folder searched recursively; hidden ones skipped).
+
+    lm-evaluation-harness ``samples_*.jsonl`` files are read through the
+    ``results_*.json`` beside them, so they are not listed where one exists.
+    """
     path = Path(path)
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"no such file or folder: {path}")
-    return sorted(
+    files = sorted(
         p
         for p in path.rglob("*")
-        if p.is_file() and p.suffix.lower() in LOG_SUFFIXES and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        if p.is_file()
+        and p.suffix.lower() in SOURCE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
+    return [f for f in files if not claimed_by_results_file(f)]
 
 
-def scan_headers(paths: Iterable[Path]) -> tuple[list[LogHeader], list[FileError]]:
-    """Read only the headers of ``paths``; unreadable files are returned as errors."""
-    headers, errors = [], []
+def scan_sources(
+    paths: Iterable[Path], options: IngestOptions | None = None
+) -> tuple[list[tuple[Source, list[SourcePartition]]], list[FileError]]:
+    """Hash each file, detect its format and read only what names its partitions."""
+    options = options or IngestOptions()
+    found, errors = [], []
     for path in paths:
         try:
-            headers.append(read_log_header(path))
-        except LogReadError as exc:
+            source = open_source(path, options)
+            found.append((source, reader_for(source.format).partitions(source, options)))
+        except SourceReadError as exc:
             errors.append(FileError(str(path), _sha_or_none(path), str(exc)))
-    return headers, errors
+    return found, errors
 
 
-def staged_path(lake: Lake, header: LogHeader) -> Path:
-    """Where the ingest record of one log file is kept.
+def staged_path(lake: Lake, source: Source, part: SourcePartition) -> Path:
+    """Where the ingest record of one source file's rows for one partition is kept.
 
-    Named by the eval id (encoded, so a hostile id cannot leave the folder)
-    and a hash of the log's path: a log rewritten in place replaces its
-    record, while a copy or conversion at another path (same eval id) keeps
+    Named by the source's run id (encoded, so a hostile id cannot leave the
+    folder) and a hash of the file's path: a file rewritten in place
+    replaces its record, while a copy or conversion at another path keeps
     its own, and consolidation then accounts for the repeated rows.
     """
-    path_hash = hashlib.sha256(str(header.path).encode()).hexdigest()[:12]
     return lake.table_path(
-        "ingested", f"eval-{to_partition_key(header.eval_id)}-{path_hash}.parquet", header.model, header.suite
+        "ingested", f"{to_partition_key(part.source_id)}-{_path_hash(source.path)}.parquet", part.model, part.suite
     )
 
 
-def already_ingested(lake: Lake, header: LogHeader) -> bool:
-    """True when the lake holds this log's ingest record for exactly these file contents."""
-    path = staged_path(lake, header)
-    if not path.exists():
-        return False
-    hashes = pq.read_table(path, columns=["log_sha256"]).column("log_sha256").unique().to_pylist()
-    return hashes == [header.sha256]
+def already_ingested(lake: Lake, source: Source, parts: list[SourcePartition]) -> bool:
+    """True when the lake holds this source's ingest records for exactly these file contents."""
+    for part in parts:
+        path = staged_path(lake, source, part)
+        if not path.exists():
+            return False
+        hashes = pq.read_table(path, columns=["log_sha256"]).column("log_sha256").unique().to_pylist()
+        if hashes != [source.sha256]:
+            return False
+    return bool(parts)
 
 
 def ingest_paths(
     paths: Iterable[Path],
     lake: Lake,
-    normalisation: ScoreNormalisation | None = None,
+    options: IngestOptions | ScoreNormalisation | None = None,
     *,
-    accept_incomplete_logs: bool = False,
+    accept_incomplete_logs: bool | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> IngestReport:
-    """Ingest log files into ``lake`` and consolidate the partitions they touch."""
+    """Ingest source files into ``lake`` and consolidate the partitions they touch.
+
+    ``options`` may be a bare :class:`ScoreNormalisation` (everything else
+    default); ``accept_incomplete_logs`` overrides the options' value.
+    """
+    options = _as_options(options, accept_incomplete_logs)
     say = progress or (lambda _msg: None)
     report = IngestReport()
     touched: set[tuple[str, str]] = set()
@@ -177,16 +213,19 @@ def ingest_paths(
     for number, path in enumerate(paths, start=1):
         report.files_seen += 1
         try:
-            header, rows = read_inspect_log(path, normalisation, accept_incomplete_logs=accept_incomplete_logs)
-        except LogReadError as exc:
+            source = open_source(path, options)
+            written = _stage_source(lake, source, options)
+        except SourceReadError as exc:
             error = FileError(str(path), _sha_or_none(path), str(exc))
             report.file_errors.append(error)
             record_file_error(lake, error)
             say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
             continue
-        write_parquet_atomic(to_arrow(rows, staged_schema(with_partition_columns=False)), staged_path(lake, header))
-        touched.add((header.model, header.suite))
-        say(f"[{number}/{len(paths)}] {path}: {len(rows)} samples, {header.model} x {header.suite}")
+        stale = _remove_stale_records(lake, source, set(written))
+        touched.update(written)
+        touched.update(stale)
+        summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
+        say(f"[{number}/{len(paths)}] {path} ({source.format}): {summary or 'no rows'}")
     for model, suite in sorted(touched):
         account, reasons = consolidate_partition(lake, model, suite)
         report.partitions[(model, suite)] = account
@@ -196,6 +235,68 @@ def ingest_paths(
         lake.record_partition_names("model", {m for m, _ in touched})
         lake.record_partition_names("suite", {s for _, s in touched})
     return report
+
+
+def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tuple[str, str], int]:
+    """Stream one source's chunks into its staged records; all or nothing per source."""
+    writers: dict[tuple[str, str, str], AtomicParquetWriter] = {}
+    reader = reader_for(source.format)
+    try:
+        for chunk in reader.read(source, options):
+            for name in (chunk.model, chunk.suite, chunk.source_id):
+                try:
+                    to_partition_key(name)
+                except PartitionKeyError as exc:
+                    raise SourceReadError(source.path, f"cannot be partitioned: {exc}") from exc
+            key = (chunk.model, chunk.suite, chunk.source_id)
+            part = SourcePartition(*key)
+            writer = writers.setdefault(key, AtomicParquetWriter(staged_path(lake, source, part)))
+            extra = covariate_schema(writer.schema) if writer.schema is not None else None
+            try:
+                table = to_arrow(chunk.rows, staged_schema(with_partition_columns=False), extra=extra)
+            except SchemaError as exc:
+                raise SourceReadError(source.path, f"rows do not fit the canonical table: {exc}") from exc
+            writer.write(table)
+    except SourceReadError:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    except Exception as exc:  # a reader bug or a library error on hostile bytes: name the file, go on
+        for writer in writers.values():
+            writer.abort()
+        raise SourceReadError(source.path, f"cannot read ({type(exc).__name__}: {short_error(exc)})") from exc
+    written: dict[tuple[str, str], int] = {}
+    for (model, suite, _), writer in writers.items():
+        writer.commit()
+        written[(model, suite)] = written.get((model, suite), 0) + writer.rows
+    return written
+
+
+def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Drop records this path wrote earlier for partitions it no longer holds; return those partitions."""
+    stale = set()
+    for record in lake.root.glob(f"ingested/model=*/suite=*/*-{_path_hash(source.path)}.parquet"):
+        model = from_partition_key(record.parent.parent.name.split("=", 1)[1])
+        suite = from_partition_key(record.parent.name.split("=", 1)[1])
+        if (model, suite) in written:
+            continue
+        record.unlink()
+        stale.add((model, suite))
+    return stale
+
+
+def _as_options(options, accept_incomplete_logs: bool | None) -> IngestOptions:
+    if options is None:
+        options = IngestOptions()
+    elif isinstance(options, ScoreNormalisation):
+        options = IngestOptions(normalisation=options)
+    if accept_incomplete_logs is not None:
+        options = replace(options, accept_incomplete_logs=accept_incomplete_logs)
+    return options
+
+
+def _path_hash(path: str | Path) -> str:
+    return hashlib.sha256(str(path).encode()).hexdigest()[:12]
 
 
 def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[PartitionAccount, dict[str, int]]:
@@ -268,8 +369,7 @@ def _general_reason(reason: str, item_id: str, epoch: int) -> str:
 
 def record_file_error(lake: Lake, error: FileError) -> None:
     """Keep a log that could not be read at all under ``file_errors/`` (one record per path and content)."""
-    path_hash = hashlib.sha256(error.path.encode()).hexdigest()[:12]
-    name = f"{(error.sha256 or 'missing')[:16]}-{path_hash}"
+    name = f"{(error.sha256 or 'missing')[:16]}-{_path_hash(error.path)}"
     lake.write_json_atomic(
         {"path": error.path, "sha256": error.sha256, "error": error.error},
         lake.root / "file_errors" / f"{name}.json",

@@ -26,24 +26,28 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
+from evalpipeline.ingest.base import (
+    COVARIATE_PREFIX,
+    Chunk,
+    IngestOptions,
+    Source,
+    SourcePartition,
+    SourceReadError,
+    sample_label,
+    short_error,
+)
 from evalpipeline.ingest.scores import ScoreNormalisation, binary_reading
 from evalpipeline.keys import PartitionKeyError, to_partition_key
 from evalpipeline.lake import sha256_file
 
 INCOMPLETE_STATUSES = ("error", "cancelled")
 
-
-class LogReadError(Exception):
-    """A log file that cannot be ingested at all; the message names the file."""
-
-    def __init__(self, path: Path | str, message: str):
-        self.path = str(path)
-        self.message = message
-        super().__init__(f"{path}: {message}")
+#: Kept for callers of the foundation API: an unreadable Inspect log.
+LogReadError = SourceReadError
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ def read_log_header(path: Path | str, sha256: str | None = None) -> LogHeader:
     try:
         log = read_eval_log(str(path), header_only=True, format=fmt)
     except Exception as exc:  # inspect_ai raises many types for bad files; name the file
-        raise LogReadError(path, f"cannot read Inspect log header ({type(exc).__name__}: {_short(exc)})") from exc
+        raise LogReadError(path, f"cannot read Inspect log header ({type(exc).__name__}: {short_error(exc)})") from exc
     spec = log.eval
     for what, name in (("model", spec.model), ("suite (task)", spec.task), ("eval_id", spec.eval_id)):
         try:
@@ -104,28 +108,50 @@ def read_log_header(path: Path | str, sha256: str | None = None) -> LogHeader:
     )
 
 
+class InspectReader:
+    """Inspect ``.eval`` / ``.json`` logs (see the module docstring)."""
+
+    name = "inspect"
+
+    def partitions(self, source: Source, options: IngestOptions) -> list[SourcePartition]:
+        header = read_log_header(source.path, source.sha256)
+        return [SourcePartition(header.model, header.suite, f"eval-{to_partition_key(header.eval_id)}")]
+
+    def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
+        header, rows = read_inspect_log(
+            source.path, options.normalisation, accept_incomplete_logs=options.accept_incomplete_logs,
+            metadata_map=options.metadata_map, sha256=source.sha256,
+        )
+        yield Chunk(header.model, header.suite, f"eval-{to_partition_key(header.eval_id)}", rows)
+
+
 def read_inspect_log(
     path: Path | str,
     normalisation: ScoreNormalisation | None = None,
     *,
     accept_incomplete_logs: bool = False,
+    metadata_map: Mapping[str, str] | None = None,
+    sha256: str | None = None,
 ) -> tuple[LogHeader, pd.DataFrame]:
     """Read one Inspect log into canonical rows plus a ``reason`` column.
 
     Returns the header and a frame with every sample of the log: ``reason``
     is null for rows to ingest and says why for rows to quarantine.
-    Raises :class:`LogReadError` when the file cannot be read at all.
+    ``metadata_map`` (canonical column or ``cov_<name>`` -> metadata key)
+    says where domain, subdomain, cluster and covariates are found.
+    Raises :class:`SourceReadError` when the file cannot be read at all.
     """
     from inspect_ai.log import read_eval_log_sample_summaries
 
     normalisation = normalisation or ScoreNormalisation()
-    header = read_log_header(path)
+    metadata_map = dict(IngestOptions().metadata_map if metadata_map is None else metadata_map)
+    header = read_log_header(path, sha256)
     if header.status == "started":
         raise LogReadError(path, "log status is 'started': the eval is still running; it is ingested once it ends")
     try:
         summaries = read_eval_log_sample_summaries(str(path), format=header.log_format)
     except Exception as exc:
-        raise LogReadError(path, f"cannot read samples ({type(exc).__name__}: {_short(exc)})") from exc
+        raise LogReadError(path, f"cannot read samples ({type(exc).__name__}: {short_error(exc)})") from exc
     if not summaries:
         raise LogReadError(path, f"log has no samples (status {header.status!r})")
 
@@ -133,62 +159,74 @@ def read_inspect_log(
     log_reason = None
     if header.status in INCOMPLETE_STATUSES and not accept_incomplete_logs:
         log_reason = f"log status is {header.status!r}: the eval did not finish (set accept_incomplete_logs to ingest)"
-
-    rows = []
-    first_index: dict[tuple[str, int], int] = {}
-    for index, sample in enumerate(summaries):
-        item_id = str(sample.id)
-        epoch = int(sample.epoch)
-        metadata = sample.metadata or {}
-        row: dict[str, Any] = {
-            "domain": _text_or_none(metadata.get("domain")),
-            "subdomain": _text_or_none(metadata.get("subdomain")),
-            "item_id": item_id,
-            "epoch": epoch,
-            "scorer": None,
-            "score": None,
-            "correct": None,
-            "score_raw": None,
-            "cluster": _text_or_none(metadata.get("cluster")),
-            "error": _text_or_none(sample.error),
-            "limit": _text_or_none(sample.limit),
-            "metadata_json": json.dumps(metadata, sort_keys=True, default=str) if metadata else None,
-            "run_id": header.run_id,
-            "eval_id": header.eval_id,
-            "log_path": header.path,
-            "log_sha256": header.sha256,
-            "log_format": header.log_format,
-            "sample_index": index,
-            "created_at": header.created_at,
-            "reason": log_reason,
-        }
-        scores = sample.scores or {}
-        if scorer in scores and row["error"] is not None:
-            row["score_raw"] = normalisation.normalise(scores[scorer].value).raw  # audit only: errored
-        elif scorer in scores:
-            outcome = normalisation.normalise(scores[scorer].value)
-            row.update(scorer=scorer, score=outcome.score, score_raw=outcome.raw)
-            row["correct"] = binary_reading(outcome.score)
-            if outcome.reason and row["reason"] is None and row["error"] is None:
-                row["reason"] = f"{sample_label(item_id, epoch)}: {outcome.reason}"
-        elif row["error"] is None and row["reason"] is None:
-            available = sorted(scores) or "none"
-            row["reason"] = f"{sample_label(item_id, epoch)}: no score from scorer {scorer!r} (scores: {available})"
-        key = (item_id, epoch)
-        if key in first_index:
-            row["reason"] = (
-                f"duplicate (item_id {item_id!r}, epoch {epoch}) in the log; "
-                f"first seen at sample index {first_index[key]}"
-            )
-        else:
-            first_index[key] = index
-        rows.append(row)
+    rows = [
+        _sample_row(index, sample, header, scorer, normalisation, metadata_map, log_reason)
+        for index, sample in enumerate(summaries)
+    ]
+    _quarantine_duplicates(rows)
     return header, pd.DataFrame(rows)
 
 
-def sample_label(item_id: str, epoch: int) -> str:
-    """How quarantine reasons name a sample."""
-    return f"sample {item_id!r} epoch {epoch}"
+def _sample_row(index, sample, header: LogHeader, scorer, normalisation, metadata_map, log_reason) -> dict:
+    item_id = str(sample.id)
+    epoch = int(sample.epoch)
+    metadata = sample.metadata or {}
+    scores = sample.scores or {}
+    row: dict[str, Any] = {
+        "domain": None,
+        "subdomain": None,
+        "item_id": item_id,
+        "epoch": epoch,
+        "scorer": None,
+        "score": None,
+        "correct": None,
+        "score_raw": None,
+        "cluster": None,
+        "error": _text_or_none(sample.error),
+        "limit": _text_or_none(sample.limit),
+        "metadata_json": json.dumps(metadata, sort_keys=True, default=str) if metadata else None,
+        "scores_json": json.dumps({k: v.value for k, v in scores.items()}, sort_keys=True, default=str)
+        if scores
+        else None,
+        "run_id": header.run_id,
+        "eval_id": header.eval_id,
+        "log_path": header.path,
+        "log_sha256": header.sha256,
+        "log_format": header.log_format,
+        "sample_index": index,
+        "source_line": None,
+        "created_at": header.created_at,
+        "reason": log_reason,
+    }
+    for column, key in metadata_map.items():
+        value = metadata.get(key)
+        row[column] = value if column.startswith(COVARIATE_PREFIX) and not isinstance(value, (dict, list)) else _text_or_none(value)
+    if scorer in scores and row["error"] is not None:
+        row["score_raw"] = normalisation.normalise(scores[scorer].value).raw  # audit only: errored
+    elif scorer in scores:
+        outcome = normalisation.normalise(scores[scorer].value)
+        row.update(scorer=scorer, score=outcome.score, score_raw=outcome.raw)
+        row["correct"] = binary_reading(outcome.score)
+        if outcome.reason and row["reason"] is None:
+            row["reason"] = f"{sample_label(item_id, epoch)}: {outcome.reason}"
+    elif row["error"] is None and row["reason"] is None:
+        available = sorted(scores) or "none"
+        row["reason"] = f"{sample_label(item_id, epoch)}: no score from scorer {scorer!r} (scores: {available})"
+    return row
+
+
+def _quarantine_duplicates(rows: list[dict]) -> None:
+    """Keep the first (item_id, epoch); quarantine later ones naming the first's position."""
+    first_index: dict[tuple[str, int], int] = {}
+    for row in rows:
+        key = (row["item_id"], row["epoch"])
+        if key in first_index:
+            row["reason"] = (
+                f"duplicate (item_id {key[0]!r}, epoch {key[1]}) in the log; "
+                f"first seen at sample index {first_index[key]}"
+            )
+        else:
+            first_index[key] = row["sample_index"]
 
 
 def _choose_scorer(header: LogHeader, summaries, normalisation: ScoreNormalisation) -> str:
@@ -220,14 +258,3 @@ def _text_or_none(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    """The message of ``exc`` and of its innermost cause (inspect_ai wraps parse errors)."""
-    root = exc
-    while root.__cause__ is not None or (root.__context__ is not None and not root.__suppress_context__):
-        root = root.__cause__ or root.__context__
-    text = " ".join(str(exc).split())
-    if root is not exc:
-        text += f" <- {type(root).__name__}: {' '.join(str(root).split())}"
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,141 @@
+"""What every log-format reader shares: options, errors, the chunks it yields.
+
+A reader turns one source file into :class:`Chunk` s: canonical rows of one
+model x suite (without the ``model`` / ``suite`` columns, which become the
+partition) plus a ``reason`` column, null for rows to ingest. A large file
+may yield several chunks for the same partition: the orchestrator appends
+them to one staged Parquet file, so no reader has to hold a whole file.
+
+Provenance columns (``log_path``, ``log_sha256``, ``log_format``) name the
+source file whatever its format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Protocol
+
+import pandas as pd
+
+from evalpipeline.ingest.scores import ScoreNormalisation
+from evalpipeline.schema import COVARIATE_PREFIX
+
+#: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
+MAPPABLE_COLUMNS = (
+    "model",
+    "suite",
+    "item_id",
+    "score",
+    "epoch",
+    "domain",
+    "subdomain",
+    "scorer",
+    "cluster",
+    "error",
+    "limit",
+    "run_id",
+    "created_at",
+)
+
+#: Where the Inspect reader finds domain/subdomain/cluster in sample metadata by default.
+DEFAULT_METADATA_MAP: Mapping[str, str] = {"domain": "domain", "subdomain": "subdomain", "cluster": "cluster"}
+
+
+
+class SourceReadError(Exception):
+    """A source file that cannot be ingested at all; the message names the file."""
+
+    def __init__(self, path: Path | str, message: str):
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file: where it is, what its bytes hash to, which format it is read as."""
+
+    path: str
+    sha256: str
+    format: str
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How sources are read.
+
+    ``column_map``: canonical column -> source column, for table formats
+    (``long``) and lm-eval metric choice (``score`` -> metric name);
+    ``cov_<name>`` keys declare covariates.
+    ``metadata_map``: canonical column or ``cov_<name>`` -> Inspect sample
+    metadata key.
+    ``suite`` / ``model``: fixed values where the source has no column for
+    them (``wide`` tables: suite defaults to the file name's stem).
+    ``chunk_rows``: rows per chunk for streaming readers.
+    """
+
+    normalisation: ScoreNormalisation = field(default_factory=ScoreNormalisation)
+    accept_incomplete_logs: bool = False
+    format: str = "auto"
+    column_map: Mapping[str, str] = field(default_factory=dict)
+    metadata_map: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_METADATA_MAP))
+    suite: str | None = None
+    model: str | None = None
+    chunk_rows: int = 50_000
+
+    def __post_init__(self):
+        for key in self.column_map:
+            if key not in MAPPABLE_COLUMNS and not key.startswith(COVARIATE_PREFIX):
+                raise ValueError(
+                    f"cannot map column {key!r}: mappable columns are {', '.join(MAPPABLE_COLUMNS)} "
+                    f"and {COVARIATE_PREFIX}<name> covariates"
+                )
+        for key in self.metadata_map:
+            if key not in ("domain", "subdomain", "cluster") and not key.startswith(COVARIATE_PREFIX):
+                raise ValueError(
+                    f"metadata_map key {key!r}: use domain, subdomain, cluster or {COVARIATE_PREFIX}<name>"
+                )
+
+
+@dataclass(frozen=True)
+class SourcePartition:
+    """A (model, suite) a source holds rows for, and the run id naming them in the lake."""
+
+    model: str
+    suite: str
+    source_id: str
+
+
+@dataclass
+class Chunk:
+    model: str
+    suite: str
+    source_id: str
+    rows: pd.DataFrame
+
+
+class Reader(Protocol):
+    """A log format: cheap discovery of partitions, and streaming reading of rows."""
+
+    name: str
+
+    def partitions(self, source: Source, options: IngestOptions) -> list[SourcePartition]: ...
+
+    def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]: ...
+
+
+def sample_label(item_id: str, epoch: int) -> str:
+    """How quarantine reasons name a sample."""
+    return f"sample {item_id!r} epoch {epoch}"
+
+
+def short_error(exc: BaseException, limit: int = 300) -> str:
+    """The message of ``exc`` and of its innermost cause (libraries wrap parse errors)."""
+    root = exc
+    while root.__cause__ is not None or (root.__context__ is not None and not root.__suppress_context__):
+        root = root.__cause__ or root.__context__
+    text = " ".join(str(exc).split())
+    if root is not exc:
+        text += f" <- {type(root).__name__}: {' '.join(str(root).split())}"
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,104 @@
+"""Project configuration: ``evalpipeline.toml`` (or ``$EVALPIPELINE_CONFIG``).
+
+One file holds the ingest rules that the CLI, the sensor and the assets
+share, so a mapping declared once applies everywhere::
+
+    [ingest]
+    format = "auto"                 # or inspect | lm-eval | long | wide
+    accept_incomplete_logs = false
+
+    [ingest.scores]
+    scorer = "match"                # which scorer / metric to read
+    score_key = "acc"               # key of dict-valued scores
+    value_map = { C = 1.0, I = 0.0, P = 0.5, N = 0.0 }
+    numeric_range = [0, 1]
+
+    [ingest.columns]                # long tables: canonical column = source column
+    model = "model_name"
+    item_id = "question"
+    score = "is_correct"
+    cov_difficulty = "level"
+
+    [ingest.metadata]               # Inspect: canonical column = sample metadata key
+    domain = "category"
+    cov_difficulty = "difficulty"
+
+    [ingest.wide]                   # wide tables (rows = items, columns = models)
+    suite = "my_suite"              # default: the file name's stem
+
+Command-line options override the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from evalpipeline.ingest.base import DEFAULT_METADATA_MAP, IngestOptions
+from evalpipeline.ingest.scores import DEFAULT_VALUE_MAP, ScoreNormalisation
+
+CONFIG_ENV = "EVALPIPELINE_CONFIG"
+DEFAULT_CONFIG = "evalpipeline.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the file and the key."""
+
+
+def config_path() -> Path | None:
+    """``$EVALPIPELINE_CONFIG``, else ``evalpipeline.toml`` here if it exists, else None."""
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    path = Path(DEFAULT_CONFIG)
+    return path if path.exists() else None
+
+
+def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOptions:
+    """Ingest options from the project configuration, with ``overrides`` (None values ignored)."""
+    path = path or config_path()
+    data: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text()).get("ingest", {})
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: configuration file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    scores = data.get("scores", {})
+    wide = data.get("wide", {})
+    known = {"format", "accept_incomplete_logs", "chunk_rows", "scores", "columns", "metadata", "wide"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [ingest]: {unknown}; known: {sorted(known)}")
+    try:
+        normalisation = ScoreNormalisation(
+            value_map=dict(overrides.pop("value_map", None) or scores.get("value_map", DEFAULT_VALUE_MAP)),
+            scorer=_first(overrides.pop("scorer", None), scores.get("scorer")),
+            score_key=_first(overrides.pop("score_key", None), scores.get("score_key")),
+            numeric_range=tuple(_first(overrides.pop("numeric_range", None), scores.get("numeric_range"), (0.0, 1.0))),
+        )
+        values = {
+            "normalisation": normalisation,
+            "format": _first(overrides.pop("format", None), data.get("format"), "auto"),
+            "accept_incomplete_logs": bool(
+                _first(overrides.pop("accept_incomplete_logs", None), data.get("accept_incomplete_logs"), False)
+            ),
+            "column_map": {**data.get("columns", {}), **(overrides.pop("column_map", None) or {})},
+            "metadata_map": {**DEFAULT_METADATA_MAP, **data.get("metadata", {}), **(overrides.pop("metadata_map", None) or {})},
+            "suite": _first(overrides.pop("suite", None), wide.get("suite")),
+            "model": _first(overrides.pop("model", None), wide.get("model")),
+            "chunk_rows": int(_first(overrides.pop("chunk_rows", None), data.get("chunk_rows"), 50_000)),
+        }
+        if overrides:
+            raise ConfigError(f"unknown ingest overrides {sorted(overrides)}")
+        return IngestOptions(**values)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{path or 'ingest options'}: {exc}") from exc
+
+
+def _first(*values):
+    return next((v for v in values if v is not None), None)
