@@ -20,6 +20,7 @@ checked, not assumed.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -358,12 +359,16 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
     return account, reasons
 
 
+_WHERE_PREFIX = re.compile(r"^(line|row) \d+: ")
+
+
 def _general_reason(reason: str, item_id: str, epoch: int) -> str:
     """The reason without the sample it names, so that summaries can count alike reasons."""
     if reason.startswith("superseded"):
         return "superseded by a newer run of the same (item_id, epoch)"
     if reason.startswith("duplicate (item_id"):
         return "duplicate (item_id, epoch) within one log"
+    reason = _WHERE_PREFIX.sub("", reason)
     return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")
 
 

@@ -1,0 +1,382 @@
+"""Plain tables: long (one row per model x item [x epoch]) and wide (items x models).
+
+Long tables (CSV, Parquet, JSONL) name their columns through a declared
+mapping ``canonical column = source column`` (``IngestOptions.column_map``,
+``--map`` or ``[ingest.columns]``); unmapped canonical columns are looked up
+under their own name. Required: ``model`` (or a fixed ``--model``),
+``suite`` (or a fixed ``--suite``), ``item_id`` and ``score``; optional:
+``epoch`` (default 1), ``domain``, ``subdomain``, ``scorer``, ``cluster``,
+``error``, ``limit``, ``run_id``, ``created_at`` and ``cov_<name>``
+covariates. A mapping that names a missing column is an error that lists
+the columns the file has.
+
+Wide tables (CSV, Parquet), as used by the bayes_evals library: one row per
+item, one column per model, 0/1 cells. The item column is the mapped
+``item_id``, else a column named ``item_id``, ``question_id``, ``id`` or
+``item``; a table without one numbers its items ``row-<n>``. ``domain`` /
+``subdomain`` / ``cluster`` columns may be mapped too; every other column is
+a model. (A mapped column that a file lacks falls back to the canonical name
+when the file has that, so one folder-wide mapping can serve mixed files.) The suite is ``--suite``, else the file name's stem. An empty cell
+is "not evaluated" and is not a row; a cell that is not a valid score is
+quarantined.
+
+Scores in text files are read as: a value-map key (``C``, ``I``, ...), else
+a number (through ``numeric_range``), else quarantined as unknown.
+Rows are read in chunks of ``chunk_rows``; CSV line numbers assume one line
+per record (no newlines inside quoted fields).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from evalpipeline.ingest.base import (
+    COVARIATE_PREFIX,
+    Chunk,
+    IngestOptions,
+    Source,
+    SourcePartition,
+    SourceReadError,
+    sample_label,
+    short_error,
+)
+from evalpipeline.ingest.scores import Normalised, ScoreNormalisation, binary_reading
+
+REQUIRED_LONG = ("model", "suite", "item_id", "score")
+OPTIONAL_LONG = ("epoch", "domain", "subdomain", "scorer", "cluster", "error", "limit", "run_id", "created_at")
+ITEM_COLUMN_NAMES = ("item_id", "question_id", "id", "item")
+WIDE_LABEL_COLUMNS = ("domain", "subdomain", "cluster")
+TABLE_SOURCE_ID = "table"
+#: Partition of rows that name no model or suite: they can only be quarantined, and are, there.
+UNKNOWN = "(unknown)"
+
+
+# -- reading raw chunks ---------------------------------------------------------------
+
+
+def table_columns(path: Path) -> list[str]:
+    """Column names of a CSV / Parquet / JSONL file without reading its rows."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            return list(pq.ParquetFile(path).schema_arrow.names)
+        if suffix == ".csv":
+            return list(pd.read_csv(path, nrows=0, dtype=str).columns)
+        if suffix == ".jsonl":
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        record = json.loads(line)
+                        if not isinstance(record, dict):
+                            raise ValueError(f"line 1 is a JSON {type(record).__name__}, not an object")
+                        return list(record)
+            return []
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise SourceReadError(path, f"cannot read the table's columns ({type(exc).__name__}: {short_error(exc)})") from exc
+    raise SourceReadError(path, f"not a table file: {suffix!r}")
+
+
+def iter_table(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    """Yield (frame, 1-based source line or null) chunks; CSV/JSONL cells come as strings/JSON values."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows):
+                frame = batch.to_pandas()
+                yield frame, pd.Series([None] * len(frame), dtype="Int32")
+        elif suffix == ".csv":
+            start = 2  # line 1 is the header
+            for frame in pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=chunk_rows):
+                yield frame, pd.Series(range(start, start + len(frame)), dtype="Int32")
+                start += len(frame)
+        elif suffix == ".jsonl":
+            yield from _iter_jsonl(path, chunk_rows)
+        else:
+            raise SourceReadError(path, f"not a table file: {suffix!r}")
+    except SourceReadError:
+        raise
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise SourceReadError(path, f"cannot read the table ({type(exc).__name__}: {short_error(exc)})") from exc
+
+
+def _iter_jsonl(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    records, lines = [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                record = {"__error__": f"line {number} is not valid JSON ({exc.msg})"}
+            if not isinstance(record, dict):
+                record = {"__error__": f"line {number} is a JSON {type(record).__name__}, not an object"}
+            records.append(record)
+            lines.append(number)
+            if len(records) >= chunk_rows:
+                yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
+                records, lines = [], []
+    if records:
+        yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
+
+
+# -- detection -------------------------------------------------------------------------
+
+
+def detect_table_kind(path: Path, options: IngestOptions) -> str:
+    """``long`` when the mapped long columns exist, ``wide`` when the table looks like items x models."""
+    columns = table_columns(path)
+    mapping = long_mapping(options)
+    has = lambda canonical: mapping.get(canonical, canonical) in columns  # noqa: E731
+    if has("item_id") and has("score") and (has("model") or options.model):
+        return "long"
+    if not has("model") and not has("score") and len(columns) >= 2:
+        return "wide"
+    raise SourceReadError(
+        path,
+        f"cannot tell whether this table is long or wide (columns {columns}); "
+        "pass --format long with --map model=COL,suite=COL,item_id=COL,score=COL, or --format wide",
+    )
+
+
+def long_mapping(options: IngestOptions) -> dict[str, str]:
+    return dict(options.column_map)
+
+
+# -- row building ---------------------------------------------------------------------
+
+
+def normalise_cell(value: Any, normalisation: ScoreNormalisation) -> Normalised:
+    """A table cell as a score: value-map key, else a number, else unknown."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text in normalisation.value_map:
+            return normalisation.normalise(text)
+        try:
+            number = float(text)
+        except ValueError:
+            return normalisation.normalise(text)  # unknown string: quarantined with the reason
+        outcome = normalisation.normalise(number)
+        return Normalised(outcome.score, json.dumps(text), outcome.reason)
+    return normalisation.normalise(value)
+
+
+def _base_row(source: Source, index: int, line) -> dict[str, Any]:
+    return {
+        "domain": None, "subdomain": None, "item_id": None, "epoch": 1, "scorer": None, "score": None,
+        "correct": None, "score_raw": None, "cluster": None, "error": None, "limit": None,
+        "metadata_json": None, "scores_json": None, "run_id": None, "eval_id": None,
+        "log_path": source.path, "log_sha256": source.sha256, "log_format": source.format,
+        "sample_index": index, "source_line": None if pd.isna(line) else int(line), "created_at": None,
+        "reason": None,
+    }
+
+
+def _where(source: Source, index: int, line) -> str:
+    return f"line {int(line)}" if not pd.isna(line) else f"row {index}"
+
+
+def _text(value) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return str(value)
+
+
+class LongTableReader:
+    """Long tables: one row per model x item [x epoch] (see the module docstring)."""
+
+    name = "long"
+
+    def _mapping(self, path: Path, options: IngestOptions) -> dict[str, str]:
+        columns = table_columns(path)
+        mapping = long_mapping(options)
+        resolved: dict[str, str] = {}
+        for canonical in (*REQUIRED_LONG, *OPTIONAL_LONG, *mapping):
+            if canonical in resolved:
+                continue
+            column = mapping.get(canonical, canonical)
+            if column in columns:
+                resolved[canonical] = column
+            elif canonical in columns:  # a folder-wide mapping meets a file that already uses the name
+                resolved[canonical] = canonical
+            elif canonical in mapping:
+                raise SourceReadError(
+                    path, f"column mapping {canonical}={column!r}: no column {column!r}; the file has {columns}"
+                )
+        for canonical in REQUIRED_LONG:
+            fixed = {"model": options.model, "suite": options.suite}.get(canonical)
+            if canonical not in resolved and fixed is None:
+                raise SourceReadError(
+                    path,
+                    f"no column for {canonical!r} (map one with --map {canonical}=COL); the file has {columns}",
+                )
+        return resolved
+
+    def partitions(self, source: Source, options: IngestOptions) -> list[SourcePartition]:
+        path = Path(source.path)
+        mapping = self._mapping(path, options)
+        pairs: set[tuple[str, str]] = set()
+        for frame, _ in iter_table(path, options.chunk_rows):
+            models = frame[mapping["model"]] if "model" in mapping else pd.Series([options.model] * len(frame))
+            suites = frame[mapping["suite"]] if "suite" in mapping else pd.Series([options.suite] * len(frame))
+            pairs.update((_text(m), _text(s)) for m, s in zip(models, suites) if _text(m) and _text(s))
+        return [SourcePartition(m, s, TABLE_SOURCE_ID) for m, s in sorted(pairs)]
+
+    def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
+        path = Path(source.path)
+        mapping = self._mapping(path, options)
+        seen: dict[tuple, int] = {}
+        index = 0
+        for frame, lines in iter_table(path, options.chunk_rows):
+            groups: dict[tuple[str, str], list[dict]] = {}
+            records = frame.to_dict("records")
+            for record, line in zip(records, lines):
+                row = _base_row(source, index, line)
+                model = _text(record.get(mapping["model"])) if "model" in mapping else options.model
+                suite = _text(record.get(mapping["suite"])) if "suite" in mapping else options.suite
+                self._fill(row, record, mapping, options, source, index, line)
+                if (model is None or suite is None) and row["reason"] is None:
+                    missing = "model" if model is None else "suite"
+                    row["reason"] = f"{_where(source, index, line)}: no {missing} value"
+                model, suite = model or UNKNOWN, suite or UNKNOWN
+                key = (model, suite, row["item_id"], row["epoch"], row["scorer"])
+                if row["reason"] is None:
+                    if key in seen:
+                        row["reason"] = (
+                            f"{_where(source, index, line)}: duplicate (model, suite, item_id {row['item_id']!r}, "
+                            f"epoch {row['epoch']}, scorer) in the file; first at row {seen[key]}"
+                        )
+                    else:
+                        seen[key] = index
+                groups.setdefault((model, suite), []).append(row)
+                index += 1
+            for (model, suite), rows in groups.items():
+                yield Chunk(model, suite, TABLE_SOURCE_ID, pd.DataFrame(rows))
+
+    def _fill(self, row, record, mapping, options, source, index, line) -> None:
+        where = _where(source, index, line)
+        if isinstance(record.get("__error__"), str):  # a JSONL line that is not an object
+            row["item_id"] = f"line-{int(line)}" if not pd.isna(line) else f"row-{index}"
+            row["reason"] = record["__error__"]
+            return
+        for canonical, column in mapping.items():
+            if canonical in ("model", "suite", "score", "epoch", "created_at"):
+                continue
+            value = record.get(column)
+            row[canonical] = value if canonical.startswith(COVARIATE_PREFIX) else _text(value)
+        item = _text(record.get(mapping["item_id"]))
+        row["item_id"] = item if item is not None else f"row-{index}"
+        if item is None:
+            row["reason"] = f"{where}: no item_id value"
+            return
+        if "epoch" in mapping:
+            raw_epoch = record.get(mapping["epoch"])
+            try:
+                epoch = float(raw_epoch)
+                if not epoch.is_integer() or epoch < 1:
+                    raise ValueError
+                row["epoch"] = int(epoch)
+            except (TypeError, ValueError):
+                row["epoch"] = 1
+                row["reason"] = f"{where}: epoch {raw_epoch!r} is not a whole number >= 1"
+                return
+        if "created_at" in mapping and _text(record.get(mapping["created_at"])):
+            try:
+                stamp = pd.Timestamp(record[mapping["created_at"]])
+                row["created_at"] = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+            except (TypeError, ValueError) as exc:
+                row["reason"] = f"{where}: created_at {record[mapping['created_at']]!r} is not a time ({exc})"
+                return
+        row["scorer"] = row["scorer"] or options.normalisation.scorer or mapping["score"]
+        if row["error"] is not None:
+            row["score_raw"] = json.dumps(_text(record.get(mapping["score"])))
+            return
+        chosen = options.normalisation.scorer
+        if chosen is not None and "scorer" in mapping and row["scorer"] != chosen:
+            row["reason"] = f"{sample_label(row['item_id'], row['epoch'])}: scorer {row['scorer']!r} not chosen (--scorer {chosen})"
+            return
+        value = record.get(mapping["score"])
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            row["reason"] = f"{where}: {sample_label(row['item_id'], row['epoch'])}: no score"
+            return
+        outcome = normalise_cell(value, options.normalisation)
+        row.update(score=outcome.score, score_raw=outcome.raw, correct=binary_reading(outcome.score))
+        if outcome.reason:
+            row["reason"] = f"{where}: {sample_label(row['item_id'], row['epoch'])}: {outcome.reason}"
+
+
+class WideTableReader:
+    """Wide tables: rows = items, columns = models, 0/1 cells (see the module docstring)."""
+
+    name = "wide"
+
+    def _layout(self, path: Path, options: IngestOptions) -> tuple[str | None, dict[str, str], list[str]]:
+        columns = table_columns(path)
+        relevant = ("item_id", *WIDE_LABEL_COLUMNS)  # the rest of a folder-wide mapping is for long tables
+        mapping = {
+            k: (v if v in columns or k not in columns else k) for k, v in options.column_map.items() if k in relevant
+        }
+        for canonical, column in mapping.items():
+            if column not in columns:
+                raise SourceReadError(
+                    path, f"column mapping {canonical}={column!r}: no column {column!r}; the file has {columns}"
+                )
+        item = mapping.get("item_id") or next((c for c in ITEM_COLUMN_NAMES if c in columns), None)
+        labels = {c: mapping.get(c, c) for c in WIDE_LABEL_COLUMNS if mapping.get(c, c) in columns}
+        models = [c for c in columns if c != item and c not in labels.values()]
+        if not models:
+            raise SourceReadError(path, f"a wide table needs at least one model column; the file has {columns}")
+        return item, labels, models
+
+    def _suite(self, path: Path, options: IngestOptions) -> str:
+        return options.suite or path.stem
+
+    def partitions(self, source: Source, options: IngestOptions) -> list[SourcePartition]:
+        path = Path(source.path)
+        _, _, models = self._layout(path, options)
+        return [SourcePartition(str(m), self._suite(path, options), TABLE_SOURCE_ID) for m in models]
+
+    def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
+        path = Path(source.path)
+        item_column, labels, models = self._layout(path, options)
+        suite = self._suite(path, options)
+        seen: dict[str, int] = {}
+        row_number = 0
+        index = 0
+        for frame, lines in iter_table(path, options.chunk_rows):
+            per_model: dict[str, list[dict]] = {m: [] for m in models}
+            for record, line in zip(frame.to_dict("records"), lines):
+                item = _text(record.get(item_column)) if item_column else f"row-{row_number}"
+                duplicate_of = seen.get(item) if item is not None else None
+                if item is not None and duplicate_of is None:
+                    seen[item] = row_number
+                for model in models:
+                    value = record.get(model)
+                    if _text(value) is None:  # not evaluated: not an attempt
+                        continue
+                    row = _base_row(source, index, line)
+                    index += 1
+                    row.update({canonical: _text(record.get(column)) for canonical, column in labels.items()})
+                    row["item_id"] = item if item is not None else f"row-{row_number}"
+                    row["scorer"] = options.normalisation.scorer or "wide"
+                    where = _where(source, row_number, line)
+                    if item is None:
+                        row["reason"] = f"{where}: no item id"
+                    elif duplicate_of is not None:
+                        row["reason"] = f"{where}: duplicate item {item!r}; first at row {duplicate_of}"
+                    else:
+                        outcome = normalise_cell(value, options.normalisation)
+                        row.update(score=outcome.score, score_raw=outcome.raw, correct=binary_reading(outcome.score))
+                        if outcome.reason:
+                            row["reason"] = f"{where}: {sample_label(item, 1)} model {model!r}: {outcome.reason}"
+                    per_model[model].append(row)
+                row_number += 1
+            for model, rows in per_model.items():
+                if rows:
+                    yield Chunk(str(model), suite, TABLE_SOURCE_ID, pd.DataFrame(rows))

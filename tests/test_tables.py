@@ -1,0 +1,158 @@
+"""Long and wide tables, format detection, declared mappings and the project configuration."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from evalpipeline.cli import main
+from evalpipeline.ingest import IngestOptions, find_log_files, ingest_paths
+from evalpipeline.ingest.base import SourceReadError
+from evalpipeline.ingest.detect import open_source, reader_for
+from evalpipeline.lake import Lake
+from evalpipeline.settings import ConfigError, load_ingest_options
+
+LONG_CSV = """model,suite,question,correct,level,run
+m/a,s1,q1,1,easy,r1
+m/a,s1,q2,0,hard,r1
+m/b,s1,q1,C,easy,r2
+m/b,s1,q2,7,hard,r2
+m/b,s1,q3,,hard,r2
+m/b,s1,q1,1,easy,r2
+"""
+MAP = {"item_id": "question", "score": "correct", "cov_level": "level", "run_id": "run"}
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _accounted(report):
+    assert report.rows_read == report.rows_ingested + report.rows_quarantined
+    for account in report.partitions.values():
+        assert account.rows_read == account.rows_ingested + account.rows_quarantined
+
+
+def test_long_csv_with_declared_mapping(tmp_path):
+    src = _write(tmp_path / "in" / "scores.csv", LONG_CSV)
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake, IngestOptions(column_map=MAP))
+    _accounted(report)
+    assert report.rows_read == 6
+    a = lake.read_partition("samples", "m/a", "s1")
+    assert a["score"].tolist() == [1.0, 0.0] and a["cov_level"].tolist() == ["easy", "hard"]
+    assert set(a["run_id"]) == {"r1"} and set(a["log_format"]) == {"long"}
+    quarantine = lake.read_partition("quarantine", "m/b", "s1").sort_values("source_line")
+    assert quarantine["source_line"].tolist() == [5, 6, 7]
+    assert quarantine["reason"].tolist() == [
+        "line 5: sample 'q2' epoch 1: score 7.0 outside numeric_range [0, 1]",
+        "line 6: sample 'q3' epoch 1: no score",
+        "line 7: duplicate (model, suite, item_id 'q1', epoch 1, scorer) in the file; first at row 2",
+    ]
+
+
+def test_mapping_error_names_the_column_and_lists_what_exists(tmp_path):
+    src = _write(tmp_path / "scores.csv", LONG_CSV)
+    with pytest.raises(SourceReadError, match=r"column mapping score='acc': no column 'acc'; the file has \['model', 'suite', 'question'"):
+        list(reader_for("long").read(
+            open_source(src, IngestOptions(format="long")), IngestOptions(column_map={"item_id": "question", "score": "acc"})
+        ))
+    report = ingest_paths([src], Lake(tmp_path / "lake"), IngestOptions(format="long", column_map={"score": "correct"}))
+    assert "no column for 'item_id' (map one with --map item_id=COL); the file has" in report.file_errors[0].error
+
+
+def test_long_parquet_and_jsonl(tmp_path):
+    frame = pd.DataFrame({"model": ["x", "x"], "suite": ["s", "s"], "item_id": ["a", "b"], "score": [0.25, 1.0],
+                          "epoch": [1, 2]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    _write(tmp_path / "t.jsonl", '{"model":"y","suite":"s","item_id":"a","score":"I"}\nnot json\n[1]\n'
+                                '{"model":"y","suite":"s","item_id":"b","score":true}\n')
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths(find_log_files(tmp_path), lake)
+    _accounted(report)
+    assert lake.read_partition("samples", "x", "s")["epoch"].tolist() == [1, 2]
+    assert lake.read_partition("samples", "y", "s")["score"].tolist() == [0.0, 1.0]
+    bad = lake.read_partition("quarantine", "(unknown)", "(unknown)").sort_values("source_line")
+    assert bad["reason"].str.slice(0, 40).tolist() == ["line 2 is not valid JSON (Expecting valu", "line 3 is a JSON list, not an object"]
+
+
+def test_wide_table(tmp_path):
+    src = _write(tmp_path / "mmlu_mini.csv", "item_id,domain,gpt-4,claude\nq1,math,1,0\nq2,math,0,\nq3,bio,1,2\nq3,bio,1,1\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    _accounted(report)
+    assert set(report.partitions) == {("gpt-4", "mmlu_mini"), ("claude", "mmlu_mini")}
+    claude = report.partitions[("claude", "mmlu_mini")]
+    # q2 is empty (not evaluated, not a row); q3's 2 is quarantined; the repeated q3 row too.
+    assert (claude.rows_read, claude.rows_ingested, claude.rows_quarantined) == (3, 1, 2)
+    gpt = lake.read_partition("samples", "gpt-4", "mmlu_mini")
+    assert gpt["item_id"].tolist() == ["q1", "q2", "q3"] and gpt["domain"].tolist() == ["math", "math", "bio"]
+    reasons = sorted(lake.read_partition("quarantine", "claude", "mmlu_mini")["reason"])
+    assert reasons == [
+        "line 4: sample 'q3' epoch 1 model 'claude': score 2.0 outside numeric_range [0, 1]",
+        "line 5: duplicate item 'q3'; first at row 2",
+    ]
+
+
+def test_wide_without_item_column_and_suite_override(tmp_path):
+    src = _write(tmp_path / "w.csv", "a,b\n1,0\n0,1\n")
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([src], lake, IngestOptions(format="wide", suite="bench"))
+    assert lake.read_partition("samples", "a", "bench")["item_id"].tolist() == ["row-0", "row-1"]
+
+
+def test_detection_is_explicit_when_ambiguous(tmp_path):
+    src = _write(tmp_path / "odd.csv", "model,x\nm,1\n")
+    with pytest.raises(SourceReadError, match="cannot tell whether this table is long or wide"):
+        open_source(src, IngestOptions())
+    other = _write(tmp_path / "other.json", '{"hello": 1}')
+    with pytest.raises(SourceReadError, match="cannot tell the format of this JSON file \\(first key 'hello'"):
+        open_source(other, IngestOptions())
+    assert open_source(src, IngestOptions(format="wide")).format == "wide"
+
+
+def test_rewritten_table_drops_partitions_it_no_longer_holds(tmp_path):
+    src = _write(tmp_path / "t.csv", "model,suite,item_id,score\nm1,s,a,1\nm2,s,a,0\n")
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([src], lake)
+    _write(src, "model,suite,item_id,score\nm1,s,a,1\nm1,s,b,0\n")
+    report = ingest_paths([src], lake)
+    assert report.partitions[("m2", "s")].rows_read == 0
+    assert lake.read_partition("samples", "m2", "s").empty
+    assert lake.read_partition("samples", "m1", "s")["item_id"].tolist() == ["a", "b"]
+
+
+def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
+    config = _write(tmp_path / "evalpipeline.toml", """
+[ingest]
+format = "long"
+[ingest.columns]
+item_id = "question"
+score = "correct"
+[ingest.scores]
+value_map = { C = 1.0, I = 0.0 }
+""")
+    options = load_ingest_options(config)
+    assert options.format == "long" and options.column_map["score"] == "correct"
+    assert dict(options.normalisation.value_map) == {"C": 1.0, "I": 0.0}
+    assert load_ingest_options(config, format="wide").format == "wide"
+    _write(tmp_path / "bad.toml", "[ingest]\nfromat = 'long'\n")
+    with pytest.raises(ConfigError, match="unknown keys in \\[ingest\\]: \\['fromat'\\]"):
+        load_ingest_options(tmp_path / "bad.toml")
+    src = _write(tmp_path / "in" / "scores.csv", LONG_CSV)
+    code = main(["ingest", str(src), "--lake", str(tmp_path / "lake"), "--config", str(config), "--map", "cov_level=level"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "rows: 6 read = 3 ingested + 3 quarantined" in out
+    assert "unknown score value 'q3'" not in out
+
+
+def test_cli_rejects_malformed_map(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ingest", str(tmp_path), "--map", "item_id"])
+    assert exit_info.value.code == 2
+    assert "expected KEY=VALUE pairs separated by commas, got 'item_id'" in capsys.readouterr().err
+    assert main(["ingest", str(tmp_path), "--map", "bogus=col"]) == 2
+    assert "cannot map column 'bogus'" in capsys.readouterr().err
