@@ -95,7 +95,7 @@ class AtomicParquetWriter:
 
     @property
     def schema(self) -> pa.Schema | None:
-        return self._writer.schema_arrow if self._writer else None
+        return self._writer.schema if self._writer else None
 
     def write(self, table: pa.Table) -> None:
         if self._writer is None:

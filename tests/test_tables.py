@@ -156,3 +156,14 @@ def test_cli_rejects_malformed_map(tmp_path, capsys):
     assert "expected KEY=VALUE pairs separated by commas, got 'item_id'" in capsys.readouterr().err
     assert main(["ingest", str(tmp_path), "--map", "bogus=col"]) == 2
     assert "cannot map column 'bogus'" in capsys.readouterr().err
+
+
+def test_chunked_reading_gives_the_same_tables(tmp_path):
+    src = _write(tmp_path / "in" / "scores.csv", LONG_CSV)
+    whole, chunked = Lake(tmp_path / "a"), Lake(tmp_path / "b")
+    ingest_paths([src], whole, IngestOptions(column_map=MAP))
+    report = ingest_paths([src], chunked, IngestOptions(column_map=MAP, chunk_rows=2))
+    assert report.file_errors == []
+    for table in ("samples", "quarantine"):
+        for model in ("m/a", "m/b"):
+            pd.testing.assert_frame_equal(whole.read_partition(table, model, "s1"), chunked.read_partition(table, model, "s1"))

@@ -182,14 +182,16 @@ def staged_path(lake: Lake, source: Source, part: SourcePartition) -> Path:
 
 
 def already_ingested(lake: Lake, source: Source, parts: list[SourcePartition]) -> bool:
-    """True when the lake holds this source's ingest records for exactly these file contents."""
+    """True when the lake holds this source's ingest records and every file they were read
+    from (a source may read several: lm-eval's samples files) still has the recorded bytes."""
     for part in parts:
         path = staged_path(lake, source, part)
         if not path.exists():
             return False
-        hashes = pq.read_table(path, columns=["log_sha256"]).column("log_sha256").unique().to_pylist()
-        if hashes != [source.sha256]:
-            return False
+        recorded = pq.read_table(path, columns=["log_path", "log_sha256"]).to_pylist()
+        for log_path, log_sha256 in {(r["log_path"], r["log_sha256"]) for r in recorded}:
+            if _sha_or_none(Path(log_path)) != log_sha256:
+                return False
     return bool(parts)
 
 

@@ -89,10 +89,12 @@ def detect_format(path: Path, options: IngestOptions) -> str:
 
 
 def claimed_by_results_file(path: Path) -> bool:
-    """An lm-eval samples file with a results file beside it is read through that results file."""
-    return bool(LM_EVAL_SAMPLES.match(path.name)) and any(
-        LM_EVAL_RESULTS.match(p.name) for p in path.parent.glob("results_*.json")
-    )
+    """An lm-eval samples file whose own results file (same timestamp) is beside it is read through it."""
+    if not LM_EVAL_SAMPLES.match(path.name):
+        return False
+    from evalpipeline.ingest.lm_eval import results_file_for
+
+    return results_file_for(path) is not None
 
 
 def _first_json_key(path: Path) -> str | None:
