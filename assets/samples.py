@@ -1,13 +1,29 @@
 """Asset ``eval_samples``: the canonical sample table of one model x suite."""
 
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 
 from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
-from evalpipeline.pipeline import ingest_partition, read_samples
+from evalpipeline.pipeline import ingest_partition, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
+from evalpipeline.validate import SUITE_NAME, check_names
 from resources import IngestSettings, LakeResource
+
+#: One blocking check per expectation of the canonical GX suite and per suite-level check:
+#: a failing partition stops its downstream fits in the same run.
+VALIDATION_CHECKS = [
+    AssetCheckSpec(name, asset="eval_samples", blocking=True, description=f"{SUITE_NAME}: {name}")
+    for name in check_names()
+]
 
 
 @asset(
@@ -26,10 +42,9 @@ from resources import IngestSettings, LakeResource
             column_docs(), {f.name: str(f.type) for f in samples_schema()}
         )
     },
+    check_specs=VALIDATION_CHECKS,
 )
-def eval_samples(
-    context: AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettings
-) -> MaterializeResult:
+def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettings):
     model, suite = model_suite_names(context.partition_key)
     store = lake.lake()
     account, report = ingest_partition(
@@ -39,12 +54,14 @@ def eval_samples(
         suite,
         ingest_settings.options(),
         progress=context.log.info,
+        validator=partition_validator(store, ingest_settings.validation()),
     )
     for line in report.summary_lines():
         context.log.info(line)
     samples = read_samples(store, model, suite)
     path = store.table_path("samples", "samples.parquet", model, suite)
-    return MaterializeResult(
+    validation = account.validation
+    yield MaterializeResult(
         metadata={
             "model": model,
             "suite": suite,
@@ -55,6 +72,8 @@ def eval_samples(
             "rows_ingested": account.rows_ingested,
             "rows_quarantined": account.rows_quarantined,
             "rows_errored": account.rows_errored,
+            "rows_failed_validation": account.rows_failed_validation,
+            "data_docs": MetadataValue.path(str(validation.data_docs_index)) if validation.data_docs_index else "none",
             "logs": account.logs,
             "unchanged": not account.samples_written,
             "quarantine_reasons": MetadataValue.md(
@@ -65,3 +84,11 @@ def eval_samples(
             ),
         }
     )
+    partition = f"{model} x {suite}"
+    for outcome in validation.checks:
+        metadata = {"partition": partition, "description": outcome.description, "observed": str(outcome.observed)}
+        if len(outcome.examples):
+            metadata["examples"] = MetadataValue.md(outcome.examples.head(5).to_markdown(index=False))
+        yield AssetCheckResult(
+            check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
+        )

@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--score-key", default=None, help="key to read from dict-valued scores")
     ingest.add_argument("--value-map", type=_value_map, default=None, help="letter grades, e.g. C=1,I=0,P=0.5,N=0")
     ingest.add_argument("--numeric-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"))
+    ingest.add_argument("--no-validate", action="store_true",
+                        help="skip the Great Expectations validation of each partition (faster)")
     ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
                         help="ingest completed samples of error/cancelled logs")
     return parser
@@ -93,7 +95,13 @@ def _ingest(args) -> int:
         print(f"evalpipeline ingest: {exc}", file=sys.stderr)
         return 2
     lake = Lake(args.lake or lake_root())
-    report = ingest_paths(files, lake, options, progress=print)
+    validator = None
+    if not args.no_validate:
+        from evalpipeline.pipeline import partition_validator
+        from evalpipeline.settings import load_validation_settings
+
+        validator = partition_validator(lake, load_validation_settings(Path(args.config) if args.config else None))
+    report = ingest_paths(files, lake, options, progress=print, validator=validator)
     print(f"lake: {lake.root}")
     for line in report.summary_lines():
         print(line)

@@ -183,8 +183,11 @@ class Lake:
     def read_files(self, files: list[Path], *, model: str | None = None, suite: str | None = None) -> pd.DataFrame:
         """Concatenate Parquet files into one frame, adding the partition columns given."""
         frames = [pq.read_table(f).to_pandas() for f in sorted(files)]
-        frames = [f for f in frames if len(f)]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        non_empty = [f for f in frames if len(f)]
+        if non_empty:
+            frame = pd.concat(non_empty, ignore_index=True)
+        else:  # keep the columns of an empty table
+            frame = frames[0] if frames else pd.DataFrame()
         if model is not None:
             frame.insert(0, "model", model)
         if suite is not None:

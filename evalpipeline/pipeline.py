@@ -16,6 +16,7 @@ from evalpipeline.ingest import (
     IngestReport,
     PartitionAccount,
     IngestOptions,
+    Validator,
     consolidate_partition,
     find_log_files,
     ingest_paths,
@@ -38,6 +39,7 @@ def ingest_partition(
     options: IngestOptions | None = None,
     *,
     progress: Callable[[str], None] | None = None,
+    validator: Validator | None = None,
 ) -> tuple[PartitionAccount, IngestReport]:
     """Ingest every source in ``landing`` that holds rows for ``model`` x ``suite``.
 
@@ -52,10 +54,24 @@ def ingest_partition(
     staged = list(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
     if not mine and not staged:
         raise NoDataError(f"no sources for model {model!r} x suite {suite!r} in {landing} or in the lake {lake.root}")
-    report = ingest_paths(mine, lake, options, progress=progress)
+    report = ingest_paths(mine, lake, options, progress=progress, validator=validator)
     if (model, suite) not in report.partitions:  # every landing source failed: rebuild from what is staged
-        report.partitions[(model, suite)], _ = consolidate_partition(lake, model, suite)
+        report.partitions[(model, suite)], _ = consolidate_partition(lake, model, suite, validator)
     return report.partitions[(model, suite)], report
+
+
+def partition_validator(lake: Lake, settings=None, *, data_docs: bool = True) -> Validator:
+    """A validator for :func:`evalpipeline.ingest.consolidate_partition`: the canonical GX suite,
+    with Data Docs under ``<lake>/validation/data_docs/model=<key>/suite=<key>/``."""
+    from evalpipeline.validate import ValidationSettings, validate_samples
+
+    settings = settings or ValidationSettings()
+
+    def validate(samples: pd.DataFrame, quarantine: pd.DataFrame, model: str, suite: str):
+        docs = lake.partition_dir("validation/data_docs", model, suite) if data_docs else None
+        return validate_samples(samples, settings, docs, quarantine=quarantine, label=f"{model} x {suite}")
+
+    return validate
 
 
 def read_samples(lake: Lake, model: str, suite: str) -> pd.DataFrame:

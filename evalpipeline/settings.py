@@ -26,6 +26,11 @@ share, so a mapping declared once applies everywhere::
     [ingest.wide]                   # wide tables (rows = items, columns = models)
     suite = "my_suite"              # default: the file name's stem
 
+    [validate]                      # bounds of the canonical expectation suite
+    epoch_min = 1
+    epoch_max = 1000
+    max_error_share = 0.2           # share of errored samples a partition may have
+
 Command-line options override the file.
 """
 
@@ -102,3 +107,19 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
 
 def _first(*values):
     return next((v for v in values if v is not None), None)
+
+
+def load_validation_settings(path: Path | None = None):
+    """Validation bounds from ``[validate]`` of the project configuration (defaults otherwise)."""
+    from evalpipeline.validate import ValidationSettings
+
+    path = path or config_path()
+    if path is None:
+        return ValidationSettings()
+    try:
+        data = tomllib.loads(Path(path).read_text()).get("validate", {})
+        return ValidationSettings(**data)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: configuration file not found") from exc
+    except (tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: [validate]: {exc}") from exc

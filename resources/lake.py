@@ -9,7 +9,8 @@ from pydantic import Field
 
 from evalpipeline.config import landing_root, lake_root
 from evalpipeline.ingest.base import IngestOptions
-from evalpipeline.settings import load_ingest_options
+from evalpipeline.settings import load_ingest_options, load_validation_settings
+from evalpipeline.validate import ValidationSettings
 from evalpipeline.lake import Lake
 
 
@@ -35,6 +36,9 @@ class IngestSettings(ConfigurableResource):
 
     def options(self) -> IngestOptions:
         return load_ingest_options(Path(self.config_file) if self.config_file else None)
+
+    def validation(self) -> ValidationSettings:
+        return load_validation_settings(Path(self.config_file) if self.config_file else None)
 
 
 class PosteriorSettings(ConfigurableResource):

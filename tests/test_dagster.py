@@ -10,14 +10,14 @@ from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context
 
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
-from assets.samples import eval_samples
+from assets.samples import VALIDATION_CHECKS, eval_samples
 from assets.sensors import landing_sensor
 from evalpipeline.definitions import defs, run_main_job
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from tests.conftest import DEMO_LOGS
-from tests.inspect_logs import make_log
+from tests.inspect_logs import echo, make_log
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,8 @@ def test_materialize_one_partition_and_the_leaderboard(landing, tmp_path):
         assert result.success
         meta = result.asset_materializations_for_node("eval_samples")[0].metadata
         assert meta["rows_read"].value == 6 == meta["rows_ingested"].value + meta["rows_quarantined"].value
+        assert (tmp_path / "lake" / "validation" / "data_docs").exists() and "index.html" in meta["data_docs"].value
+        assert all(c.passed for c in result.get_asset_check_evaluations())
     board_run = materialize(
         [suite_leaderboard], partition_key=to_partition_key("unit suite"), instance=instance, resources=resources
     )
@@ -85,6 +87,31 @@ def test_materialize_one_partition_and_the_leaderboard(landing, tmp_path):
     assert board["posterior_mean"].tolist() == pytest.approx([7 / 8, 4 / 8])
     event = instance.get_latest_materialization_event(AssetKey("suite_leaderboard"))
     assert event.asset_materialization.metadata["dagster/row_count"].value == 2
+
+
+def test_failing_validation_blocks_the_downstream_fit(tmp_path):
+    landing = tmp_path / "landing"
+    # every answer is scored with an unknown value: all rows quarantined, the sample table is empty
+    make_log(landing, model="mockllm/broken", suite="unit suite", items=4, scorers=[echo()])
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", [to_partition_key("mockllm/broken")])
+    instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
+    result = materialize(
+        [eval_samples, accuracy_posteriors],
+        partition_key=model_suite_key("mockllm/broken", "unit suite"),
+        instance=instance,
+        resources=_resources(tmp_path / "lake", landing),
+        raise_on_error=False,
+    )
+    assert not result.success
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert set(checks) == {spec.name for spec in VALIDATION_CHECKS}
+    assert not checks["row_count_positive"].passed
+    assert checks["row_count_positive"].metadata["partition"].value == "mockllm/broken x unit suite"
+    meta = result.asset_materializations_for_node("eval_samples")[0].metadata
+    assert (meta["rows_read"].value, meta["rows_ingested"].value, meta["rows_quarantined"].value) == (4, 0, 4)
+    assert result.asset_materializations_for_node("accuracy_posteriors") == []
+    assert not (tmp_path / "lake" / "accuracy_posteriors").exists()
 
 
 def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landing, tmp_path):

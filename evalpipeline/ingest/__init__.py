@@ -23,7 +23,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -58,6 +58,7 @@ __all__ = [
     "SourceReadError",
     "scan_sources",
     "LogHeader",
+    "Validator",
     "LogReadError",
     "PartitionAccount",
     "ScoreNormalisation",
@@ -88,9 +89,10 @@ class PartitionAccount:
     rows_errored: int
     logs: int
     samples_written: bool = False
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
+    #: What the validator said of the partition's final sample table (None: not validated).
+    validation: Any = None
+    #: Rows moved to quarantine because they failed a row-level validation check.
+    rows_failed_validation: int = 0
 
 
 @dataclass
@@ -125,6 +127,12 @@ class IngestReport:
                 f"  {model} x {suite}: {acc.rows_read} read = {acc.rows_ingested} ingested "
                 f"({acc.rows_errored} errored, flagged) + {acc.rows_quarantined} quarantined, from {acc.logs} log(s)"
             )
+            if acc.validation is not None:
+                failed = [c.name for c in acc.validation.failed_checks]
+                lines.append(
+                    f"    validation: {'FAILED ' + ', '.join(failed) if failed else 'all checks passed'}"
+                    + (f"; {acc.rows_failed_validation} row(s) moved to quarantine" if acc.rows_failed_validation else "")
+                )
         for reason, count in sorted(self.quarantine_reasons.items()):
             lines.append(f"  quarantined x{count}: {reason}")
         for err in self.file_errors:
@@ -202,11 +210,14 @@ def ingest_paths(
     *,
     accept_incomplete_logs: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    validator: Validator | None = None,
 ) -> IngestReport:
     """Ingest source files into ``lake`` and consolidate the partitions they touch.
 
     ``options`` may be a bare :class:`ScoreNormalisation` (everything else
     default); ``accept_incomplete_logs`` overrides the options' value.
+    ``validator`` (see :func:`consolidate_partition`) validates each
+    consolidated partition.
     """
     options = _as_options(options, accept_incomplete_logs)
     say = progress or (lambda _msg: None)
@@ -230,7 +241,7 @@ def ingest_paths(
         summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
         say(f"[{number}/{len(paths)}] {path} ({source.format}): {summary or 'no rows'}")
     for model, suite in sorted(touched):
-        account, reasons = consolidate_partition(lake, model, suite)
+        account, reasons = consolidate_partition(lake, model, suite, validator)
         report.partitions[(model, suite)] = account
         for reason, count in reasons.items():
             report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
@@ -302,9 +313,19 @@ def _path_hash(path: str | Path) -> str:
     return hashlib.sha256(str(path).encode()).hexdigest()[:12]
 
 
-def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[PartitionAccount, dict[str, int]]:
+#: ``validator(samples, quarantine, model, suite)`` -> a report with ``row_failures``
+#: (index -> reasons), ``split(samples)`` and check outcomes; see evalpipeline.validate.
+Validator = Callable[[pd.DataFrame, pd.DataFrame, str, str], Any]
+
+
+def consolidate_partition(
+    lake: Lake, model: str, suite: str, validator: Validator | None = None
+) -> tuple[PartitionAccount, dict[str, int]]:
     """Rebuild ``samples/`` and ``quarantine/`` of one partition from its staged logs.
 
+    With a ``validator``, rows failing a row-level check move to quarantine
+    (reason prefixed ``validation:``) and the checks are rerun on the table
+    that is kept, so the reported outcomes describe what downstream reads.
     Returns the row account and a count of quarantine reasons (reasons are
     generalised by dropping the sample-specific prefix, for summaries).
     """
@@ -328,7 +349,17 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
             for i, e in zip(superseded["item_id"], superseded["epoch"])
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
-    samples = newest.drop(columns=["reason"]).sort_values(["item_id", "epoch"], kind="stable")
+    samples = newest.drop(columns=["reason"]).sort_values(["item_id", "epoch"], kind="stable").reset_index(drop=True)
+    validation, failed = None, 0
+    if validator is not None:
+        validation = validator(samples, quarantined, model, suite)
+        if validation.row_failures:
+            samples, moved = validation.split(samples)
+            failed = len(moved)
+            moved["reason"] = "validation: " + moved["reason"]
+            quarantined = pd.concat([quarantined, moved], ignore_index=True)
+            samples = samples.reset_index(drop=True)
+            validation = validator(samples, quarantined, model, suite)
     quarantined = quarantined.sort_values(["log_path", "sample_index"], kind="stable")
 
     if len(staged) != len(samples) + len(quarantined):  # the accounting invariant
@@ -353,6 +384,8 @@ def consolidate_partition(lake: Lake, model: str, suite: str) -> tuple[Partition
         rows_errored=int(samples["error"].notna().sum()),
         logs=len(staged_files),
         samples_written=written,
+        validation=validation,
+        rows_failed_validation=failed,
     )
     reasons: dict[str, int] = {}
     for reason, item_id, epoch in zip(quarantined["reason"], quarantined["item_id"], quarantined["epoch"]):
