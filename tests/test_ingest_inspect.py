@@ -127,3 +127,42 @@ def test_demo_logs_ingest_completely(tmp_path):
     ) * len(truth["accuracy"])
     assert report.rows_read == expected_rows == report.rows_ingested
     assert sum(p.rows_errored for p in report.partitions.values()) == len(truth["errored"]) == 1
+
+
+def test_metadata_mapping_covariates_and_other_scorers_kept(tmp_path):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from evalpipeline.ingest import IngestOptions
+
+    path = make_log(tmp_path / "m", suite="mapped", items=4, scorers=[exact(), echo()])
+    log = read_eval_log(str(path))
+    for n, sample in enumerate(log.samples):
+        sample.metadata = {"category": "alg", "topic": f"t{n % 2}", "level": n + 1}
+    write_eval_log(log, str(path))
+    options = IngestOptions(
+        normalisation=ScoreNormalisation(scorer="exact"),
+        metadata_map={"domain": "category", "subdomain": "topic", "cov_difficulty": "level"},
+    )
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([path], lake, options)
+    assert report.rows_ingested == 4
+    samples = read_samples(lake, "mockllm/test-model", "mapped")
+    assert samples["domain"].tolist() == ["alg"] * 4
+    assert samples["subdomain"].tolist() == ["t0", "t1", "t0", "t1"]
+    assert samples["cov_difficulty"].tolist() == [1, 2, 3, 4]
+    kept = [json.loads(s) for s in samples["scores_json"]]
+    assert [k["echo"] for k in kept] == ["yes", "no", "yes", "no"] and [k["exact"] for k in kept] == ["C", "I", "C", "I"]
+
+
+def test_dict_valued_scores_need_a_key(tmp_path):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    path = make_log(tmp_path / "d", suite="dicts", items=2)
+    log = read_eval_log(str(path))
+    for sample in log.samples:
+        sample.scores["exact"].value = {"acc": sample.scores["exact"].value, "f1": 0.5}
+    write_eval_log(log, str(path))
+    _, rows = read_inspect_log(path)
+    assert rows["reason"].str.contains("dict-valued score \\(keys \\['acc', 'f1'\\]\\); set score_key").all()
+    _, keyed = read_inspect_log(path, ScoreNormalisation(score_key="acc"))
+    assert keyed["reason"].isna().all() and keyed["score"].tolist() == [1.0, 0.0]
