@@ -106,7 +106,7 @@ def validate_samples(
 
     build_dir = None
     if data_docs_dir is not None:
-        data_docs_dir = Path(data_docs_dir)
+        data_docs_dir = Path(data_docs_dir).resolve()  # GX requires an absolute site directory
         data_docs_dir.parent.mkdir(parents=True, exist_ok=True)
         build_dir = data_docs_dir.parent / f".tmp-{data_docs_dir.name}-{uuid.uuid4().hex[:12]}"
     try:
