@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -38,13 +40,55 @@ import pyarrow.parquet as pq
 from evalpipeline.keys import from_partition_key, to_partition_key
 
 
+_HOST = socket.gethostname().replace("-", "_")
+
+
+def temp_prefix() -> str:
+    """Prefix of this process's temporary files: host and pid, so that a later writer can tell
+    the leftovers of a killed process (see :func:`sweep_orphaned_temporaries`)."""
+    return f".tmp-{_HOST}-{os.getpid()}-"
+
+
+def sweep_orphaned_temporaries(folder: Path) -> list[Path]:
+    """Delete temporary files in ``folder`` left by a process of this host that no longer runs.
+
+    A killed run (SIGKILL, power loss) cannot clean up after itself; the next
+    write into the same folder does. Files of live processes and of other
+    hosts (a distributed executor shares the lake) are left alone.
+    """
+    removed = []
+    for tmp in Path(folder).glob(".tmp-*"):
+        parts = tmp.name.split("-", 3)
+        if len(parts) < 4 or parts[1] != _HOST or not parts[2].isdigit():
+            continue
+        if not _process_alive(int(parts[2])):
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_bytes_atomic(data: bytes, path: Path) -> bool:
     """Write ``data`` to ``path`` atomically; return False if the file already held exactly ``data``."""
     path = Path(path)
+    if path.parent.exists():
+        sweep_orphaned_temporaries(path.parent)
     if path.exists() and sha256_file(path) == hashlib.sha256(data).hexdigest():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -100,7 +144,8 @@ class AtomicParquetWriter:
     def write(self, table: pa.Table) -> None:
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=self.path.parent)
+            sweep_orphaned_temporaries(self.path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=self.path.parent)
             os.close(fd)
             self._tmp = Path(tmp)
             self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")

@@ -49,3 +49,28 @@ def test_partition_names_are_recorded_and_merged(tmp_path):
     lake.record_partition_names("model", ["c d"])
     names = pd.read_parquet(tmp_path / "partition_names" / "model.parquet")
     assert dict(zip(names["key"], names["name"])) == {"a%2Fb": "a/b", "c%20d": "c d"}
+
+
+def test_leftovers_of_a_killed_writer_are_swept_by_the_next_write(tmp_path):
+    """A SIGKILLed process cannot remove its temporary file; the next write in the folder does,
+    while temporaries of live processes and of other hosts are left alone."""
+    import subprocess
+    import sys
+
+    from evalpipeline.lake import _HOST, temp_prefix, write_bytes_atomic
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    orphan = tmp_path / f".tmp-{_HOST}-{dead_pid}-abc.parquet"
+    orphan.write_bytes(b"partial")
+    orphan_dir = tmp_path / f".tmp-{_HOST}-{dead_pid}-docs"
+    (orphan_dir / "sub").mkdir(parents=True)
+    live = tmp_path / f"{temp_prefix()}xyz.parquet"
+    live.write_bytes(b"mine, in progress")
+    foreign = tmp_path / f".tmp-otherhost-{dead_pid}-abc.parquet"
+    foreign.write_bytes(b"another machine's")
+
+    assert write_bytes_atomic(b"complete", tmp_path / "table.parquet")
+    assert not orphan.exists() and not orphan_dir.exists()
+    assert live.exists() and foreign.exists()
+    assert (tmp_path / "table.parquet").read_bytes() == b"complete"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalpipeline.lake import sweep_orphaned_temporaries, temp_prefix
 from evalpipeline.validate.checks import CheckOutcome, every_item_scored, example_rows
 from evalpipeline.validate.suite import SUITE_PATH, ValidationSettings, load_suite
 
@@ -108,7 +109,8 @@ def validate_samples(
     if data_docs_dir is not None:
         data_docs_dir = Path(data_docs_dir).resolve()  # GX requires an absolute site directory
         data_docs_dir.parent.mkdir(parents=True, exist_ok=True)
-        build_dir = data_docs_dir.parent / f".tmp-{data_docs_dir.name}-{uuid.uuid4().hex[:12]}"
+        sweep_orphaned_temporaries(data_docs_dir.parent)  # a killed earlier build
+        build_dir = data_docs_dir.parent / f"{temp_prefix()}{data_docs_dir.name}-{uuid.uuid4().hex[:12]}"
     try:
         t = time.perf_counter()
         with _GX_LOCK:  # Data Docs are rendered in here too, by the Checkpoint's UpdateDataDocsAction
@@ -430,7 +432,7 @@ def _replace_dir(new: Path, target: Path) -> None:
     """
     old = None
     if target.exists():
-        old = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:12]}"
+        old = target.parent / f"{temp_prefix()}old-{target.name}-{uuid.uuid4().hex[:12]}"
         os.replace(target, old)
     try:
         os.replace(new, target)
