@@ -1,0 +1,158 @@
+"""Coverage of interval methods: exact (summing over the binomial) and by the position paper's simulation.
+
+``no-clt-position-paper.txt`` Section 3, "Experimental setup": sample
+``theta`` from the prior (100 values), generate 200 datasets per theta for
+N in {3, 10, 30, 100}, build every interval, count how often it contains
+the true theta. For IID 0/1 data every interval here depends on the data
+only through ``k``, which makes two shortcuts exact:
+
+* :func:`exact_average_coverage` integrates the coverage over
+  ``theta ~ Beta(a, b)`` in closed form:
+  ``sum_k BetaBinom(k; N, a, b) * [F(u_k) - F(l_k)]`` with ``F`` the CDF of
+  the posterior Beta(a + k, b + N - k). No simulation noise at all.
+* :func:`simulate_iid_coverage` follows the paper's protocol, computing each
+  method once per distinct ``(N, k)``; the bootstrap of 0/1 data resamples
+  ``k* ~ Binomial(N, k / N)``, which is the distribution of the resampled
+  count, so it is drawn directly (one seeded set of K resamples per
+  ``(N, k)``, shared by the datasets with that ``k``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evalpipeline.stats.conventional import (
+    beta_equal_tailed_interval,
+    clopper_pearson_interval,
+    wald_interval,
+    wilson_interval,
+)
+from evalpipeline.stats.intervals import beta_hpdi
+
+IntervalFromCounts = Callable[[np.ndarray, int, float], tuple[np.ndarray, np.ndarray]]
+
+
+def _beta_equal_tailed(prior: tuple[float, float]) -> IntervalFromCounts:
+    def method(k, n, level):
+        return beta_equal_tailed_interval(prior[0] + k, prior[1] + n - k, level)
+
+    return method
+
+
+def _beta_hpdi(prior: tuple[float, float]) -> IntervalFromCounts:
+    def method(k, n, level):
+        bounds = np.array([beta_hpdi(prior[0] + kk, prior[1] + n - kk, level) for kk in np.asarray(k, dtype=float)])
+        return bounds[:, 0], bounds[:, 1]
+
+    return method
+
+
+def _t_from_counts(k, n, level):
+    # The t interval of 0/1 data: S^2 = n / (n - 1) * p (1 - p).
+    k = np.asarray(k, dtype=float)
+    p = k / n
+    s = np.sqrt(n / (n - 1) * p * (1 - p))
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * s / np.sqrt(n)
+    return p - half, p + half
+
+
+def _ideal_bootstrap(k, n, level):
+    # The percentile bootstrap with infinitely many resamples: quantiles of Binomial(n, k / n) / n.
+    k = np.asarray(k, dtype=float)
+    tail = (1 - level) / 2
+    return stats.binom.ppf(tail, n, k / n) / n, stats.binom.ppf(1 - tail, n, k / n) / n
+
+
+def interval_methods(prior: tuple[float, float] = (1.0, 1.0)) -> dict[str, IntervalFromCounts]:
+    """The IID methods as functions of ``(k, n, level)``; Beta rows use ``prior`` for inference."""
+    return {
+        "beta_equal_tailed": _beta_equal_tailed(prior),
+        "beta_hpdi": _beta_hpdi(prior),
+        "wilson": wilson_interval,
+        "clopper_pearson": clopper_pearson_interval,
+        "clt": wald_interval,
+        "t": _t_from_counts,
+        "bootstrap_ideal": _ideal_bootstrap,
+    }
+
+
+def exact_average_coverage(
+    method: IntervalFromCounts, n: int, level: float = 0.95, theta_prior: tuple[float, float] = (1.0, 1.0)
+) -> float:
+    """Coverage of ``method`` averaged over ``theta ~ Beta(theta_prior)``, computed exactly.
+
+    ``P(theta in I(K)) = sum_k P(K = k) P(theta in [l_k, u_k] | K = k)``,
+    where ``P(K = k)`` is Beta-Binomial and ``theta | K = k`` is
+    Beta(a + k, b + n - k). Bounds are clipped to [0, 1] (a bound outside
+    covers nothing more). With a uniform prior and the Beta(1, 1)
+    equal-tailed interval every term is ``level / (n + 1)``: exactly
+    ``level``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    a, b = theta_prior
+    k = np.arange(n + 1, dtype=float)
+    low, high = method(k, n, level)
+    low, high = np.clip(np.asarray(low, dtype=float), 0, 1), np.clip(np.asarray(high, dtype=float), 0, 1)
+    weights = stats.betabinom.pmf(k, n, a, b)
+    inside = stats.beta.cdf(high, a + k, b + n - k) - stats.beta.cdf(low, a + k, b + n - k)
+    return float(np.sum(weights * np.maximum(inside, 0.0)))
+
+
+def exact_coverage_table(
+    n_values: Iterable[int] = (3, 10, 30, 100),
+    level: float = 0.95,
+    theta_prior: tuple[float, float] = (1.0, 1.0),
+    inference_prior: tuple[float, float] = (1.0, 1.0),
+) -> pd.DataFrame:
+    """Exact average coverage per method and N (columns: method, n, level, coverage)."""
+    rows = []
+    for name, method in interval_methods(inference_prior).items():
+        for n in n_values:
+            rows.append({"method": name, "n": int(n), "level": level,
+                         "coverage": exact_average_coverage(method, int(n), level, theta_prior)})
+    return pd.DataFrame(rows)
+
+
+def simulate_iid_coverage(
+    n_values: Iterable[int] = (3, 10, 30, 100),
+    *,
+    n_thetas: int = 100,
+    n_datasets: int = 200,
+    levels: Iterable[float] = (0.8, 0.9, 0.95, 0.99),
+    theta_prior: tuple[float, float] = (1.0, 1.0),
+    inference_prior: tuple[float, float] = (1.0, 1.0),
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The position paper's IID coverage experiment (Section 3, Eq. 6).
+
+    Returns one row per (method, n, level) with columns ``method, n, level,
+    coverage, mean_width, n_datasets`` (``n_thetas * n_datasets`` datasets
+    per N). Methods: those of :func:`interval_methods` (the ideal bootstrap
+    dropped) plus ``bootstrap`` with ``n_resamples`` resamples.
+    """
+    rng = np.random.default_rng(seed)
+    methods = {name: fn for name, fn in interval_methods(inference_prior).items() if name != "bootstrap_ideal"}
+    rows = []
+    for n in n_values:
+        n = int(n)
+        thetas = rng.beta(*theta_prior, size=n_thetas)
+        successes = rng.binomial(n, np.repeat(thetas, n_datasets))
+        truth = np.repeat(thetas, n_datasets)
+        k_all = np.arange(n + 1, dtype=float)
+        boot_counts = rng.binomial(n, k_all[:, None] / n, size=(n + 1, n_resamples)) / n
+        for level in levels:
+            bounds = {name: fn(k_all, n, level) for name, fn in methods.items()}
+            tail = (1 - level) / 2
+            bounds["bootstrap"] = (np.quantile(boot_counts, tail, axis=1), np.quantile(boot_counts, 1 - tail, axis=1))
+            for name, (low, high) in bounds.items():
+                low, high = np.asarray(low, dtype=float)[successes], np.asarray(high, dtype=float)[successes]
+                covered = (low <= truth) & (truth <= high)
+                rows.append({"method": name, "n": n, "level": level, "coverage": float(covered.mean()),
+                             "mean_width": float(np.mean(high - low)), "n_datasets": int(truth.size)})
+    return pd.DataFrame(rows)
