@@ -1,0 +1,116 @@
+"""Shared plumbing for the plots: input checks, figure creation, PNG output.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, never through
+``pyplot``: no global figure registry, no GUI backend, nothing to leak between
+Dagster runs, and the Agg canvas is attached explicitly.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from evalpipeline.lake import write_bytes_atomic
+
+# One resolution for every PNG so reruns produce the same pixels.
+PNG_DPI = 100
+
+# Colours follow HiBayES Figures 5-6: posterior in blue, empirical in orange.
+POSTERIOR_COLOR = "#1f77b4"
+EMPIRICAL_COLOR = "#ff7f0e"
+OVERALL_EMPIRICAL_COLOR = "#d62728"
+TARGET_COLOR = "#555555"
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A figure on an Agg canvas (inches), independent of pyplot's state."""
+    figure = Figure(figsize=(width, height), dpi=PNG_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def require_frame(frame: object, what: str) -> pd.DataFrame:
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(frame).__name__}")
+    if frame.empty:
+        raise ValueError(f"{what}: the table has no rows")
+    return frame
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise a ValueError naming every required column that ``frame`` lacks."""
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{what}: missing column(s) {', '.join(missing)}; "
+            f"the table has {', '.join(map(str, frame.columns)) or 'no columns'}"
+        )
+
+
+def numeric_column(frame: pd.DataFrame, column: str, what: str, *, allow_nan: bool = False) -> np.ndarray:
+    """A column as float64, refusing non-numbers (and NaN unless allowed) by name."""
+    try:
+        values = pd.to_numeric(frame[column], errors="raise").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what}: column {column} must be numeric ({error})") from None
+    if not allow_nan and np.isnan(values).any():
+        rows = np.flatnonzero(np.isnan(values))[:5].tolist()
+        raise ValueError(f"{what}: column {column} has missing values (rows at positions {rows})")
+    if np.isinf(values).any():
+        raise ValueError(f"{what}: column {column} has infinite values")
+    return values
+
+
+def require_ordered(low: np.ndarray, high: np.ndarray, labels: Sequence[str], low_name: str, high_name: str, what: str) -> None:
+    """Refuse rows where ``low > high`` (NaN pairs are left to the caller)."""
+    bad = np.flatnonzero(low > high + 1e-12)
+    if bad.size:
+        shown = ", ".join(repr(str(labels[i])) for i in bad[:5])
+        raise ValueError(f"{what}: {low_name} exceeds {high_name} for {shown}")
+
+
+def require_probabilities(values: np.ndarray, column: str, what: str) -> None:
+    finite = values[~np.isnan(values)]
+    if finite.size and (finite.min() < -1e-12 or finite.max() > 1 + 1e-12):
+        raise ValueError(f"{what}: column {column} must lie in [0, 1] (found {finite.min():.4g} to {finite.max():.4g})")
+
+
+def figure_png_bytes(figure: Figure, *, dpi: int = PNG_DPI) -> bytes:
+    """Render ``figure`` to PNG bytes.
+
+    ``metadata={"Software": None}`` drops the only varying text chunk matplotlib
+    writes (its version string); Agg PNGs carry no timestamp, so equal figures
+    give equal bytes (checked in tests/test_plots.py).
+    """
+    if not isinstance(figure, Figure):
+        raise ValueError(f"expected a matplotlib Figure, got {type(figure).__name__}")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI) -> bool:
+    """Write ``figure`` as PNG at ``path`` atomically, then close it.
+
+    Returns False when the file already held exactly these bytes (the lake's
+    rule: reruns leave unchanged files, mtimes included, alone).
+    """
+    data = figure_png_bytes(figure, dpi=dpi)
+    close_figure(figure)
+    return write_bytes_atomic(data, Path(path))
+
+
+def close_figure(figure: Figure) -> None:
+    """Release a figure: drop it from pyplot's registry if it was made there."""
+    manager = getattr(figure.canvas, "manager", None)
+    if manager is not None:  # created through pyplot by a caller
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    figure.clear()
