@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-from dagster import DagsterInstance, Definitions, multiprocess_executor
+from dagster import DagsterInstance, Definitions
 
 from assets.jobs import ingest_and_fit_job, leaderboard_job
 from assets.partitions import model_suite_key
@@ -25,6 +25,7 @@ from evalpipeline.ingest import find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from resources import IngestSettings, LakeResource, PosteriorSettings
+from resources.executors import configured_executor
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance.
@@ -39,7 +40,7 @@ defs = Definitions(
         "ingest_settings": IngestSettings(),
         "posterior_settings": PosteriorSettings(),
     },
-    executor=multiprocess_executor,
+    executor=configured_executor(),
 )
 
 

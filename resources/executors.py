@@ -1,0 +1,335 @@
+"""Which engine runs the steps of a run, chosen by environment configuration alone.
+
+``EVALPIPELINE_EXECUTOR`` (read when the code location loads):
+
+* unset or ``multiprocess`` (the default): Dagster's local ``multiprocess_executor``,
+  one process per step on this machine.
+* ``dask``: ``dagster_dask.dask_executor`` connected to an existing Dask scheduler whose
+  address is ``$EVALPIPELINE_DASK_SCHEDULER`` (e.g. ``tcp://127.0.0.1:8786``). The address
+  is an ``env:`` config source, so it is read when a run starts, never stored in the repo.
+  Every step is one Dask task; the workers rebuild the job from ``evalpipeline.definitions``
+  and write to the same lake and Dagster instance, so both must be reachable from them.
+
+* ``k8s``: ``dagster_k8s.k8s_job_executor``, one Kubernetes Job per step, configured by the
+  run config's ``execution:`` block (README, "Production set-up"). dagster-k8s is not a
+  dependency and Kubernetes cannot run on this machine, so this path is documented and
+  configuration-tested only.
+
+``start_dask_cluster`` starts a scheduler and worker processes on loopback (what
+``make dask-cluster`` and tests/test_distributed.py use); ``execute_partitions`` runs a job
+out of process, one run per partition, with whatever executor the environment selects --
+``JobDefinition.execute_in_process`` would ignore the configured executor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dagster import DagsterInstance, ExecutorDefinition, execute_job, multiprocess_executor
+from dagster._core.definitions.reconstruct import ReconstructableJob, ReconstructableRepository
+
+EXECUTOR_ENV = "EVALPIPELINE_EXECUTOR"
+DASK_SCHEDULER_ENV = "EVALPIPELINE_DASK_SCHEDULER"
+EXECUTOR_CHOICES = ("multiprocess", "dask", "k8s")
+#: Where the code location lives: what workers (and `dagster dev`) import to rebuild a job.
+DEFINITIONS_MODULE = "evalpipeline.definitions"
+
+
+def configured_executor(environ: Mapping[str, str] | None = None) -> ExecutorDefinition:
+    """The executor named by ``$EVALPIPELINE_EXECUTOR`` (default: the local multiprocess one)."""
+    env = os.environ if environ is None else environ
+    choice = (env.get(EXECUTOR_ENV) or "multiprocess").strip().lower()
+    if choice == "multiprocess":
+        return multiprocess_executor
+    if choice == "dask":
+        if not (env.get(DASK_SCHEDULER_ENV) or "").strip():
+            raise ValueError(
+                f"{EXECUTOR_ENV}=dask needs {DASK_SCHEDULER_ENV}, the address of a running Dask "
+                "scheduler (e.g. tcp://127.0.0.1:8786; start one with `make dask-cluster`)"
+            )
+        from dagster_dask import dask_executor
+
+        return dask_executor.configured(
+            {"cluster": {"existing": {"address": {"env": DASK_SCHEDULER_ENV}}}},
+            name="dask",
+            description=f"Steps run as tasks on the Dask scheduler at ${DASK_SCHEDULER_ENV}.",
+        )
+    if choice == "k8s":
+        try:
+            from dagster_k8s import k8s_job_executor
+        except ImportError as exc:
+            raise ValueError(
+                f"{EXECUTOR_ENV}=k8s needs the dagster-k8s package (pip install 'dagster-k8s>=0.29,<0.30'), "
+                "which evalpipeline does not install"
+            ) from exc
+        return k8s_job_executor
+    raise ValueError(f"{EXECUTOR_ENV}={choice!r} is not a known executor; choose one of {', '.join(EXECUTOR_CHOICES)}")
+
+
+def reconstructable_job(job_name: str) -> ReconstructableJob:
+    """A pointer to a job of the code location that other processes (Dask workers, the
+    multiprocess executor's step processes) can rebuild by importing ``evalpipeline.definitions``."""
+    return ReconstructableRepository.for_module(DEFINITIONS_MODULE, "defs").get_reconstructable_job(job_name)
+
+
+@dataclass
+class RunSummary:
+    """One finished run: its partition, outcome and, per step, where and how long it ran."""
+
+    run_id: str
+    partition_key: str
+    success: bool
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    step_pids: dict[str, int] = field(default_factory=dict)
+
+
+def execute_partitions(
+    job_name: str,
+    partition_keys: Sequence[str],
+    *,
+    instance: DagsterInstance,
+    run_config: Mapping | None = None,
+    concurrent_runs: int = 1,
+) -> list[RunSummary]:
+    """Run ``job_name`` once per partition with the executor the code location was loaded with.
+
+    Up to ``concurrent_runs`` runs are in flight at once (each run's steps are sequential, so
+    this is what lets several workers fit at the same time, as a run queue with that limit
+    would); their steps go to the executor. The dynamic partitions must already be registered
+    on ``instance``, which must be persistent.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalpipeline.definitions import defs
+
+    if concurrent_runs < 1:
+        raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
+    job_def = defs.resolve_job_def(job_name)
+    recon = reconstructable_job(job_name)
+
+    def run_one(key) -> RunSummary:
+        tags = dict(job_def.get_tags_for_partition_key(key, selected_asset_keys=None))
+        result = execute_job(recon, instance=instance, run_config=dict(run_config or {}), tags=tags)
+        return _summarise(instance, result.run_id, str(key), result.success)
+
+    if concurrent_runs == 1:
+        return [run_one(key) for key in partition_keys]
+    with ThreadPoolExecutor(max_workers=concurrent_runs, thread_name_prefix="run") as pool:
+        return list(pool.map(run_one, partition_keys))
+
+
+def _summarise(instance: DagsterInstance, run_id: str, partition_key: str, success: bool) -> RunSummary:
+    summary = RunSummary(run_id=run_id, partition_key=partition_key, success=success)
+    started: dict[str, float] = {}
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        if event.event_type_value == "STEP_START":
+            started[event.step_key] = record.timestamp
+            summary.step_pids[event.step_key] = event.pid
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in started:
+            summary.step_seconds[event.step_key] = record.timestamp - started[event.step_key]
+    return summary
+
+
+@dataclass
+class DaskCluster:
+    """A running scheduler and its workers: ``address`` to connect, ``worker_pids`` of the processes
+    that execute tasks (the nanny's children), ``log_dir`` with one log file per process."""
+
+    address: str
+    worker_pids: list[int]
+    log_dir: Path
+    processes: list[subprocess.Popen]
+
+
+@contextmanager
+def start_dask_cluster(
+    n_workers: int = 2,
+    *,
+    log_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    env: Mapping[str, str] | None = None,
+    preload: Sequence[str] = (DEFINITIONS_MODULE,),
+    timeout: float = 90.0,
+) -> Iterator[DaskCluster]:
+    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes, all listening on
+    ``host`` (loopback by default), and stop them on exit, also on error or interrupt.
+
+    Workers get one thread each (Dagster steps are not thread-safe) and preload the code
+    location so the first step does not pay for the imports. Port 0 lets the OS choose.
+    """
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be at least 1, got {n_workers}")
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    scheduler_file = log_dir / "scheduler.json"
+    scheduler_file.unlink(missing_ok=True)
+    child_env = {**os.environ, **(env or {})}
+    processes: list[subprocess.Popen] = []
+
+    def spawn(args: list[str], name: str) -> None:
+        log = open(log_dir / f"{name}.log", "wb")
+        # Own session: teardown signals the whole group, nanny and the worker it forked.
+        processes.append(
+            subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
+        )
+        log.close()
+
+    try:
+        spawn(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
+             "--dashboard-address", f"{host}:0", "--scheduler-file", str(scheduler_file)],
+            "scheduler",
+        )
+        deadline = time.monotonic() + timeout
+        while not scheduler_file.exists():
+            _check_alive(processes, log_dir)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Dask scheduler did not start within {timeout:.0f}s; see {log_dir}/scheduler.log")
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for number in range(1, n_workers + 1):
+            args = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host,
+                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--name", f"worker-{number}",
+                    "--local-directory", str(log_dir / f"worker-{number}")]
+            for module in preload:
+                args += ["--preload", module]
+            spawn(args, f"worker-{number}")
+        worker_pids = _wait_for_workers(address, n_workers, deadline, processes, log_dir)
+        yield DaskCluster(address=address, worker_pids=worker_pids, log_dir=log_dir, processes=processes)
+    finally:
+        _stop(processes)
+
+
+def _check_alive(processes: list[subprocess.Popen], log_dir: Path) -> None:
+    for process in processes:
+        if process.poll() is not None:
+            raise RuntimeError(f"a Dask process exited with code {process.returncode}: {process.args}; logs in {log_dir}")
+
+
+def _wait_for_workers(address: str, n_workers: int, deadline: float, processes, log_dir: Path) -> list[int]:
+    from distributed import Client
+
+    with Client(address, timeout=max(1.0, deadline - time.monotonic())) as client:
+        while len(client.scheduler_info(n_workers=-1)["workers"]) < n_workers:
+            _check_alive(processes, log_dir)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{n_workers} Dask workers did not register in time; see the logs in {log_dir}")
+            time.sleep(0.2)
+        return sorted(client.run(os.getpid).values())
+
+
+def _stop(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """SIGTERM each process group we started, then SIGKILL what is left after ``grace`` seconds."""
+    for process in reversed(processes):  # workers first, then the scheduler
+        if process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for process in processes:
+        # The group may outlive its leader (a worker forked by the nanny): kill it by id regardless.
+        _signal_group(process, signal.SIGKILL)
+        if process.poll() is None:
+            process.wait(timeout=5)
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def landing_partitions(landing: Path) -> list[tuple[str, str]]:
+    """(model, suite) display names of every partition the readable logs in ``landing`` hold."""
+    from evalpipeline.ingest import find_log_files, scan_sources
+    from resources.lake import IngestSettings
+
+    found, _unreadable = scan_sources(find_log_files(landing), IngestSettings().options())
+    return sorted({(p.model, p.suite) for _, parts in found for p in parts})
+
+
+def run_landing(
+    job_name: str,
+    *,
+    lake: Path,
+    landing: Path,
+    instance: DagsterInstance,
+    only: Sequence[tuple[str, str]] | None = None,
+    concurrent_runs: int = 1,
+) -> list[RunSummary]:
+    """Register the landing folder's partitions on ``instance`` and run ``job_name`` for each
+    (or for ``only``), with the lake and landing folder passed as run config so that every
+    process executing a step -- a Dask worker on another host included -- uses the same ones."""
+    from assets.partitions import model_suite_key
+    from evalpipeline.keys import to_partition_key
+
+    pairs = list(only) if only is not None else landing_partitions(landing)
+    for dimension, names in (("model", {m for m, _ in pairs}), ("suite", {s for _, s in pairs})):
+        keys = {to_partition_key(n) for n in names}
+        missing = sorted(keys - set(instance.get_dynamic_partitions(dimension)))
+        if missing:
+            instance.add_dynamic_partitions(dimension, missing)
+    run_config = {"resources": {"lake": {"config": {"root": str(lake), "landing": str(landing)}}}}
+    return execute_partitions(
+        job_name,
+        [model_suite_key(m, s) for m, s in pairs],
+        instance=instance,
+        run_config=run_config,
+        concurrent_runs=concurrent_runs,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m resources.executors --lake L --landing F [--job J] [--only MODEL SUITE]...
+    [--concurrent-runs N] [--json OUT]``:
+    run a job over the landing folder's partitions, out of process, on the executor that
+    ``$EVALPIPELINE_EXECUTOR`` selects, against the instance in ``$DAGSTER_HOME``."""
+    import argparse
+    from dataclasses import asdict
+
+    parser = argparse.ArgumentParser(prog="python -m resources.executors", description=main.__doc__)
+    parser.add_argument("--job", default="ingest_and_fit")
+    parser.add_argument("--lake", type=Path, required=True)
+    parser.add_argument("--landing", type=Path, required=True)
+    parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
+    parser.add_argument("--concurrent-runs", type=int, default=1, help="runs in flight at once (default 1)")
+    parser.add_argument("--json", type=Path, help="write one summary per run here")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with DagsterInstance.get() as instance:
+        summaries = run_landing(
+            args.job, lake=args.lake.resolve(), landing=args.landing.resolve(), instance=instance,
+            only=args.only, concurrent_runs=args.concurrent_runs,
+        )
+    report = {
+        "executor": configured_executor().name,
+        "driver_pid": os.getpid(),
+        "wall_seconds": time.perf_counter() - started,
+        "runs": [asdict(s) for s in summaries],
+    }
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    for s in summaries:
+        print(f"{s.partition_key}: {'ok' if s.success else 'FAILED'} {s.step_seconds}")
+    return 0 if all(s.success for s in summaries) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
