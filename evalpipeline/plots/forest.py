@@ -137,7 +137,8 @@ def forest_plot(
     if reference is not None:
         axes.axvline(reference, color="#888888", linestyle="--", linewidth=1.0)
 
-    axes.set_yticks(positions, labels)
+    top_down = np.argsort(-positions, kind="stable")
+    axes.set_yticks(positions[top_down], [labels[i] for i in top_down])
     axes.set_ylim(-(y - 0.4), 0.6)
     axes.set_xlabel(xlabel)
     axes.grid(axis="x", color="#eeeeee")

@@ -1,0 +1,438 @@
+"""Plots: each function on small synthetic input draws what its inputs say, refuses bad input by name,
+and save_png writes deterministic PNG bytes atomically."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.container import ErrorbarContainer
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle, StepPatch
+from PIL import Image as PILImage
+from scipy import stats
+
+from evalpipeline import plots
+
+
+# ---------------------------------------------------------------- synthetic inputs (also used by the report tests)
+
+def forest_rows() -> pd.DataFrame:
+    rows = pd.DataFrame({
+        "label": ["math / addition", "overall", "math", "language", "math / division", "language / <poetry & 'prose'>"],
+        "level": ["subdomain", "overall", "domain", "domain", "subdomain", "subdomain"],
+        "posterior_mean": [0.80, 0.62, 0.70, 0.50, 0.55, 0.45],
+    })
+    rows["hpdi_low"] = rows["posterior_mean"] - 0.05
+    rows["hpdi_high"] = rows["posterior_mean"] + 0.05
+    rows["outer_low"] = rows["posterior_mean"] - 0.08
+    rows["outer_high"] = rows["posterior_mean"] + 0.08
+    rows["empirical_mean"] = rows["posterior_mean"] + 0.02
+    rows.loc[4, "empirical_mean"] = np.nan  # a row without data: no empirical marker
+    rows["empirical_sem"] = 0.03
+    return rows
+
+
+def posterior_idata(shift_chain: float = 0.0, n_chains: int = 4, n_draws: int = 200, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=(n_chains, n_draws))
+    mu[0] += shift_chain  # a chain stuck elsewhere when shift_chain != 0
+    effects = rng.normal(size=(n_chains, n_draws, 2)) + np.array([0.0, 1.0])
+    return az.from_dict(posterior={"mu": mu, "domain_effects": effects})
+
+
+def waic_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"rank": [0, 1, 2], "elpd_waic": [-100.0, -110.0, -130.0], "p_waic": [3.0, 2.0, 1.0],
+         "elpd_diff": [0.0, 10.0, 30.0], "weight": [0.9, 0.1, 0.0], "se": [5.0, 5.0, 6.0],
+         "dse": [0.0, 3.0, 5.0], "warning": False, "scale": "log"},
+        index=["beta-binomial", "binomial", "null"],
+    )
+
+
+def pairwise_long() -> pd.DataFrame:
+    return pd.DataFrame({"model_a": ["a<1>", "a<1>", "b&2"], "model_b": ["b&2", "c", "c"],
+                         "p_a_better": [0.9, 0.6, 0.2]})
+
+
+def leaderboard_rows() -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": ["a", "b", "c"], "posterior_mean": [0.9, 0.8, 0.7], "hpdi_low": [0.85, 0.72, 0.6],
+        "hpdi_high": [0.95, 0.87, 0.8], "observed_mean": [0.92, 0.8, 0.7], "conventional_low": [0.87, 0.73, 0.6],
+        "conventional_high": [1.01, 0.87, 0.8], "p_best": [0.8, 0.15, 0.05],
+    })
+
+
+def cdf_envelopes() -> pd.DataFrame:
+    grid = np.linspace(0.0, 1.0, 51)
+    parts = []
+    for panel in ("overall", "domain: math", "domain: language"):
+        for model, (a, b) in {"a": (80, 20), "b": (60, 40)}.items():
+            parts.append(pd.DataFrame({"panel": panel, "series": model, "x": grid,
+                                       "cdf_lower": stats.beta.cdf(grid, a + 5, b),
+                                       "cdf_upper": stats.beta.cdf(grid, a, b + 5)}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def expected_reliability_curves() -> pd.DataFrame:
+    horizons = np.array([1, 2, 5, 10, 20, 50, 100, 200])
+    parts = []
+    for model, (low, high) in {"a": (0.90, 0.95), "b": (0.80, 0.85)}.items():
+        parts.append(pd.DataFrame({"series": model, "n": horizons, "expected_lower": low ** horizons,
+                                   "expected_upper": high ** horizons}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def power_rows() -> pd.DataFrame:
+    sizes = np.arange(10, 510, 50)
+    parts = []
+    for gap in (0.05, 0.10):
+        power = 1 - np.exp(-sizes * gap**2 * 10)
+        parts.append(pd.DataFrame({"gap": gap, "n": sizes, "power": power}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def all_figures() -> dict[str, Figure]:
+    """One figure per plot function, for the PNG and browser tests."""
+    rng = np.random.default_rng(3)
+    observed = rng.choice([0.0, 0.3, 1.0], size=40)
+    return {
+        "forest": plots.forest_plot(forest_rows(), title="Forest"),
+        "trace": plots.trace_rank_plot(posterior_idata()),
+        "waic": plots.waic_comparison_plot(waic_table()),
+        "success_rates": plots.success_rate_distribution(observed, rng.beta(0.5, 0.5, size=(50, 40)), n_trials=10),
+        "pairwise": plots.pairwise_heatmap(plots.pairwise_matrix(pairwise_long())),
+        "leaderboard": plots.leaderboard_plot(leaderboard_rows()),
+        "cdf_envelopes": plots.reliability_cdf_envelopes(cdf_envelopes()),
+        "expected_reliability": plots.expected_reliability_plot(expected_reliability_curves()),
+        "power": plots.power_curve(power_rows()),
+    }
+
+
+def tick_labels(axes, axis="y") -> list[str]:
+    ticks = axes.get_yticklabels() if axis == "y" else axes.get_xticklabels()
+    return [tick.get_text() for tick in ticks]
+
+
+def texts(axes) -> list[str]:
+    return [text.get_text() for text in axes.texts]
+
+
+# ---------------------------------------------------------------- forest plot
+
+def test_forest_groups_rows_overall_domain_subdomain_and_draws_each_interval():
+    rows = forest_rows()
+    figure = plots.forest_plot(rows)
+    (axes,) = figure.axes
+    assert tick_labels(axes) == ["overall", "math", "language", "math / addition", "math / division",
+                                 "language / <poetry & 'prose'>"]
+    assert {"overall", "domain", "subdomain"} <= set(texts(axes))
+    (thick,) = [c for c in axes.collections if c.get_label() == "95% HPDI"]
+    (thin,) = [c for c in axes.collections if c.get_label() == "99% HPDI"]
+    assert len(thin.get_segments()) == len(rows) and len(thick.get_segments()) == len(rows)
+    # every HPDI segment spans exactly its row's bounds, at its row's height
+    heights = dict(zip(tick_labels(axes), axes.get_yticks()))
+    for segment in thick.get_segments():
+        (x0, y0), (x1, _) = segment
+        label = [name for name, y in heights.items() if y == y0][0]
+        row = rows[rows["label"] == label].iloc[0]
+        assert (x0, x1) == pytest.approx((row["hpdi_low"], row["hpdi_high"]))
+    errorbars = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+    assert len(errorbars) == rows["empirical_mean"].notna().sum()
+
+
+def test_forest_without_optional_columns_draws_posterior_only():
+    rows = forest_rows()[["label", "posterior_mean", "hpdi_low", "hpdi_high"]]
+    (axes,) = plots.forest_plot(rows).axes
+    assert len(tick_labels(axes)) == len(rows)
+    assert not [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r.drop(columns=["hpdi_low", "label"]), "missing column(s) label, hpdi_low"),
+        (lambda r: r.drop(columns=["outer_high"]), "missing column(s) outer_high"),
+        (lambda r: r.drop(columns=["empirical_mean"]), "missing column(s) empirical_mean"),
+        (lambda r: r.assign(hpdi_low=r["posterior_mean"] + 0.01), "hpdi_low exceeds posterior_mean"),
+        (lambda r: r.assign(posterior_mean="high"), "posterior_mean must be numeric"),
+        (lambda r: r.assign(hpdi_high=np.nan), "hpdi_high has missing values"),
+        (lambda r: r.assign(empirical_sem=-0.1), "empirical_sem must be non-negative"),
+        (lambda r: r.iloc[0:0], "no rows"),
+    ],
+)
+def test_forest_rejects_bad_input_by_name(change, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plots.forest_plot(change(forest_rows()))
+
+
+# ---------------------------------------------------------------- trace and rank plots
+
+def test_trace_rank_plot_has_density_trace_and_rank_per_variable():
+    figure = plots.trace_rank_plot(posterior_idata())
+    assert len(figure.axes) == 2 * 3
+    density, trace, rank = figure.axes[3:6]  # domain_effects row: 2 components x 4 chains
+    assert len(trace.lines) == 2 * 4
+    assert len([p for p in density.patches if isinstance(p, StepPatch)]) == 2 * 4
+    steps = [p for p in rank.patches if isinstance(p, StepPatch)]
+    assert len(steps) == 4
+    # each chain's rank histogram counts all of its draws, pooled over the 2 components
+    assert all(step.get_data().values.sum() == 200 * 2 for step in steps)
+
+
+def test_rank_plot_separates_a_stuck_chain_from_mixed_ones():
+    """Ranks are uniform per chain when chains mix; a shifted chain piles up in the top bins."""
+    def top_share(idata):
+        rank = plots.trace_rank_plot(idata, ["mu"], rank_bins=10).axes[2]
+        counts = [p.get_data().values for p in rank.patches if isinstance(p, StepPatch)]
+        return counts[0][-5:].sum() / counts[0].sum()  # chain 0's share of the upper half of ranks
+
+    assert abs(top_share(posterior_idata()) - 0.5) < 0.1
+    assert top_share(posterior_idata(shift_chain=3.0)) > 0.95
+
+
+def test_trace_rank_plot_caps_components_and_accepts_a_dataset():
+    rng = np.random.default_rng(1)
+    idata = az.from_dict(posterior={"theta": rng.normal(size=(2, 50, 12))})
+    figure = plots.trace_rank_plot(idata.posterior, max_components=3)
+    assert figure.axes[0].get_title(loc="left") == "theta (first 3 of 12)"
+    assert len(figure.axes[1].lines) == 3 * 2
+
+
+def test_trace_rank_plot_rejects_bad_input():
+    with pytest.raises(ValueError, match="variable.s. sigma not in the posterior"):
+        plots.trace_rank_plot(posterior_idata(), ["mu", "sigma"])
+    with pytest.raises(ValueError, match="expected an InferenceData"):
+        plots.trace_rank_plot(np.zeros((2, 10)))
+    with pytest.raises(ValueError, match="fewer than 2 draws"):
+        plots.trace_rank_plot(az.from_dict(posterior={"mu": np.zeros((2, 1))}))
+    bad = np.ones((2, 10))
+    bad[0, 3] = np.nan
+    with pytest.raises(ValueError, match="mu has non-finite draws"):
+        plots.trace_rank_plot(az.from_dict(posterior={"mu": bad}))
+
+
+# ---------------------------------------------------------------- WAIC comparison
+
+def test_waic_plot_lists_best_first_and_draws_differences_for_the_others():
+    table = waic_table().iloc[::-1]  # order on input must not matter
+    (axes,) = plots.waic_comparison_plot(table).axes
+    assert tick_labels(axes) == ["beta-binomial", "binomial", "null"]
+    elpd_bars, diff_bars = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+    assert list(elpd_bars.lines[0].get_xdata()) == [-100.0, -110.0, -130.0]
+    # differences are drawn at best ELPD - elpd_diff
+    assert list(diff_bars.lines[0].get_xdata()) == [-110.0, -130.0]
+    assert "higher is better" in axes.get_xlabel()
+
+
+def test_waic_plot_reads_arviz_compare_output():
+    rng = np.random.default_rng(0)
+    fits = {
+        name: az.from_dict(posterior={"mu": rng.normal(size=(2, 50))},
+                           log_likelihood={"y": rng.normal(mean, 0.1, size=(2, 50, 20))})
+        for name, mean in {"good <m>": -1.0, "worse & co": -1.3}.items()
+    }
+    comparison = az.compare(fits, ic="waic")
+    (axes,) = plots.waic_comparison_plot(comparison).axes
+    assert tick_labels(axes) == ["good <m>", "worse & co"]
+
+
+def test_waic_plot_rejects_missing_columns():
+    with pytest.raises(ValueError, match=r"missing column\(s\) elpd_diff \(or d_waic/d_loo\), dse"):
+        plots.waic_comparison_plot(waic_table().drop(columns=["elpd_diff", "dse"]))
+    with pytest.raises(ValueError, match="unknown scale"):
+        plots.waic_comparison_plot(waic_table().assign(scale="natural"))
+
+
+# ---------------------------------------------------------------- success-rate distribution
+
+def test_success_rate_bars_count_items_per_attainable_rate():
+    observed = np.array([0.0, 0.0, 0.0, 0.2, 1.0, 1.0])
+    predicted = np.tile(observed, (30, 1))
+    (axes,) = plots.success_rate_distribution(observed, predicted, n_trials=5).axes
+    bars = [p for p in axes.patches if isinstance(p, Rectangle)]
+    assert [bar.get_height() for bar in bars] == [3, 1, 0, 0, 0, 2]
+    # bins are centred on k / n_trials
+    assert [bar.get_x() + bar.get_width() / 2 for bar in bars] == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    (predictive,) = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+    assert list(predictive.lines[0].get_ydata()) == [3, 1, 0, 0, 0, 2]  # identical draws: median = observed
+
+
+def test_success_rate_distribution_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"shape \(n_draws, 3\)"):
+        plots.success_rate_distribution([0.1, 0.2, 0.3], np.zeros((5, 4)))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
+        plots.success_rate_distribution([0.1, 1.2])
+    with pytest.raises(ValueError, match="missing or infinite"):
+        plots.success_rate_distribution([0.1, np.nan])
+    with pytest.raises(ValueError, match="n_trials must be a positive integer"):
+        plots.success_rate_distribution([0.1], n_trials=2.5)
+
+
+# ---------------------------------------------------------------- pairwise heatmap
+
+def test_pairwise_matrix_fills_complements_and_heatmap_labels_every_cell():
+    matrix = plots.pairwise_matrix(pairwise_long())
+    assert list(matrix.index) == ["a<1>", "b&2", "c"]
+    assert matrix.loc["b&2", "a<1>"] == pytest.approx(0.1)
+    assert matrix.loc["c", "b&2"] == pytest.approx(0.8)
+    assert np.isnan(np.diag(matrix.to_numpy())).all()
+    axes = plots.pairwise_heatmap(matrix).axes[0]
+    assert sorted(texts(axes)) == sorted(f"{v:.2f}" for v in [0.9, 0.6, 0.2, 0.1, 0.4, 0.8])
+    assert tick_labels(axes, "x") == ["a<1>", "b&2", "c"]
+
+
+def test_pairwise_heatmap_rejects_non_square_or_out_of_range():
+    matrix = plots.pairwise_matrix(pairwise_long())
+    with pytest.raises(ValueError, match="must be square"):
+        plots.pairwise_heatmap(matrix.iloc[:, :2])
+    with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
+        plots.pairwise_heatmap(matrix * 2)
+    with pytest.raises(ValueError, match="compared with itself"):
+        plots.pairwise_matrix(pd.DataFrame({"model_a": ["a"], "model_b": ["a"], "p_a_better": [0.5]}))
+    with pytest.raises(ValueError, match=r"missing column\(s\) p_a_better"):
+        plots.pairwise_matrix(pairwise_long().drop(columns=["p_a_better"]))
+
+
+# ---------------------------------------------------------------- leaderboard
+
+def test_leaderboard_draws_both_intervals_per_model_and_marks_leaving_the_unit_interval():
+    board = leaderboard_rows()
+    (axes,) = plots.leaderboard_plot(board).axes
+    assert tick_labels(axes) == ["a", "b", "c"]
+    bayesian, conventional = [c for c in axes.collections if isinstance(c, LineCollection)]
+    assert [s[1][0] for s in conventional.get_segments()] == [1.01, 0.87, 0.8]  # unclipped
+    assert [s[0][0] for s in bayesian.get_segments()] == [0.85, 0.72, 0.6]
+    assert [t for t in texts(axes) if t.startswith("P(best)")] == ["P(best) 0.80", "P(best) 0.15", "P(best) 0.05"]
+    assert [line.get_xdata()[0] for line in axes.lines if line.get_linestyle() == ":"] == [1.0]
+
+
+def test_leaderboard_rejects_missing_columns_all_named():
+    with pytest.raises(ValueError, match=r"missing column\(s\) observed_mean, conventional_low, conventional_high"):
+        plots.leaderboard_plot(leaderboard_rows()[["model", "posterior_mean", "hpdi_low", "hpdi_high"]])
+    with pytest.raises(ValueError, match="conventional_low exceeds conventional_high for 'b'"):
+        plots.leaderboard_plot(leaderboard_rows().assign(conventional_low=[0.8, 0.9, 0.6]))
+
+
+# ---------------------------------------------------------------- reliability
+
+def test_cdf_envelopes_one_panel_per_level_one_band_per_model():
+    envelopes = cdf_envelopes()
+    figure = plots.reliability_cdf_envelopes(envelopes)
+    visible = [axes for axes in figure.axes if axes.get_visible()]
+    assert [axes.get_title() for axes in visible] == ["overall", "domain: math", "domain: language"]
+    assert len(figure.axes) == 4  # 2 x 2 grid, the spare panel hidden
+    for axes in visible:
+        bands = [c for c in axes.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == 2
+        assert [t.get_text() for t in axes.get_legend().get_texts()] == ["a", "b"]
+
+
+def test_cdf_envelopes_reject_crossed_bounds_and_missing_columns():
+    crossed = cdf_envelopes()
+    crossed.loc[10, "cdf_lower"] = crossed.loc[10, "cdf_upper"] + 0.1
+    with pytest.raises(ValueError, match="cdf_lower exceeds cdf_upper at 1 row"):
+        plots.reliability_cdf_envelopes(crossed)
+    with pytest.raises(ValueError, match=r"missing column\(s\) panel"):
+        plots.reliability_cdf_envelopes(cdf_envelopes().drop(columns=["panel"]))
+
+
+def test_expected_reliability_plot_draws_band_and_width_on_log_n():
+    curves = expected_reliability_curves()
+    band_axes, width_axes = plots.expected_reliability_plot(curves).axes
+    assert band_axes.get_xscale() == "log" and width_axes.get_xscale() == "log"
+    assert len([c for c in band_axes.collections if isinstance(c, PolyCollection)]) == 2
+    width_a = width_axes.lines[0].get_ydata()
+    part = curves[curves["series"] == "a"]
+    assert np.asarray(width_a) == pytest.approx((part["expected_upper"] - part["expected_lower"]).to_numpy())
+
+
+def test_expected_reliability_plot_rejects_bad_horizons():
+    with pytest.raises(ValueError, match="column n must hold positive integers"):
+        plots.expected_reliability_plot(expected_reliability_curves().assign(n=0))
+    with pytest.raises(ValueError, match="expected_lower exceeds expected_upper"):
+        curves = expected_reliability_curves()
+        plots.expected_reliability_plot(curves.assign(expected_lower=curves["expected_upper"],
+                                                      expected_upper=curves["expected_upper"] * 0.5))
+
+
+# ---------------------------------------------------------------- power curve
+
+def test_power_curve_marks_the_first_n_reaching_the_target():
+    rows = power_rows()
+    (axes,) = plots.power_curve(rows, target_power=0.8).axes
+    curves = [line for line in axes.lines if line.get_marker() == "o"]
+    assert len(curves) == 2
+    marks = [line.get_xdata()[0] for line in axes.lines if line.get_linestyle() == ":"]
+    expected = [rows[(rows["gap"] == gap) & (rows["power"] >= 0.8)]["n"].min() for gap in (0.05, 0.10)]
+    assert marks == expected
+    targets = [line for line in axes.lines if line.get_linestyle() == "--"]
+    assert [line.get_ydata()[0] for line in targets] == [0.8]
+
+
+def test_power_curve_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"target_power must be in \(0, 1\)"):
+        plots.power_curve(power_rows(), target_power=1.0)
+    with pytest.raises(ValueError, match=r"column power must lie in \[0, 1\]"):
+        plots.power_curve(power_rows().assign(power=1.5))
+    with pytest.raises(ValueError, match=r"missing column\(s\) power_high"):
+        plots.power_curve(power_rows().assign(power_low=0.1))
+
+
+# ---------------------------------------------------------------- PNG output
+
+def test_save_png_writes_identical_png_bytes_on_rerun_and_closes(tmp_path):
+    first, second = tmp_path / "a" / "forest.png", tmp_path / "b" / "forest.png"
+    figure = plots.forest_plot(forest_rows())
+    width, height = figure.get_size_inches() * plots.PNG_DPI
+    assert plots.save_png(figure, first) is True
+    assert figure.axes == []  # closed: cleared after writing
+    assert plots.save_png(plots.forest_plot(forest_rows()), second) is True
+    data = first.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data == second.read_bytes()
+    assert b"Software" not in data  # no matplotlib version stamp
+    image = PILImage.open(io.BytesIO(data))
+    image.verify()
+    assert image.size == (round(width), round(height))
+    # an unchanged rerun leaves the file alone (lake rule: no rewrite, mtime kept)
+    mtime = first.stat().st_mtime_ns
+    assert plots.save_png(plots.forest_plot(forest_rows()), first) is False
+    assert first.stat().st_mtime_ns == mtime
+    assert not [p for p in first.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_every_plot_renders_to_a_png(tmp_path):
+    for name, figure in all_figures().items():
+        path = tmp_path / f"{name}.png"
+        plots.save_png(figure, path)
+        with PILImage.open(path) as image:
+            pixels = np.asarray(image.convert("L"))
+        assert pixels.std() > 5, f"{name} rendered blank"
+
+
+def test_save_png_closes_a_pyplot_figure(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure()
+    figure.add_subplot().plot([0, 1], [0, 1])
+    plots.save_png(figure, tmp_path / "line.png")
+    assert figure.number not in plt.get_fignums()
+    with pytest.raises(ValueError, match="expected a matplotlib Figure"):
+        plots.save_png("not a figure", tmp_path / "x.png")
+
+
+def test_plots_import_neither_pyplot_nor_dagster():
+    code = ("import sys, evalpipeline.plots, evalpipeline.report; "
+            "bad = [m for m in ('matplotlib.pyplot', 'dagster') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
