@@ -4,17 +4,21 @@
 from dagster import (
     AssetDep,
     AssetExecutionContext,
-    AutomationCondition,
+    DataVersion,
     MaterializeResult,
     MultiToSingleDimensionPartitionMapping,
     asset,
 )
 
+from assets.automation import refresh_when_inputs_change
+from assets.errors import permanent_errors
 from assets.metadata import column_schema, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
 from evalpipeline.keys import from_partition_key
+from evalpipeline.lake import sha256_file
 from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
 from evalpipeline.stats.posteriors import LEADERBOARD_COLUMNS, POSTERIOR_COLUMNS
+from evalpipeline.versions import code_version
 from resources import LakeResource, PosteriorSettings
 
 
@@ -30,20 +34,23 @@ from resources import LakeResource, PosteriorSettings
         "(flagged where it collapses or leaves [0, 1]). Errored and limit-hit attempts are not counted."
     ),
     metadata={"dagster/column_schema": column_schema(POSTERIOR_COLUMNS)},
+    code_version=code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors"]),
 )
 def accuracy_posteriors(
     context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings
 ) -> MaterializeResult:
     model, suite = model_suite_names(context.partition_key)
-    table, path = write_accuracy_posteriors(
-        lake.lake(),
-        model,
-        suite,
-        prior=(posterior_settings.prior_a, posterior_settings.prior_b),
-        mass=posterior_settings.hpdi_mass,
-    )
+    with permanent_errors():
+        table, path = write_accuracy_posteriors(
+            lake.lake(),
+            model,
+            suite,
+            prior=(posterior_settings.prior_a, posterior_settings.prior_b),
+            mass=posterior_settings.hpdi_mass,
+        )
     overall = table[table["level"] == "overall"].iloc[0]
     return MaterializeResult(
+        data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
             **table_metadata(table, path),
             "posterior_mean": float(overall["posterior_mean"]),
@@ -64,8 +71,8 @@ def accuracy_posteriors(
     group_name="compare",
     kinds={"parquet"},
     owners=["team:evalpipeline"],
-    # Eager, but not blocked by model x suite combinations that were never evaluated.
-    automation_condition=AutomationCondition.eager().without(~AutomationCondition.any_deps_missing()),
+    automation_condition=refresh_when_inputs_change(),
+    code_version=code_version(["evalpipeline.stats.posteriors"]),
     description=(
         "Every model evaluated on the suite, ranked by posterior mean success rate, with HPDI and the "
         "CLT interval side by side; models never evaluated on the suite are absent, not zero."
@@ -74,8 +81,10 @@ def accuracy_posteriors(
 )
 def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
     suite = from_partition_key(context.partition_key)
-    board, path = write_suite_leaderboard(lake.lake(), suite)
+    with permanent_errors():
+        board, path = write_suite_leaderboard(lake.lake(), suite)
     return MaterializeResult(
+        data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
             **table_metadata(board, path),
             "suite": suite,

@@ -6,16 +6,22 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    Backoff,
+    DataVersion,
     MaterializeResult,
     MetadataValue,
+    RetryPolicy,
     asset,
 )
 
+from assets.errors import permanent_errors
 from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
 from evalpipeline.pipeline import ingest_partition, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
+from evalpipeline.lake import sha256_file
 from evalpipeline.validate import SUITE_NAME, check_names
+from evalpipeline.versions import code_version
 from resources import IngestSettings, LakeResource
 
 #: One blocking check per expectation of the canonical GX suite and per suite-level check:
@@ -43,25 +49,31 @@ VALIDATION_CHECKS = [
         )
     },
     check_specs=VALIDATION_CHECKS,
+    code_version=code_version(["evalpipeline.ingest", "evalpipeline.schema", "evalpipeline.validate"]),
+    # Transient I/O failures (a log still being copied, a busy network share) get two more tries.
+    retry_policy=RetryPolicy(max_retries=2, delay=5, backoff=Backoff.EXPONENTIAL),
 )
 def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettings):
     model, suite = model_suite_names(context.partition_key)
     store = lake.lake()
-    account, report = ingest_partition(
-        store,
-        lake.landing_dir(),
-        model,
-        suite,
-        ingest_settings.options(),
-        progress=context.log.info,
-        validator=partition_validator(store, ingest_settings.validation()),
-    )
+    with permanent_errors():
+        account, report = ingest_partition(
+            store,
+            lake.landing_dir(),
+            model,
+            suite,
+            ingest_settings.options(),
+            progress=context.log.info,
+            validator=partition_validator(store, ingest_settings.validation()),
+        )
     for line in report.summary_lines():
         context.log.info(line)
     samples = read_samples(store, model, suite)
     path = store.table_path("samples", "samples.parquet", model, suite)
     validation = account.validation
     yield MaterializeResult(
+        # The content hash: downstream refreshes only when the table's bytes changed.
+        data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
             "model": model,
             "suite": suite,

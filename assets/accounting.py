@@ -1,0 +1,42 @@
+"""Asset ``ingest_accounting``: where every input row of the lake went."""
+
+
+from dagster import AssetExecutionContext, MaterializeResult, asset
+
+from assets.automation import refresh_when_inputs_change
+from assets.metadata import column_schema, table_metadata
+from evalpipeline.accounting import ACCOUNTING_COLUMNS
+from evalpipeline.accounting import ingest_accounting as account_rows
+from evalpipeline.lake import write_parquet_atomic
+from resources import LakeResource
+
+import pyarrow as pa
+
+
+@asset(
+    deps=["eval_samples"],
+    group_name="validate",
+    kinds={"parquet"},
+    owners=["team:evalpipeline"],
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "Row accounting across the lake: per model x suite, rows ingested, rows flagged errored or "
+        "limit-hit, rows quarantined by reason class, and every log that could not be read at all. "
+        "rows_accounted is every row the sources yielded; nothing is dropped silently."
+    ),
+    metadata={"dagster/column_schema": column_schema(ACCOUNTING_COLUMNS)},
+)
+def ingest_accounting(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+    store = lake.lake()
+    table = account_rows(store)
+    path = store.root / "ingest_accounting" / "accounting.parquet"
+    write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
+    unreadable = int((table["model"] == "(unreadable file)").sum())
+    return MaterializeResult(
+        metadata={
+            **table_metadata(table, path),
+            "rows_ingested": int(table["rows_ingested"].sum()),
+            "rows_quarantined": int(table["rows_quarantined"].sum()),
+            "unreadable_files": unreadable,
+        }
+    )

@@ -1,0 +1,75 @@
+"""Where every input row went: the lake-wide ingest accounting table.
+
+Per model x suite partition: rows in the sample table, rows in quarantine
+(by reason class), and the logs that could not be read at all, so that a
+person can check "rows read = ingested + quarantined" in one place.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from evalpipeline.lake import Lake
+
+ACCOUNTING_COLUMNS = {
+    "model": "model display name ((unreadable file) for logs no partition could be read from)",
+    "suite": "suite display name (the file path for unreadable files)",
+    "rows_ingested": "rows in the canonical sample table",
+    "rows_errored": "of those, samples kept but flagged errored or limit-hit (not scored)",
+    "rows_quarantined": "rows set aside in the quarantine table",
+    "rows_accounted": "rows_ingested + rows_quarantined: every row the sources yielded",
+    "quarantine_reasons": "quarantine reasons by class (text before the first ':'), with counts",
+    "file_error": "why a log could not be read at all (unreadable files only)",
+}
+
+
+def reason_class(reason: str) -> str:
+    """The class of a quarantine reason: the text before its first ':' (details follow it)."""
+    return str(reason).split(":", 1)[0].strip()
+
+
+def ingest_accounting(lake: Lake) -> pd.DataFrame:
+    """One row per partition of the lake, plus one per unreadable log file."""
+    rows = []
+    pairs = sorted(set(lake.partitions("samples")) | set(lake.partitions("quarantine")))
+    for model, suite in pairs:
+        samples = _read(lake, "samples", model, suite, ["error", "limit"])
+        quarantine = _read(lake, "quarantine", model, suite, ["reason"])
+        classes = quarantine["reason"].map(reason_class).value_counts().sort_index() if len(quarantine) else []
+        errored = int((samples["error"].notna() | samples["limit"].notna()).sum()) if len(samples) else 0
+        rows.append(
+            {
+                "model": model,
+                "suite": suite,
+                "rows_ingested": len(samples),
+                "rows_errored": errored,
+                "rows_quarantined": len(quarantine),
+                "rows_accounted": len(samples) + len(quarantine),
+                "quarantine_reasons": "; ".join(f"{n} x {r}" for r, n in getattr(classes, "items", lambda: [])()),
+                "file_error": None,
+            }
+        )
+    for path in sorted((lake.root / "file_errors").glob("*.json")):
+        record = json.loads(path.read_text())
+        rows.append(
+            {
+                "model": "(unreadable file)",
+                "suite": record.get("path", path.name),
+                "rows_ingested": 0,
+                "rows_errored": 0,
+                "rows_quarantined": 0,
+                "rows_accounted": 0,
+                "quarantine_reasons": "",
+                "file_error": record.get("error", ""),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(ACCOUNTING_COLUMNS))
+
+
+def _read(lake: Lake, table: str, model: str, suite: str, columns: list[str]) -> pd.DataFrame:
+    files = list(lake.partition_dir(table, model, suite).glob("*.parquet"))
+    if not files:
+        return pd.DataFrame(columns=columns)
+    return pd.concat([pd.read_parquet(f, columns=columns) for f in files], ignore_index=True)

@@ -1,0 +1,66 @@
+"""What a refresh has to do: which model x suite partitions have new or changed sources.
+
+Shared by the landing sensor, the nightly schedule and ``evalpipeline run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalpipeline.ingest import (
+    FileError,
+    IngestOptions,
+    already_ingested,
+    find_log_files,
+    record_file_error,
+    scan_sources,
+)
+from evalpipeline.lake import Lake
+
+
+@dataclass
+class Discovery:
+    """The landing folder as a refresh sees it."""
+
+    files: int = 0
+    #: every (model, suite) some readable source names
+    partitions: set[tuple[str, str]] = field(default_factory=set)
+    #: the (model, suite) pairs with at least one source whose exact bytes the lake does not hold yet
+    changed: set[tuple[str, str]] = field(default_factory=set)
+    #: content hashes of the changed sources per pair (a run key that is the same for the same input)
+    changed_sources: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    unreadable: list[FileError] = field(default_factory=list)
+
+    @property
+    def models(self) -> set[str]:
+        return {m for m, _ in self.partitions}
+
+    @property
+    def suites(self) -> set[str]:
+        return {s for _, s in self.partitions}
+
+
+def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *, record_errors: bool = True) -> Discovery:
+    """Scan ``landing`` (headers only) and compare each source with the lake's ingest records.
+
+    Unreadable files are recorded under ``file_errors/`` (so that they are
+    accounted for) unless ``record_errors`` is False.
+    """
+    landing = Path(landing)
+    files = find_log_files(landing) if landing.exists() else []
+    found, unreadable = scan_sources(files, options)
+    if record_errors:
+        for error in unreadable:
+            record_file_error(lake, error)
+    discovery = Discovery(files=len(files), unreadable=unreadable)
+    for source, parts in found:
+        pairs = {(p.model, p.suite) for p in parts}
+        discovery.partitions |= pairs
+        if not already_ingested(lake, source, parts):
+            for pair in pairs:
+                discovery.changed.add(pair)
+                discovery.changed_sources.setdefault(pair, []).append(source.sha256)
+    for hashes in discovery.changed_sources.values():
+        hashes.sort()
+    return discovery

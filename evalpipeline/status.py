@@ -1,0 +1,82 @@
+"""The run status table: failed runs recorded in the lake for people who read Parquet.
+
+``<lake>/run_status/failures/<run_id>.parquet``, one file per failed run
+(one row per failed step, or one row for the run when no step failed), so
+that recording the same failure twice rewrites the same bytes. Read the
+whole table with ``pd.read_parquet("<lake>/run_status/failures")``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+
+from evalpipeline.lake import Lake, write_parquet_atomic
+
+FAILURE_COLUMNS = {
+    "run_id": "Dagster run id",
+    "job": "job name",
+    "asset": "asset key of the failed step ((run) when the run failed outside a step)",
+    "partition": "partition key of the run (empty when unpartitioned)",
+    "step": "step key",
+    "error_type": "exception class",
+    "error_summary": "first line of the error message, at most 500 characters",
+    "failed_at": "UTC time the failure was recorded (ISO 8601)",
+}
+
+_SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    asset: str
+    step: str
+    error_type: str
+    message: str
+
+
+def summarise_error(message: str, limit: int = 500) -> str:
+    """The first non-empty line of an error message, cut at ``limit`` characters."""
+    for line in (message or "").splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return "(no message)"
+
+
+def record_run_failure(
+    lake: Lake, *, run_id: str, job: str, partition: str, failures: list[StepFailure], failed_at: str
+) -> pd.DataFrame:
+    """Write the failure record of one run (idempotent: one file per run id)."""
+    if not _SAFE_RUN_ID.match(run_id):
+        raise ValueError(f"run id {run_id!r} is not a Dagster run id")
+    rows = [
+        {
+            "run_id": run_id,
+            "job": job,
+            "asset": f.asset,
+            "partition": partition,
+            "step": f.step,
+            "error_type": f.error_type,
+            "error_summary": summarise_error(f.message),
+            "failed_at": failed_at,
+        }
+        for f in failures
+    ]
+    frame = pd.DataFrame(rows, columns=list(FAILURE_COLUMNS))
+    write_parquet_atomic(
+        pa.Table.from_pandas(frame, preserve_index=False), lake.root / "run_status" / "failures" / f"{run_id}.parquet"
+    )
+    return frame
+
+
+def read_run_failures(lake: Lake) -> pd.DataFrame:
+    """Every recorded failure, oldest first (an empty frame when none)."""
+    folder = lake.root / "run_status" / "failures"
+    files = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    if not files:
+        return pd.DataFrame(columns=list(FAILURE_COLUMNS))
+    return lake.read_files(files).sort_values(["failed_at", "run_id"], kind="stable").reset_index(drop=True)
