@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-from dagster import DagsterInstance, Definitions
+from dagster import AssetSelection, AutomationConditionSensorDefinition, DagsterInstance, DefaultSensorStatus, Definitions
 
+from assets.accounting import ingest_accounting
 from assets.jobs import ingest_and_fit_job, leaderboard_job
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import eval_samples
+from assets.schedules import build_nightly_schedule
 from assets.sensors import landing_sensor
+from assets.status import record_run_failures
 from evalpipeline.ingest import find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
@@ -31,10 +34,23 @@ DEFAULT_DAGSTER_HOME = "dagster_home"
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
+PARTITION_ASSETS = [eval_samples, accuracy_posteriors]
+DOWNSTREAM_ASSETS = [suite_leaderboard, ingest_accounting]
+
+#: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
+automation_sensor = AutomationConditionSensorDefinition(
+    "refresh_downstream",
+    target=AssetSelection.all(),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Refreshes per-suite, per-model and lake-wide assets when the data they read changed.",
+)
+
 defs = Definitions(
-    assets=[eval_samples, accuracy_posteriors, suite_leaderboard],
+    assets=[*PARTITION_ASSETS, *DOWNSTREAM_ASSETS],
     jobs=[ingest_and_fit_job, leaderboard_job],
-    sensors=[landing_sensor],
+    schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
+    sensors=[landing_sensor, record_run_failures, automation_sensor],
     resources={
         "lake": LakeResource(),
         "ingest_settings": IngestSettings(),
