@@ -1,0 +1,88 @@
+"""Rankings from posterior draws: P(best), expected rank, P(accuracy > threshold).
+
+Sources: ``bayesian-evals-slides.txt`` ("Easily find a Prob(Model A > Model
+B) -- ... just look at" the share of posterior samples); ``hibayes-paper.txt``
+Section 1, Scenario 1 ("Model B has surpassed the 80% safety threshold
+necessary for deployment") and Section 3.2 (is performance above a
+threshold, given the uncertainty?).
+
+Draws are a (n_draws x n_models) array, one column per model, from any
+posterior (independent Betas via :func:`beta_posterior_draws`, or a GLM
+fit). Rank 1 is the highest accuracy; ties within a draw (possible only
+for discrete draws) share the best rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evalpipeline.stats.intervals import beta_posterior
+
+RANKING_COLUMNS = {
+    "model": "model",
+    "p_best": "posterior probability that this model has the highest accuracy",
+    "expected_rank": "posterior mean rank (1 = best)",
+    "rank_low": "2.5% quantile of the rank",
+    "rank_high": "97.5% quantile of the rank",
+}
+
+
+def beta_posterior_draws(
+    successes: Sequence[float], trials: Sequence[float], *, prior=(1.0, 1.0), n_draws: int = 20_000, seed: int = 0
+) -> np.ndarray:
+    """Seeded draws (n_draws x n_models) from each model's independent Beta posterior."""
+    rng = np.random.default_rng(seed)
+    params = [beta_posterior(k, n, prior) for k, n in zip(successes, trials, strict=True)]
+    return np.column_stack([rng.beta(a, b, n_draws) for a, b in params]) if params else np.empty((n_draws, 0))
+
+
+def rank_probabilities(draws: np.ndarray, models: Sequence[str]) -> pd.DataFrame:
+    """P(best), expected rank and a 95% rank interval per model (columns: ``RANKING_COLUMNS``)."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 2 or draws.shape[1] != len(models):
+        raise ValueError(f"draws must be (n_draws x n_models) with one column per model; got {draws.shape} for {len(models)} models")
+    if draws.shape[0] == 0:
+        raise ValueError("no posterior draws")
+    # rank = 1 + number of models strictly better in that draw
+    ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
+    best = ranks == 1
+    # A draw's "best" is shared equally among tied leaders so that P(best) sums to 1.
+    p_best = (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
+    return pd.DataFrame(
+        {
+            "model": list(models),
+            "p_best": p_best,
+            "expected_rank": ranks.mean(axis=0),
+            "rank_low": np.quantile(ranks, 0.025, axis=0),
+            "rank_high": np.quantile(ranks, 0.975, axis=0),
+        },
+        columns=list(RANKING_COLUMNS),
+    )
+
+
+def threshold_probabilities_beta(a: float, b: float, thresholds: Iterable[float]) -> dict[float, float]:
+    """Exact ``P(theta > t)`` for a Beta(a, b) posterior, per threshold (HiBayES Scenario 1)."""
+    result = {}
+    for t in thresholds:
+        if not 0 <= t <= 1:
+            raise ValueError(f"thresholds must be in [0, 1], got {t}")
+        result[float(t)] = float(stats.beta.sf(t, a, b))
+    return result
+
+
+def threshold_probabilities(draws: np.ndarray, models: Sequence[str], thresholds: Iterable[float]) -> pd.DataFrame:
+    """``P(accuracy > t)`` per model and threshold from draws: columns ``model, threshold, p_above``."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 2 or draws.shape[1] != len(models):
+        raise ValueError("draws must be (n_draws x n_models) with one column per model")
+    rows = []
+    for t in thresholds:
+        if not 0 <= t <= 1:
+            raise ValueError(f"thresholds must be in [0, 1], got {t}")
+        above = (draws > t).mean(axis=0)
+        rows.extend({"model": m, "threshold": float(t), "p_above": float(p)} for m, p in zip(models, above))
+    return pd.DataFrame(rows, columns=["model", "threshold", "p_above"])
