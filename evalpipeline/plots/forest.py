@@ -130,7 +130,7 @@ def forest_plot(
         handles.append(Line2D([], [], color=EMPIRICAL_COLOR, marker="s", label="empirical mean ± SEM"))
 
     for title_y, group in group_titles:
-        axes.text(0.0, -title_y, group, transform=axes.get_yaxis_transform(), fontweight="bold",
+        axes.text(0.005, -title_y, group, transform=axes.get_yaxis_transform(), fontweight="bold",
                   va="center", ha="left", fontsize=9)
         if title_y > 0:
             axes.axhline(-title_y + 0.5, color="#cccccc", linewidth=0.8)
