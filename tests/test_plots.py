@@ -313,6 +313,15 @@ def test_leaderboard_draws_both_intervals_per_model_and_marks_leaving_the_unit_i
     assert [line.get_xdata()[0] for line in axes.lines if line.get_linestyle() == ":"] == [1.0]
 
 
+def test_leaderboard_draws_a_model_without_data_with_its_posterior_only():
+    board = leaderboard_rows()
+    board.loc[2, ["observed_mean", "conventional_low", "conventional_high"]] = np.nan
+    (axes,) = plots.leaderboard_plot(board).axes
+    bayesian, conventional = [c for c in axes.collections if isinstance(c, LineCollection)]
+    assert np.isfinite(np.asarray(bayesian.get_segments())).all()
+    assert np.isnan(conventional.get_segments()[2]).all()
+
+
 def test_leaderboard_rejects_missing_columns_all_named():
     with pytest.raises(ValueError, match=r"missing column\(s\) observed_mean, conventional_low, conventional_high"):
         plots.leaderboard_plot(leaderboard_rows()[["model", "posterior_mean", "hpdi_low", "hpdi_high"]])

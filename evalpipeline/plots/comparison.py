@@ -177,7 +177,7 @@ def leaderboard_plot(
     order, so pass it ranked): ``model``; ``posterior_mean``, ``hpdi_low``,
     ``hpdi_high`` (drawn blue); ``observed_mean``, ``conventional_low``,
     ``conventional_high`` (drawn orange, unclipped so a CLT interval leaving
-    [0, 1] shows as such); optional ``p_best`` (annotated at the right).
+    [0, 1] shows as such; NaN: not drawn, e.g. no data); optional ``p_best`` (annotated at the right).
     """
     what = "leaderboard_plot"
     board = require_frame(board, what)
@@ -186,9 +186,10 @@ def leaderboard_plot(
     mean = numeric_column(board, "posterior_mean", what)
     low = numeric_column(board, "hpdi_low", what)
     high = numeric_column(board, "hpdi_high", what)
-    observed = numeric_column(board, "observed_mean", what)
-    conv_low = numeric_column(board, "conventional_low", what)
-    conv_high = numeric_column(board, "conventional_high", what)
+    # A model with no counted attempts has a posterior (the prior) but no conventional interval.
+    observed = numeric_column(board, "observed_mean", what, allow_nan=True)
+    conv_low = numeric_column(board, "conventional_low", what, allow_nan=True)
+    conv_high = numeric_column(board, "conventional_high", what, allow_nan=True)
     require_ordered(low, high, models, "hpdi_low", "hpdi_high", what)
     require_ordered(conv_low, conv_high, models, "conventional_low", "conventional_high", what)
     p_best = None
@@ -204,9 +205,9 @@ def leaderboard_plot(
     axes.hlines(y - 0.15, conv_low, conv_high, color=EMPIRICAL_COLOR, linewidth=3.0)
     axes.plot(observed, y - 0.15, "s", color=EMPIRICAL_COLOR)
     # Mark [0, 1] only when an interval leaves it, so the scale stays readable otherwise.
-    if conv_low.min() < 0.0 or low.min() < 0.0:
+    if np.nanmin(np.append(conv_low, low)) < 0.0:
         axes.axvline(0.0, color="#999999", linewidth=0.8, linestyle=":")
-    if conv_high.max() > 1.0 or high.max() > 1.0:
+    if np.nanmax(np.append(conv_high, high)) > 1.0:
         axes.axvline(1.0, color="#999999", linewidth=0.8, linestyle=":")
     if p_best is not None:
         for yi, p in zip(y, p_best):
