@@ -1,0 +1,45 @@
+"""HIP-LLM reliability under an operational profile (issue 5): imprecise-prior envelopes.
+
+Source: ``shared/reference/hip-llm-reliability-paper.txt``. See
+:mod:`evalpipeline.reliability.core` for the model and how each quantity is
+computed, :mod:`evalpipeline.reliability.settings` for the defaults, and
+:mod:`evalpipeline.reliability.pipeline` for the helpers the Dagster assets use.
+"""
+
+from evalpipeline.reliability.core import (
+    ReliabilityResult,
+    assess_reliability,
+    beta_moments,
+    conjugate_envelope,
+    hyper_posterior_grid,
+    hyperparameter_configurations,
+    log_marginal_likelihood,
+    validate_counts,
+    weighted_sum_moments,
+)
+from evalpipeline.reliability.settings import (
+    HyperBox,
+    OperationalProfile,
+    ReliabilitySettings,
+    beliefs,
+    elicit,
+    elicit_box,
+)
+
+__all__ = [
+    "HyperBox",
+    "OperationalProfile",
+    "ReliabilityResult",
+    "ReliabilitySettings",
+    "assess_reliability",
+    "beliefs",
+    "beta_moments",
+    "conjugate_envelope",
+    "elicit",
+    "elicit_box",
+    "hyper_posterior_grid",
+    "hyperparameter_configurations",
+    "log_marginal_likelihood",
+    "validate_counts",
+    "weighted_sum_moments",
+]
