@@ -43,3 +43,29 @@ __all__ = [
     "validate_counts",
     "weighted_sum_moments",
 ]
+
+from evalpipeline.reliability.pipeline import (  # noqa: E402
+    Taxonomy,
+    counts_from_samples,
+    load_taxonomy,
+    model_counts,
+    write_reliability,
+)
+from evalpipeline.reliability.sensitivity import (  # noqa: E402
+    hyperparameter_sensitivity,
+    narrowed_boxes,
+    profile_sensitivity,
+    within_domain_profiles,
+)
+
+__all__ += [
+    "Taxonomy",
+    "counts_from_samples",
+    "hyperparameter_sensitivity",
+    "load_taxonomy",
+    "model_counts",
+    "narrowed_boxes",
+    "profile_sensitivity",
+    "within_domain_profiles",
+    "write_reliability",
+]

@@ -17,9 +17,12 @@ How each quantity is computed (per configuration h):
   grid in (logit mu, log nu). The grid is shared by the K configurations of a
   domain (the likelihood is computed once, each configuration only reweights
   it; Table 6's "grid reused across configurations") and placed by zooming in
-  from a wide range until it covers every configuration's posterior mass to
-  Equal cells in (logit mu, log nu): the weights
-  include the Jacobian mu (1 - mu) nu.
+  from a wide range until it holds all but 1e-8 of every configuration's
+  marginal posterior mass in each tail of each axis. Equal cells in
+  (logit mu, log nu): the weights include the Jacobian mu (1 - mu) nu. One
+  grid serves configurations of very different widths, so strongly pooled
+  configurations (large nu) can be resolved coarsely in mu when weakly
+  pooled ones stretch the mu range; raise ``grid_size`` if that matters.
 * Subdomain level, exact given the grid: theta_ij | mu, nu, C_i is
   Beta(C_ij + mu nu, N_ij - C_ij + (1 - mu) nu) (Lemma 7.1), so the CDF is a
   grid mixture of regularized incomplete Beta functions (Theorem 1, Theorem 4
