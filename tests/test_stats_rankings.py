@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from evalpipeline.stats.compare import prob_beta_greater
+from evalpipeline.stats.rankings import (
+    RANKING_COLUMNS,
+    beta_posterior_draws,
+    rank_probabilities,
+    threshold_probabilities,
+    threshold_probabilities_beta,
+)
+
+
+def test_two_models_p_best_is_p_a_better():
+    draws = beta_posterior_draws([30, 25], [40, 40], n_draws=200_000, seed=2)
+    table = rank_probabilities(draws, ["a", "b"])
+    assert list(table.columns) == list(RANKING_COLUMNS)
+    exact = prob_beta_greater(31, 11, 26, 16)
+    assert table.loc[0, "p_best"] == pytest.approx(exact, abs=0.004)
+    assert table.loc[0, "expected_rank"] == pytest.approx(2 - exact, abs=0.004)
+    assert table["p_best"].sum() == pytest.approx(1.0)
+
+
+def test_exchangeable_models_share_the_ranks():
+    draws = beta_posterior_draws([10, 10, 10], [20, 20, 20], n_draws=60_000, seed=1)
+    table = rank_probabilities(draws, ["a", "b", "c"])
+    assert table["p_best"].to_numpy() == pytest.approx([1 / 3] * 3, abs=0.01)
+    assert table["expected_rank"].to_numpy() == pytest.approx([2, 2, 2], abs=0.02)
+
+
+def test_ties_share_the_best_rank_and_bad_shapes_fail():
+    table = rank_probabilities(np.array([[0.5, 0.5], [0.7, 0.1]]), ["a", "b"])
+    assert table["p_best"].tolist() == pytest.approx([0.75, 0.25])
+    with pytest.raises(ValueError, match="one column per model"):
+        rank_probabilities(np.zeros((3, 2)), ["a"])
+
+
+def test_threshold_probabilities_closed_form_and_from_draws():
+    # HiBayES Scenario 1: has the model passed an 80% threshold? 85/100 with a uniform prior.
+    exact = threshold_probabilities_beta(86, 16, [0.8, 0.9])
+    assert exact[0.8] == pytest.approx(stats.beta.sf(0.8, 86, 16))
+    draws = beta_posterior_draws([85], [100], n_draws=200_000, seed=3)
+    table = threshold_probabilities(draws, ["m"], [0.8, 0.9])
+    assert table["p_above"].tolist() == pytest.approx([exact[0.8], exact[0.9]], abs=0.004)
+    with pytest.raises(ValueError):
+        threshold_probabilities_beta(2, 2, [1.5])
