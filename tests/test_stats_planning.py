@@ -1,0 +1,78 @@
+import argparse
+
+import pytest
+
+from evalpipeline.plan_cli import add_plan_subcommand
+from evalpipeline.stats.planning import (
+    analytic_standard_error,
+    design_power,
+    floor_standard_error,
+    power_table,
+    repeats_versus_questions,
+    sample_size_for_power,
+)
+
+
+@pytest.mark.slow
+def test_post_power_table_is_reproduced():
+    # Post, section 6 (3000 simulated evals per cell, P(B > A) >= 0.95, baseline 0.70).
+    published = {(0.05, 100): 0.20, (0.05, 400): 0.46, (0.05, 800): 0.72, (0.05, 1600): 0.95,
+                 (0.025, 400): 0.19, (0.025, 1600): 0.47, (0.025, 3200): 0.72}
+    for (gap, n), power in published.items():
+        # Two independent 3000-trial estimates: SE of their difference <= 0.013.
+        assert design_power(0.70, 0.70 + gap, n, seed=n) == pytest.approx(power, abs=0.035)
+
+
+def test_power_is_the_threshold_rate_when_there_is_no_gap():
+    # With no true gap, P(B > A) is roughly uniform across evals: power ~ 1 - threshold.
+    assert design_power(0.7, 0.7, 200, trials=4000, threshold=0.9) == pytest.approx(0.10, abs=0.03)
+
+
+def test_sample_size_brackets_the_target():
+    n = sample_size_for_power(0.7, 0.1, target_power=0.8, trials=2000)
+    assert design_power(0.7, 0.8, n, trials=2000) >= 0.8
+    assert design_power(0.7, 0.8, int(n * 0.9), trials=2000) < 0.8
+    table = power_table(0.7, [0.1], [n])
+    assert table.loc[0, "power"] >= 0.78
+    with pytest.raises(ValueError, match="positive"):
+        sample_size_for_power(0.7, -0.1)
+
+
+def test_post_repeats_table_is_reproduced():
+    # Post, section 5 (seed 21, 80 questions, PyMC): posterior SD 0.046, 0.035, 0.034, 0.026, 0.021, 0.018.
+    table = repeats_versus_questions()
+    assert table["posterior_sd"].tolist() == pytest.approx([0.046, 0.035, 0.034, 0.026, 0.021, 0.018], abs=0.0015)
+    assert table["floor_se"].iloc[0] == pytest.approx(0.018, abs=5e-4)
+
+
+def test_analytic_standard_error_limits():
+    # K = 1: plain binomial SD sqrt(mu (1 - mu) / n); K -> infinity: the floor.
+    assert analytic_standard_error(0.75, 6, 80, 1) == pytest.approx((0.75 * 0.25 / 80) ** 0.5)
+    assert analytic_standard_error(0.75, 6, 80, 10**9) == pytest.approx(floor_standard_error(0.75, 6, 80), rel=1e-6)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="evalpipeline")
+    add_plan_subcommand(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_plan_cli_prints_tables(capsys):
+    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "400", "--trials", "500"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "power" in out and "400" in out
+    args = _parser().parse_args(["plan", "repeats", "--questions", "40", "--repeats", "1", "5"])
+    assert args.handler(args) == 0
+    assert "floor_se" in capsys.readouterr().out
+    args = _parser().parse_args(["plan", "sample-size", "--baseline", "0.7", "--gap", "0.1", "--trials", "500"])
+    assert args.handler(args) == 0
+    assert "questions per model" in capsys.readouterr().out
+
+
+def test_plan_cli_rejects_bad_input(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["plan", "power", "--baseline", "1.5", "--gap", "0.05"])
+    args = _parser().parse_args(["plan", "power", "--baseline", "0.9", "--gap", "0.2"])
+    assert args.handler(args) == 2
+    assert "inside (0, 1)" in capsys.readouterr().err
