@@ -1,0 +1,330 @@
+"""HIP-LLM reliability envelopes (evalpipeline.reliability) against closed forms and structure.
+
+Source: shared/reference/hip-llm-reliability-paper.txt (Table 2, Section 3.1,
+Theorems 1-6, Remark 6, Appendix B).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+from evalpipeline.reliability import (
+    HyperBox,
+    OperationalProfile,
+    ReliabilitySettings,
+    assess_reliability,
+    beliefs,
+    beta_moments,
+    conjugate_envelope,
+    elicit,
+    elicit_box,
+    hyperparameter_configurations,
+    hyperparameter_sensitivity,
+    log_marginal_likelihood,
+    narrowed_boxes,
+    profile_sensitivity,
+    weighted_sum_moments,
+    within_domain_profiles,
+)
+
+# Small but structurally complete numerics (K^2 > max_pairings, so LLM pairings are capped).
+FAST = ReliabilitySettings(n_configurations=48, n_draws=1500, grid_size=900, cdf_points=101, seed=11)
+
+
+def two_domain_counts(scale: int = 1) -> pd.DataFrame:
+    rows = [
+        ("coding", "mbpp", 60, 27),
+        ("coding", "ds1000", 80, 39),
+        ("reasoning", "boolq", 70, 63),
+        ("reasoning", "race", 50, 42),
+        ("reasoning", "logic", 40, 30),
+    ]
+    return pd.DataFrame([(d, s, n * scale, k * scale) for d, s, n, k in rows], columns=["domain", "subdomain", "n", "k"])
+
+
+@pytest.fixture(scope="module")
+def result():
+    return assess_reliability(two_domain_counts(), FAST)
+
+
+# ----------------------------------------------------------------- closed forms
+
+
+def test_table2_coin_example_follows_the_formula_not_the_print():
+    # Table 2: prior Beta(alpha, beta), alpha, beta in [1, 3]; 3 heads in 10 tosses, so the
+    # posterior is Beta(3 + alpha, 7 + beta) and its mean (3 + alpha) / (10 + alpha + beta)
+    # ranges over [4/14, 6/14] = [0.2857, 0.4286] (corners (1, 3) and (3, 1)). The paper
+    # prints [0.31, 0.38], which its own formula does not give; we test the formula.
+    env = conjugate_envelope(3, 10, (1.0, 3.0), (1.0, 3.0))
+    assert env.loc[0, "lower"] == pytest.approx(4 / 14, rel=1e-12)
+    assert env.loc[0, "upper"] == pytest.approx(6 / 14, rel=1e-12)
+    # the corners are the extremes: brute force over the box
+    grid = np.linspace(1, 3, 41)
+    means = np.array([[(3 + a) / (10 + a + b) for b in grid] for a in grid])
+    assert means.min() == pytest.approx(4 / 14) and means.max() == pytest.approx(6 / 14)
+    # the precise Beta(2, 2) column of Table 2: Beta(5, 9), mean 5/14 = 0.357 (printed 0.36)
+    assert conjugate_envelope(3, 10, (2, 2), (2, 2)).loc[0, "lower"] == pytest.approx(5 / 14)
+
+
+def test_degenerate_box_one_subdomain_matches_beta_moment_closed_form():
+    # E[theta^n | data] = B(a + C + n, b + N - C) / B(a + C, b + N - C) holds for a Beta(a, b)
+    # prior on theta itself (Section 3.1). In HIP-LLM theta ~ Beta(mu nu, (1 - mu) nu), so the
+    # hyperprior must pin (mu, nu): mu ~ Beta(mu0 s, (1 - mu0) s) and nu ~ Gamma(s, rate s / nu0)
+    # with s = 1e8 have relative spread 1e-4, which moves E[theta^n] only at second order
+    # (~1e-8 n^2); then a = mu0 nu0, b = (1 - mu0) nu0.
+    mu0, nu0, s = 0.4, 5.0, 1e8
+    a, b, n_trials, c = mu0 * nu0, (1 - mu0) * nu0, 20, 7
+    settings = ReliabilitySettings(box=HyperBox.point(mu0 * s, (1 - mu0) * s, s, s / nu0), n_configurations=1, target=0.3)
+    res = assess_reliability(pd.DataFrame({"domain": ["d"], "subdomain": ["x"], "n": [n_trials], "k": [c]}), settings)
+    for n in settings.horizons:
+        closed = math.exp(special.betaln(a + c + n, b + n_trials - c) - special.betaln(a + c, b + n_trials - c))
+        rows = res.expected_reliability[res.expected_reliability["n"] == n]
+        assert len(rows) == 3  # subdomain, domain (one subdomain) and LLM (one domain) coincide
+        np.testing.assert_allclose(rows[["lower", "upper"]].to_numpy(), closed, rtol=1e-6)
+        # P(theta^n >= r) = 1 - I_{r^(1/n)}(a + C, b + N - C)
+        exact = special.betaincc(a + c, b + n_trials - c, 0.3 ** (1 / n))
+        sub = res.target_probability[(res.target_probability["n"] == n) & (res.target_probability["level"] == "subdomain")]
+        np.testing.assert_allclose(sub[["lower", "upper"]].to_numpy(), exact, rtol=1e-6, atol=1e-12)
+    cdf = res.cdf_envelopes[res.cdf_envelopes["level"] == "subdomain"]
+    np.testing.assert_allclose(cdf["cdf_lower"], special.betainc(a + c, b + n_trials - c, cdf["x"]), atol=1e-7)
+    np.testing.assert_allclose(cdf["cdf_upper"], cdf["cdf_lower"])
+    q = res.quantile_envelopes[res.quantile_envelopes["level"] == "subdomain"]
+    exact_q = stats.beta.ppf(q["quantile"], a + c, b + n_trials - c)
+    np.testing.assert_allclose(q["lower"], exact_q, atol=2e-4)  # linear interpolation on a 201-point grid
+
+
+def test_beta_moments_and_weighted_sum_moments_against_binomial_expansion():
+    alpha, beta = np.array([2.5, 7.0]), np.array([4.0, 1.5])
+    m = beta_moments(alpha, beta, 12)
+    for i in range(2):
+        for k in range(13):
+            closed = math.exp(special.betaln(alpha[i] + k, beta[i]) - special.betaln(alpha[i], beta[i]))
+            assert m[i, k] == pytest.approx(closed, rel=1e-12)
+    w = (0.3, 0.7)
+    total = weighted_sum_moments([m[0], m[1]], w)
+    for n in range(13):
+        direct = sum(math.comb(n, k) * w[0] ** k * w[1] ** (n - k) * m[0, k] * m[1, n - k] for k in range(n + 1))
+        assert total[n] == pytest.approx(direct, rel=1e-12)
+
+
+def test_log_marginal_likelihood_is_the_beta_binomial_of_eq_a8():
+    mu, nu = np.array([0.2, 0.7, 0.5]), np.array([0.3, 12.0, 400.0])
+    c, n = np.array([3, 9]), np.array([10, 9])
+    got = log_marginal_likelihood(mu, nu, c, n)
+    want = [
+        sum(stats.betabinom.logpmf(c[j], n[j], m * v, (1 - m) * v) - math.log(math.comb(int(n[j]), int(c[j]))) for j in range(2))
+        for m, v in zip(mu, nu)
+    ]
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+# ----------------------------------------------------------------- structure
+
+
+def test_cdf_envelopes_are_ordered_monotone_probabilities(result):
+    cdf = result.cdf_envelopes
+    assert (cdf["cdf_lower"] <= cdf["cdf_upper"] + 1e-15).all()
+    assert cdf[["cdf_lower", "cdf_upper"]].stack().between(0, 1).all()
+    for _, unit in cdf.groupby(["level", "domain", "subdomain"]):
+        assert (np.diff(unit["x"]) > 0).all()
+        assert (np.diff(unit["cdf_lower"]) >= -1e-12).all() and (np.diff(unit["cdf_upper"]) >= -1e-12).all()
+    assert set(cdf["level"]) == {"subdomain", "domain", "llm"}
+    assert len(cdf) == (5 + 2 + 1) * FAST.cdf_points
+
+
+def test_median_interval_inside_the_5_95_envelope(result):
+    summary = result.summary()
+    assert (summary["q05_lower"] <= summary["median_lower"]).all()
+    assert (summary["median_lower"] <= summary["median_upper"]).all()
+    assert (summary["median_upper"] <= summary["q95_upper"]).all()
+
+
+def test_expected_reliability_decreases_in_n(result):
+    for _, unit in result.expected_reliability.groupby(["level", "domain", "subdomain"]):
+        unit = unit.sort_values("n")
+        assert (np.diff(unit["lower"]) < 0).all() and (np.diff(unit["upper"]) < 0).all()
+        assert (unit["lower"] <= unit["upper"]).all()
+    for _, unit in result.target_probability.groupby(["level", "domain", "subdomain"]):
+        unit = unit.sort_values("n")  # P(p^n >= r) = P(p >= r^(1/n)) falls as n grows
+        assert (np.diff(unit["upper"]) <= 1e-12).all()
+
+
+def test_levels_aggregate_as_the_weights_say(result):
+    e1 = result.expected_reliability[result.expected_reliability["n"] == 1].set_index(["level", "domain", "subdomain"])
+    weights = result.weights.set_index(["domain", "subdomain"])
+    # E[p_i | h] = sum_j Omega_ij E[theta_ij | h] for the same h: the domain interval lies inside the
+    # Omega-weighted subdomain bounds
+    for domain, cells in weights.groupby(level="domain"):
+        subs = e1.loc["subdomain"].loc[domain].loc[cells.index.get_level_values("subdomain")]
+        dom = e1.loc[("domain", domain, "(all)")]
+        assert dom["lower"] >= (cells["omega"].to_numpy() * subs["lower"].to_numpy()).sum() - 1e-12
+        assert dom["upper"] <= (cells["omega"].to_numpy() * subs["upper"].to_numpy()).sum() + 1e-12
+    # E[p_L | H] = sum_i W_i E[p_i | h_i] with h_i chosen freely: the extremal pairings make the
+    # LLM interval exactly the W-weighted domain bounds, hence between the domains
+    w = weights.groupby(level="domain")["domain_weight"].first()
+    doms = e1.loc["domain"].droplevel("subdomain").loc[w.index]
+    llm = e1.loc[("llm", "(all)", "(all)")]
+    assert llm["lower"] == pytest.approx((w * doms["lower"]).sum(), rel=1e-12)
+    assert llm["upper"] == pytest.approx((w * doms["upper"]).sum(), rel=1e-12)
+    assert doms["lower"].min() <= llm["lower"] and llm["upper"] <= doms["upper"].max()
+    assert result.metadata["n_pairings"] == FAST.max_pairings and not result.metadata["pairings_exhaustive"]
+    # default profile is proportional to N
+    np.testing.assert_allclose(w.to_numpy(), [140 / 300, 160 / 300])
+
+
+def test_all_weight_on_one_domain_gives_that_domain():
+    profile = OperationalProfile(domain_weights={"coding": 0.0, "reasoning": 1.0})
+    res = assess_reliability(two_domain_counts(), FAST.replace(profile=profile))
+    e = res.expected_reliability.set_index(["level", "domain", "subdomain", "n"]).sort_index()
+    np.testing.assert_allclose(
+        e.loc["llm"][["lower", "upper"]].to_numpy(), e.loc[("domain", "reasoning")][["lower", "upper"]].to_numpy(), rtol=1e-12
+    )
+
+
+def test_envelopes_narrow_as_n_grows(result):
+    bigger = assess_reliability(two_domain_counts(scale=10), FAST).summary().set_index(["level", "domain", "subdomain"])
+    small = result.summary().set_index(["level", "domain", "subdomain"])
+    width = lambda s: s["q95_upper"] - s["q05_lower"]  # noqa: E731
+    assert (width(bigger) < 0.6 * width(small)).all()
+    mean_width = lambda s: s["mean_upper"] - s["mean_lower"]  # noqa: E731
+    assert (mean_width(bigger) < mean_width(small)).all()
+
+
+def test_rerun_with_same_seed_is_identical_and_seed_matters(result):
+    again = assess_reliability(two_domain_counts(), FAST)
+    for name, table in result.tables().items():
+        pd.testing.assert_frame_equal(table, again.tables()[name])
+    other = assess_reliability(two_domain_counts(), FAST.replace(seed=12))
+    assert not other.quantile_envelopes.equals(result.quantile_envelopes)
+
+
+def test_configurations_include_the_box_corners(result):
+    cfg = result.configurations
+    corners = HyperBox().corners()
+    for domain, part in cfg.groupby("domain"):
+        assert len(part) == FAST.n_configurations and part["is_corner"].sum() == 16
+        got = {tuple(r) for r in part.loc[part["is_corner"], ["a", "b", "c", "d"]].to_numpy()}
+        assert got == {tuple(r) for r in corners}
+        assert part[["a", "b"]].stack().between(1, 12).all() and part[["c", "d"]].stack().between(1, 25).all()
+    one, _ = hyperparameter_configurations(HyperBox.point(2, 3, 4, 5), 160, np.random.default_rng(0))
+    assert one.tolist() == [[2, 3, 4, 5]]
+
+
+# ----------------------------------------------------------------- elicitation
+
+
+def test_elicitation_round_trip_and_paper_example():
+    a, b, c, d = elicit(0.85, 40.0, 20.0, 5.0)
+    assert (a, b, c, d) == pytest.approx((34.0, 6.0, 5.0, 0.25))
+    assert c / d == pytest.approx(20.0)  # E[nu] = c / d with d a rate
+    assert beliefs(a, b, c, d) == pytest.approx((0.85, 40.0, 20.0, 5.0))
+    # Remark 6: r in [0.8, 0.9], s in [30, 100], e in [30, 100], f in [3, 10]
+    box = elicit_box((0.8, 0.9), (30, 100), (30, 100), (3, 10))
+    assert box.a == pytest.approx((24, 90)) and box.b == pytest.approx((3, 20))
+    assert box.c == pytest.approx((3, 10)) and box.d == pytest.approx((0.03, 10 / 30))
+    assert elicit_box(0.85, 40.0, 20.0, 5.0) == HyperBox.point(*elicit(0.85, 40.0, 20.0, 5.0))
+
+
+# ----------------------------------------------------------------- sensitivity
+
+
+SWEEP = ReliabilitySettings(n_configurations=20, n_draws=400, grid_size=400, cdf_points=51, seed=3)
+
+
+def test_hyperparameter_sweep_table():
+    boxes = narrowed_boxes(HyperBox())
+    assert [(p, round(f, 3)) for p, f, _ in boxes][:3] == [("a", 0.0), ("a", 0.333), ("a", 0.667)]
+    assert dict((p, bx) for p, f, bx in boxes if f > 0.6)["b"].b == pytest.approx((1 + 22 / 3, 12))
+    table = hyperparameter_sensitivity(two_domain_counts(), SWEEP, sub_boxes=[b for b in boxes if b[0] == "a"], domains=["coding"])
+    assert len(table) == 3 * 8 and set(table["parameter"]) == {"a"}
+    assert table.groupby("fraction")["a_low"].first().to_numpy() == pytest.approx([1, 1 + 11 / 3, 1 + 22 / 3])
+    # raising a's lower bound raises the prior mean of mu in coding: its lowest E[p] cannot fall
+    coding = table[(table["level"] == "domain") & (table["domain"] == "coding")].sort_values("fraction")
+    assert (np.diff(coding["mean_lower"]) > 0).all()
+
+
+def test_profile_sweep_moves_domain_reliability_with_the_weak_subdomain():
+    counts = pd.DataFrame(
+        [("reasoning", "boolq", 200, 182), ("reasoning", "race", 200, 110)], columns=["domain", "subdomain", "n", "k"]
+    )
+    profiles = within_domain_profiles("reasoning", "race", [0.1, 0.517, 0.9], ["boolq", "race"])
+    table = profile_sensitivity(counts, profiles, SWEEP)
+    dom = table[table["level"] == "domain"]
+    assert list(dom["profile"]) == list(profiles)
+    assert (np.diff(dom["mean_lower"]) < 0).all() and (np.diff(dom["mean_upper"]) < 0).all()
+    assert (np.diff(dom["median_upper"]) < 0).all()
+    # the subdomains themselves do not depend on the weights
+    subs = table[table["level"] == "subdomain"].groupby("subdomain")["mean_lower"].nunique()
+    assert (subs == 1).all()
+
+
+# ----------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c.assign(n=c["n"].where(c.index != 0, -5)), "must be >= 0"),
+        (lambda c: c.assign(k=c["k"].where(c.index != 1, 500)), "k > n"),
+        (lambda c: c.assign(k=c["k"].astype(float).where(c.index != 1, 2.5)), "whole numbers"),
+        (lambda c: c.drop(columns="k"), "lack column"),
+        (lambda c: pd.concat([c, c.iloc[[0]]]), "repeated"),
+        (lambda c: c.iloc[0:0], "no rows"),
+        (lambda c: c.assign(domain=c["domain"].where(c.index != 2, None)), "domain is missing"),
+    ],
+)
+def test_bad_counts_raise(mutate, message):
+    with pytest.raises(ValueError, match=message):
+        assess_reliability(mutate(two_domain_counts()), SWEEP)
+
+
+@pytest.mark.parametrize(
+    "profile, message",
+    [
+        (OperationalProfile(domain_weights={"coding": 0.5, "reasoning": 0.6}), "sum to 1"),
+        (OperationalProfile(domain_weights={"coding": 0.5, "reasoning": 0.3, "law": 0.2}), "unknown domain"),
+        (OperationalProfile(domain_weights={"coding": 1.0}), "no weight for domain"),
+        (OperationalProfile(domain_weights={"coding": 1.2, "reasoning": -0.2}), ">= 0"),
+        (OperationalProfile(subdomain_weights={"coding": {"mbpp": 0.2, "ds1000": 0.7}}), "sum to 1"),
+        (OperationalProfile(subdomain_weights={"law": {"x": 1.0}}), "unknown domain"),
+        (OperationalProfile(subdomain_weights={"coding": {"mbpp": 1.0}}), "no weight for subdomain"),
+        (OperationalProfile(subdomain_weights={"coding": {"mbpp": 0.5, "ds1000": 0.4, "x": 0.1}}), "unknown subdomain"),
+    ],
+)
+def test_bad_profiles_raise(profile, message):
+    with pytest.raises(ValueError, match=message):
+        assess_reliability(two_domain_counts(), SWEEP.replace(profile=profile))
+
+
+def test_flat_profile_equals_hierarchical_form():
+    flat = {("coding", "mbpp"): 0.1, ("coding", "ds1000"): 0.3, ("reasoning", "boolq"): 0.2, ("reasoning", "race"): 0.2, ("reasoning", "logic"): 0.2}
+    resolved = OperationalProfile.flat(flat).resolve(two_domain_counts()).set_index(["domain", "subdomain"])
+    assert resolved.loc[("coding", "mbpp"), "omega"] == pytest.approx(0.25)
+    assert resolved.loc[("reasoning", "race"), "domain_weight"] == pytest.approx(0.6)
+    np.testing.assert_allclose(resolved["op"].to_numpy(), [flat[i] for i in resolved.index])
+    with pytest.raises(ValueError, match="sum to 1"):
+        OperationalProfile.flat({**flat, ("coding", "mbpp"): 0.2})
+    with pytest.raises(ValueError, match="unknown domain"):
+        OperationalProfile.flat({**flat, ("coding", "mbpp"): 0.05, ("law", "x"): 0.05}).resolve(two_domain_counts())
+
+
+def test_bad_settings_and_beliefs_raise():
+    with pytest.raises(ValueError, match="corners"):
+        assess_reliability(two_domain_counts(), SWEEP.replace(n_configurations=8))
+    with pytest.raises(ValueError, match="low > high"):
+        HyperBox(a=(3, 1))
+    with pytest.raises(ValueError, match="> 0"):
+        HyperBox(d=(0, 1))
+    with pytest.raises(ValueError, match="target"):
+        ReliabilitySettings(target=1.5)
+    with pytest.raises(ValueError, match="horizons"):
+        ReliabilitySettings(horizons=(0, 2))
+    with pytest.raises(ValueError, match=r"r \(expected reliability\)"):
+        elicit(1.2, 10, 5, 5)
+    with pytest.raises(ValueError, match="e must be > 0"):
+        elicit(0.5, 10, 0, 5)
