@@ -163,7 +163,7 @@ def log_marginal_likelihood(mu: np.ndarray, nu: np.ndarray, successes: np.ndarra
     terms = (
         special.gammaln(alpha + c)
         - special.gammaln(alpha)
-        + special.gammaln(beta + n - c)
+        + special.gammaln(beta + (n - c))  # not (beta + n) - c: that rounds a tiny beta away
         - special.gammaln(beta)
         - special.gammaln(nu_ + n)
         + special.gammaln(nu_)

@@ -1,0 +1,116 @@
+"""Pipeline helpers of evalpipeline.reliability: counts from canonical samples, taxonomy, Parquet output."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalpipeline.reliability import (
+    ReliabilitySettings,
+    assess_reliability,
+    counts_from_samples,
+    load_taxonomy,
+    model_counts,
+    write_reliability,
+)
+from evalpipeline.reliability.pipeline import TAXONOMY_TEMPLATE, Taxonomy
+
+SMALL = ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf_points=41, seed=5)
+
+
+def samples(rows) -> pd.DataFrame:
+    """Canonical-sample-like rows: (domain, subdomain, item, epoch, score, correct, error, limit)."""
+    frame = pd.DataFrame(rows, columns=["domain", "subdomain", "item_id", "epoch", "score", "correct", "error", "limit"])
+    frame["correct"] = frame["correct"].astype("boolean")
+    return frame
+
+
+def test_counts_use_correct_when_logged_else_score_threshold_and_skip_uncountable():
+    frame = samples(
+        [
+            ("math", "add", "1", 1, 1.0, True, None, None),
+            ("math", "add", "1", 2, 0.0, False, None, None),
+            ("math", "add", "2", 1, 0.5, True, None, None),  # correct logged wins over the score
+            ("math", "add", "3", 1, 1.0, None, None, None),  # no correct: score >= threshold
+            ("math", "add", "4", 1, 0.8, None, None, None),
+            ("math", "add", "5", 1, 1.0, True, "boom", None),  # errored: not counted
+            ("math", "add", "6", 1, 1.0, True, None, "tokens"),  # limit hit: not counted
+            ("math", "add", "7", 1, np.nan, None, None, None),  # unscored: not counted
+            ("math", None, "8", 1, 0.0, False, None, None),
+        ]
+    )
+    counts = counts_from_samples(frame).set_index("subdomain")
+    assert counts.loc["add", ["n", "k", "n_items", "n_excluded"]].tolist() == [5, 3, 4, 3]
+    assert counts.loc["(none)", ["n", "k"]].tolist() == [1, 0]
+    lenient = counts_from_samples(frame, success_threshold=0.75).set_index("subdomain")
+    assert lenient.loc["add", "k"] == 4  # the 0.8 score now succeeds; logged correct still wins
+    assert set(counts_from_samples(frame, domain="arith")["domain"]) == {"arith"}
+    with pytest.raises(ValueError, match="success_threshold"):
+        counts_from_samples(frame, success_threshold=0)
+    with pytest.raises(ValueError, match="lack column 'error'"):
+        counts_from_samples(frame.drop(columns="error"))
+
+
+def test_taxonomy_maps_suites_to_domains_and_qualifies_subdomains(tmp_path):
+    path = tmp_path / "taxonomy.toml"
+    path.write_text(
+        TAXONOMY_TEMPLATE
+        + '\n[profile.domains]\nreasoning = 0.25\nagentic_ops = 0.75\n'.replace("[profile.domains]", "[profile.domains]")
+    )
+    # the template's [suites] table is empty: add a mapping after it
+    text = path.read_text().replace('[suites]\n', '[suites]\narith = "reasoning"\nreading = "reasoning"\n', 1)
+    path.write_text(text)
+    taxonomy = load_taxonomy(path)
+    assert taxonomy.domain_of("arith") == "reasoning" and taxonomy.domain_of("agentic_ops") == "agentic_ops"
+    by_suite = {
+        "arith": samples([("math", "add", "1", 1, 1.0, True, None, None), ("math", "div", "2", 1, 0.0, False, None, None)]),
+        "reading": samples([(None, None, "1", 1, 1.0, True, None, None)]),
+        "agentic_ops": samples([("agents", "shell", "1", 1, 1.0, True, None, None)]),
+    }
+    counts = model_counts(by_suite, taxonomy)
+    assert list(zip(counts["domain"], counts["subdomain"])) == [
+        ("agentic_ops", "agentic_ops/shell"),
+        ("reasoning", "arith/add"),
+        ("reasoning", "arith/div"),
+        ("reasoning", "reading"),
+    ]
+    result = assess_reliability(counts, SMALL.replace(profile=taxonomy.profile))
+    assert result.weights.groupby("domain")["domain_weight"].first().to_dict() == {"agentic_ops": 0.75, "reasoning": 0.25}
+    assert load_taxonomy(tmp_path / "absent.toml") == Taxonomy()
+    assert model_counts(by_suite)["domain"].nunique() == 3  # default: one domain per suite
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[suites\n", "not valid TOML"),
+        ('[suites]\narith = 3\n', "non-empty domain"),
+        ('[domains]\narith = "x"\n', "unknown table"),
+        ('[profile]\nweights = 1\n', "unknown keys"),
+    ],
+)
+def test_bad_taxonomy_files_raise(tmp_path, text, message):
+    path = tmp_path / "taxonomy.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_taxonomy(path)
+
+
+def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
+    counts = pd.DataFrame([("d", "a", 30, 20), ("d", "b", 40, 35), ("e", "c", 25, 10)], columns=["domain", "subdomain", "n", "k"])
+    paths = write_reliability(assess_reliability(counts, SMALL), tmp_path / "one")
+    again = write_reliability(assess_reliability(counts, SMALL), tmp_path / "two")
+    assert set(paths) == {
+        "cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability", "configurations", "weights", "metadata",
+    }
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    for name in paths:
+        assert digest(paths[name]) == digest(again[name]), name
+    assert not [p for p in (tmp_path / "one").iterdir() if p.name.startswith(".")]  # no temporaries left
+    table = pd.read_parquet(paths["expected_reliability"])
+    assert list(table.columns) == ["level", "domain", "subdomain", "n", "lower", "upper", "method"]
+    other = write_reliability(assess_reliability(counts, SMALL.replace(seed=6)), tmp_path / "three")
+    assert digest(other["quantile_envelopes"]) != digest(paths["quantile_envelopes"])
