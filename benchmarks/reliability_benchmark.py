@@ -1,0 +1,131 @@
+"""HIP-LLM reliability (evalpipeline.reliability): seconds and peak memory vs the paper's RQ8.
+
+    .venv/bin/python benchmarks/reliability_benchmark.py [--quick] [--repeat 3]
+
+Sweeps, one parameter at a time around the paper's baseline (m = 2 domains,
+2 subdomains per domain, K = 160 configurations, S = 3000 draws, G = 2000 grid
+points, T = 201, <= 512 LLM pairings; Section 4.2 / Fig. 11):
+domains m in 1..12, subdomains per domain in 2..40, configurations K in 40..320.
+Counts are synthetic: N = 80 tasks per subdomain (the paper's settings.yaml)
+with fixed accuracies.
+
+Runs on one core (BLAS/OpenMP threads pinned to 1 before numpy loads).
+``seconds`` is the best of ``--repeat`` runs of assess_reliability (after one
+warm-up call); ``peak MiB`` is tracemalloc's peak during a separate run
+(numpy reports its buffers to tracemalloc), i.e. memory the computation
+allocates, imports excluded. Table 6 gives only each sweep's end points; the
+"paper MB" column interpolates linearly between them (the paper reports
+approximately linear memory growth) and is marked ~ where interpolated.
+The scaling exponent is the least-squares slope of log(seconds) (and of
+log(memory)) on log(parameter), as in the paper's power-law fits.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS"):
+    os.environ.setdefault(_var, "1" if _var != "XLA_FLAGS" else "--xla_cpu_multi_thread_eigen=false")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from evalpipeline.reliability import ReliabilitySettings, assess_reliability  # noqa: E402
+
+BASELINE = {"domains": 2, "subdomains": 2, "configurations": 160}
+# Table 6 (peak memory, MB): (first point, value), (last point, value) of each sweep
+TABLE6 = {
+    "domains": ((1, 24.6), (12, 146.7)),
+    "subdomains": ((2, 35.8), (40, 314.2)),
+    "configurations": ((40, 19.1), (320, 57.8)),
+}
+BASELINE_TARGET_SECONDS = 2.0
+
+
+def synthetic_counts(domains: int, subdomains: int, n: int = 80) -> pd.DataFrame:
+    rng = np.random.default_rng(2024)
+    rows = []
+    for i in range(domains):
+        level = rng.uniform(0.4, 0.9)
+        for j in range(subdomains):
+            acc = float(np.clip(level + rng.normal(0, 0.05), 0.02, 0.98))
+            rows.append((f"D{i + 1}", f"S{i + 1}.{j + 1}", n, int(round(acc * n))))
+    return pd.DataFrame(rows, columns=["domain", "subdomain", "n", "k"])
+
+
+def paper_memory(sweep: str, x: int) -> tuple[float, bool]:
+    (x0, m0), (x1, m1) = TABLE6[sweep]
+    exact = x in (x0, x1)
+    return m0 + (m1 - m0) * (x - x0) / (x1 - x0), not exact
+
+
+def measure(domains: int, subdomains: int, configurations: int, repeat: int) -> tuple[float, float]:
+    counts = synthetic_counts(domains, subdomains)
+    settings = ReliabilitySettings(n_configurations=configurations)
+    assess_reliability(counts, settings)  # warm-up (first-call imports and caches)
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        assess_reliability(counts, settings)
+        seconds.append(time.perf_counter() - start)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    assess_reliability(counts, settings)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return min(seconds), peak / 2**20
+
+
+def slope(xs, ys) -> float:
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer points per sweep, one repeat")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per point (best is reported)")
+    args = parser.parse_args()
+    repeat = 1 if args.quick else args.repeat
+    sweeps = {
+        "domains": [1, 2, 12] if args.quick else [1, 2, 4, 8, 12],
+        "subdomains": [2, 10, 40] if args.quick else [2, 5, 10, 20, 40],
+        "configurations": [40, 160, 320] if args.quick else [40, 80, 160, 320],
+    }
+    print(f"HIP-LLM reliability benchmark (one core; best of {repeat}; baseline m=2, n=2, K=160, S=3000, G=2000, T=201)")
+    header = f"{'sweep':>15} {'value':>6} {'seconds':>8} {'peak MiB':>9} {'paper MB':>9} {'mem ratio':>9}"
+    print(header)
+    print("-" * len(header))
+    fits = {}
+    worst_ratio = 0.0
+    baseline_seconds = None
+    for sweep, values in sweeps.items():
+        secs, mems = [], []
+        for value in values:
+            point = {**BASELINE, sweep: value}
+            seconds, peak = measure(point["domains"], point["subdomains"], point["configurations"], repeat)
+            paper, interpolated = paper_memory(sweep, value)
+            ratio = peak / paper
+            worst_ratio = max(worst_ratio, ratio)
+            if point == BASELINE and baseline_seconds is None:
+                baseline_seconds = seconds
+            secs.append(seconds)
+            mems.append(peak)
+            mark = "~" if interpolated else " "
+            print(f"{sweep:>15} {value:>6} {seconds:>8.3f} {peak:>9.1f} {mark}{paper:>8.1f} {ratio:>9.2f}", flush=True)
+        fits[sweep] = (slope(values, secs), slope(values, mems))
+    print()
+    print("scaling exponents (log-log slope):   time   memory   (paper: time ~linear in m, K, G; sub-quadratic in n)")
+    for sweep, (t, m) in fits.items():
+        print(f"{sweep:>34} {t:6.2f} {m:8.2f}")
+    print()
+    verdict = "meets" if baseline_seconds is not None and baseline_seconds < BASELINE_TARGET_SECONDS else "MISSES"
+    print(f"baseline: {baseline_seconds:.3f} s ({verdict} the < {BASELINE_TARGET_SECONDS:.0f} s target)")
+    print(f"memory: largest ratio ours / Table 6 = {worst_ratio:.2f} ({'below' if worst_ratio < 1 else 'NOT below'} the paper at every point)")
+
+
+if __name__ == "__main__":
+    main()
