@@ -78,6 +78,7 @@ TARGET_COLUMNS = ("level", "domain", "subdomain", "n", "r", "lower", "upper", "m
 _ZOOM_POINTS = 64  # per axis, while locating the posterior mass
 _TAIL_MASS = 1e-8  # posterior mass each configuration may leave outside the grid, per tail and axis
 _ZOOM_ROUNDS = 10
+_ZOOM_CHUNK = 32  # configurations per block while zooming
 _WEIGHT_FLOOR = 1e-14  # grid points below this weight in every configuration are dropped
 _SPAN_SD = 8.0  # CDF grid half-width in posterior standard deviations
 _CHUNK_ELEMENTS = 1 << 18  # Monte Carlo work arrays are chunked to this many numbers
@@ -214,11 +215,16 @@ def hyper_posterior_grid(successes, trials, configs: np.ndarray, shape: tuple[in
         u = np.linspace(*u_range, _ZOOM_POINTS)
         v = np.linspace(*v_range, _ZOOM_POINTS)
         uu, vv = np.meshgrid(u, v, indexing="ij")
-        lp = _log_posterior(uu.ravel(), vv.ravel(), configs, successes, trials)
-        mass = np.exp(lp - lp.max(axis=1, keepdims=True)).reshape(len(configs), len(u), len(v))
-        mass /= mass.sum(axis=(1, 2), keepdims=True)
-        new_u = _mass_range(u, mass.sum(axis=2))
-        new_v = _mass_range(v, mass.sum(axis=1))
+        u_marginals, v_marginals = [], []
+        for start in range(0, len(configs), _ZOOM_CHUNK):  # chunked: K x 4096 arrays dominated peak memory
+            lp = _log_posterior(uu.ravel(), vv.ravel(), configs[start : start + _ZOOM_CHUNK], successes, trials)
+            lp -= lp.max(axis=1, keepdims=True)
+            mass = np.exp(lp, out=lp).reshape(-1, len(u), len(v))
+            mass /= mass.sum(axis=(1, 2), keepdims=True)
+            u_marginals.append(mass.sum(axis=2))
+            v_marginals.append(mass.sum(axis=1))
+        new_u = _mass_range(u, np.concatenate(u_marginals))
+        new_v = _mass_range(v, np.concatenate(v_marginals))
         shrunk = (new_u[1] - new_u[0]) < 0.5 * (u_range[1] - u_range[0]) or (new_v[1] - new_v[0]) < 0.5 * (
             v_range[1] - v_range[0]
         )
@@ -228,8 +234,9 @@ def hyper_posterior_grid(successes, trials, configs: np.ndarray, shape: tuple[in
     n_mu, n_nu = shape
     uu, vv = np.meshgrid(np.linspace(*u_range, n_mu), np.linspace(*v_range, n_nu), indexing="ij")
     u, v = uu.ravel(), vv.ravel()
-    lp = _log_posterior(u, v, configs, successes, trials)
-    weights = np.exp(lp - lp.max(axis=1, keepdims=True))
+    weights = _log_posterior(u, v, configs, successes, trials)
+    weights -= weights.max(axis=1, keepdims=True)
+    np.exp(weights, out=weights)
     weights /= weights.sum(axis=1, keepdims=True)
     kept = weights.max(axis=0) > _WEIGHT_FLOOR
     weights = weights[:, kept]
@@ -503,7 +510,7 @@ def _draw_domain(grid: HyperGrid, alpha, beta, omega, settings, rng) -> np.ndarr
     uniforms = (rng.permutation(s) + rng.random(s)) / s
     cells = _batched_searchsorted(cumulative, uniforms, side="right")
     cells = np.minimum(cells, n_grid - 1)
-    draws = np.empty((n_configs, s))
+    draws = np.empty((n_configs, s), dtype=np.float32)  # Monte Carlo error (~1e-2) >> float32 rounding
     chunk = max(1, _CHUNK_ELEMENTS // (s * alpha.shape[1]))
     for start in range(0, n_configs, chunk):
         idx = cells[start : start + chunk]
