@@ -1,0 +1,36 @@
+"""Hierarchical Bayesian GLMs (HiBayES, hibayes-paper.txt Eq. 2-6): data, models, fits, comparison.
+
+Plain library code (no Dagster): :class:`GlmData` from canonical samples, numpyro
+models and their registry (``glm.MODELS``), :func:`fit_glm` with a reusable
+:class:`Fitter`, persistence (:func:`write_fit`, :func:`read_fit`) and
+:func:`compare_fits` (WAIC and PSIS-LOO).
+"""
+
+from evalpipeline.models.data import GlmData
+from evalpipeline.models.fit import (
+    DiagnosticThresholds,
+    FitSettings,
+    Fitter,
+    GlmFit,
+    configure_jax,
+    diagnose,
+    fit_glm,
+    read_fit,
+    seed_from_key,
+    write_fit,
+)
+from evalpipeline.models.glm import MODELS, PARTITION_MODELS, SUITE_MODELS, applicability
+
+__all__ = [
+    "GlmData", "FitSettings", "DiagnosticThresholds", "Fitter", "GlmFit", "configure_jax", "diagnose", "fit_glm",
+    "read_fit", "write_fit", "seed_from_key", "MODELS", "PARTITION_MODELS", "SUITE_MODELS", "applicability",
+    "compare_fits",
+]
+
+
+def __getattr__(name):
+    if name == "compare_fits":
+        from evalpipeline.models.compare import compare_fits
+
+        return compare_fits
+    raise AttributeError(name)

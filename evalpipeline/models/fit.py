@@ -1,0 +1,659 @@
+"""NUTS fits of the GLMs in glm.py with diagnostics that gate, one retry, and compiled-sampler reuse.
+
+Defaults follow hibayes-paper.txt Section 3.1 (2000 warmup, 2000 draws, 4
+chains). The issue's diagnostics (r-hat <= 1.01, bulk and tail ESS >= 400 per
+parameter, no divergences, BFMI >= 0.3, Pareto-k <= 0.7) are computed for every
+fit; a fit failing a *sampling* diagnostic is refitted once with
+``retry_target_accept``. Pareto-k measures how well PSIS approximates
+leave-one-out for that model and data, not how well NUTS mixed, so a higher
+target acceptance cannot fix it: it is reported and gates ``passed`` but does
+not trigger the retry unless listed in ``FitSettings.retry_on``.
+
+Speed (benchmarks/glm_fit_benchmark.py): a :class:`Fitter` compiles one XLA
+program per (model, static options, padded shape bucket, sampler settings) --
+warmup, sampling, constraining and the pointwise log-likelihood in one
+``jax.jit`` -- and feeds every later data set of the same bucket through it
+(data, centring flags and the target acceptance are arguments, not constants).
+Chains run ``vectorized`` (vmap, one core) by default: measured on this 2-core
+machine, 4 vectorized chains beat ``parallel`` (pmap over 2 host devices, 2
+chains each) -- see the benchmark README line for the numbers. ``parallel``
+needs ``configure_jax(host_devices=...)`` before JAX initialises its backend.
+A persistent compilation cache (``configure_jax(compilation_cache_dir=...)``)
+carries the compiled programs across processes.
+
+Seeds come from a string key (``seed_from_key``): same key, same data, same
+machine -> bit-identical draws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from jax import lax, random
+
+from evalpipeline.models import glm
+from evalpipeline.models.data import GlmData
+
+# ---------------------------------------------------------------------------
+# settings
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """Sampler settings (hibayes-paper.txt Section 3.1 defaults) and how the fit is parameterised."""
+
+    num_warmup: int = 2000
+    num_samples: int = 2000
+    num_chains: int = 4
+    target_accept: float = 0.8
+    retry_target_accept: float = 0.95
+    max_tree_depth: int = 10
+    hpdi_mass: float = 0.95
+    # second mass: 0.89, Statistical Rethinking's default (the paper's refs [14, 15])
+    hpdi2_mass: float = 0.89
+    chain_method: str = "vectorized"  # "vectorized", "parallel" or "sequential"
+    centring: str = "auto"  # "auto", "centred" or "non_centred"
+    centring_threshold: float = 1.0
+    paper_form: bool = False
+    pad: bool = True
+    predictive_draws: int = 400
+    retry_on: tuple[str, ...] = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
+
+    def __post_init__(self):
+        for name in ("num_warmup", "num_samples", "num_chains", "max_tree_depth", "predictive_draws"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"FitSettings.{name} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("target_accept", "retry_target_accept", "hpdi_mass", "hpdi2_mass"):
+            if not 0.0 < float(getattr(self, name)) < 1.0:
+                raise ValueError(f"FitSettings.{name} must be in (0, 1), got {getattr(self, name)!r}")
+        if self.chain_method not in ("vectorized", "parallel", "sequential"):
+            raise ValueError(f"FitSettings.chain_method must be vectorized, parallel or sequential, not {self.chain_method!r}")
+        if self.centring not in ("auto", "centred", "non_centred"):
+            raise ValueError(f"FitSettings.centring must be auto, centred or non_centred, not {self.centring!r}")
+        unknown = set(self.retry_on) - set(DIAGNOSTICS)
+        if unknown:
+            raise ValueError(f"FitSettings.retry_on has unknown diagnostic(s) {sorted(unknown)}")
+
+
+@dataclass(frozen=True)
+class DiagnosticThresholds:
+    """Pass thresholds (issue 4): r-hat <= 1.01, ESS >= 400, 0 divergences, BFMI >= 0.3, Pareto-k <= 0.7."""
+
+    max_r_hat: float = 1.01
+    min_ess_bulk: float = 400.0
+    min_ess_tail: float = 400.0
+    max_divergences: int = 0
+    min_bfmi: float = 0.3
+    max_pareto_k: float = 0.7
+
+
+DIAGNOSTICS = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi", "pareto_k")
+
+
+def seed_from_key(key: str) -> int:
+    """A 32-bit seed from a string key, e.g. ``"model|suite|glm"`` (first 8 hex digits of its SHA-256)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"seed key must be a non-empty string, got {key!r}")
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+
+
+def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str | os.PathLike | None = None) -> dict:
+    """Set JAX process options; call before anything runs a JAX computation.
+
+    ``host_devices`` (for ``chain_method="parallel"``) only takes effect before
+    JAX initialises its CPU backend, so it is applied then and reported as not
+    applied afterwards (the caller decides whether to fall back). Returns what
+    was applied.
+    """
+    from jax._src import xla_bridge
+
+    applied = {"host_devices": None, "compilation_cache_dir": None}
+    if host_devices is not None:
+        if xla_bridge.backends_are_initialized():
+            applied["host_devices"] = f"not applied: JAX already initialised with {jax.local_device_count()} device(s)"
+        else:
+            import numpyro
+
+            numpyro.set_host_device_count(int(host_devices))
+            applied["host_devices"] = int(host_devices)
+    if compilation_cache_dir is not None:
+        Path(compilation_cache_dir).mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(compilation_cache_dir))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        applied["compilation_cache_dir"] = str(compilation_cache_dir)
+    return applied
+
+
+# ---------------------------------------------------------------------------
+# the compiled sampler
+
+
+@dataclass
+class _Runner:
+    run: callable  # (keys, arrays, target_accept) -> dict of device arrays
+    prior_draws: callable  # (key, arrays without k_obs) -> {"p": (draws, units)[, "phi": (draws,)]}
+    sites: tuple[str, ...]
+    chain_method: str
+    compile_seconds: float = 0.0
+    uses: int = 0
+
+
+def _pointwise_loglik(model, params, arrays):
+    from numpyro.handlers import substitute, trace
+
+    site = trace(substitute(model, data=params)).get_trace(arrays)["obs"]
+    return site["fn"].log_prob(site["value"])
+
+
+class Fitter:
+    """Fits many data sets, compiling one sampler per (model, options, shape bucket, settings).
+
+    Create one per process and pass it to every :func:`fit_glm` call.
+    ``stats()`` reports compilations and reuses.
+    """
+
+    def __init__(self):
+        self._runners: dict = {}
+        self.compilations = 0
+
+    def stats(self) -> dict:
+        return {
+            "compilations": self.compilations,
+            "runners": len(self._runners),
+            "uses": sum(r.uses for r in self._runners.values()),
+            "compile_seconds": round(sum(r.compile_seconds for r in self._runners.values()), 3),
+        }
+
+    def runner(self, name: str, options: dict, arrays: dict, settings: FitSettings) -> _Runner:
+        shapes = tuple(sorted((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in arrays.items()))
+        chain_method = _effective_chain_method(settings)
+        key = (name, tuple(sorted(options.items())), shapes, settings.num_warmup, settings.num_samples,
+               settings.num_chains, settings.max_tree_depth, chain_method)
+        found = self._runners.get(key)
+        if found is None:
+            found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method)
+            self._runners[key] = found
+            self.compilations += 1
+        found.uses += 1
+        return found
+
+
+def _effective_chain_method(settings: FitSettings) -> str:
+    if settings.chain_method == "parallel":
+        devices = jax.local_device_count()
+        if devices < 2 or settings.num_chains % devices:
+            return "vectorized"  # not enough host devices (configure_jax came too late) or uneven split
+    return settings.chain_method
+
+
+def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str) -> _Runner:
+    from numpyro.infer import Predictive
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import initialize_model
+
+    model = functools.partial(model_fn, **options)
+    info = initialize_model(random.PRNGKey(0), model, model_args=(arrays,), dynamic_args=True)
+    potential_gen, postprocess_gen = info.potential_fn, info.postprocess_fn
+    prototype = info.param_info.z
+    sites = tuple(sorted(prototype))
+    num_warmup, num_samples = settings.num_warmup, settings.num_samples
+
+    def one_chain(rng_key, data, target_accept):
+        init_key, run_key = random.split(rng_key)
+        keys = random.split(init_key, len(sites))
+        # init_to_uniform(radius=2) on the unconstrained scale, as numpyro's default
+        z0 = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
+        init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
+        state = init_kernel(z0, num_warmup, target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
+                            model_args=(data,), rng_key=run_key)
+
+        def warm(state, _):
+            return sample_kernel(state, model_args=(data,)), None
+
+        def draw(state, _):
+            state = sample_kernel(state, model_args=(data,))
+            return state, (state.z, state.potential_energy, state.energy, state.diverging, state.num_steps,
+                           state.accept_prob, state.adapt_state.step_size)
+
+        state, _ = lax.scan(warm, state, None, length=num_warmup)
+        _, (z, potential, energy, diverging, steps, accept, step_size) = lax.scan(draw, state, None, length=num_samples)
+        constrained = jax.vmap(postprocess_gen(data))(z)
+        loglik = jax.vmap(lambda p: _pointwise_loglik(model, p, data))(constrained)
+        return {"samples": constrained, "log_likelihood": loglik, "lp": -potential, "energy": energy,
+                "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size}
+
+    if chain_method == "vectorized":
+        run = jax.jit(jax.vmap(one_chain, in_axes=(0, None, None)))
+    elif chain_method == "sequential":
+        run = jax.jit(lambda keys, data, ta: lax.map(lambda k: one_chain(k, data, ta), keys))
+    else:
+        devices = jax.local_device_count()
+        per_device = jax.pmap(jax.vmap(one_chain, in_axes=(0, None, None)), in_axes=(0, None, None))
+
+        def run(keys, data, ta):
+            out = per_device(keys.reshape((devices, -1) + keys.shape[1:]), data, ta)
+            return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
+
+    def prior_draws(rng_key, data):
+        # forward simulation of the prior: p (and phi) per draw; counts are simulated in numpy
+        sites = ["p", "phi"] if "phi" in prototype else ["p"]
+        return Predictive(model, num_samples=settings.predictive_draws, return_sites=sites)(rng_key, data)
+
+    return _Runner(run, prior_draws, sites, chain_method)
+
+
+# ---------------------------------------------------------------------------
+# fitting
+
+
+@dataclass
+class GlmFit:
+    """One fitted GLM: draws, tidy summary, diagnostics, and how it was obtained."""
+
+    name: str
+    idata: az.InferenceData
+    summary: pd.DataFrame
+    diagnostics: pd.DataFrame
+    passed: bool
+    attempts: list[dict]
+    metadata: dict = field(default_factory=dict)
+
+    def predictive_checks(self, data: GlmData, *, bins: int = 10) -> pd.DataFrame:
+        """Prior and posterior predictive success-rate distributions vs observed (Figure 7)."""
+        frames = []
+        for kind, group in (("prior", "prior_predictive"), ("posterior", "posterior_predictive")):
+            if group not in self.idata.groups():
+                continue
+            sim = self.idata[group]["obs"].values.reshape(-1, data.n_units)
+            frames.append(glm.success_rate_check(data, sim, bins=bins, mass=0.95).assign(check=kind))
+        return pd.concat(frames, ignore_index=True)
+
+
+def fit_glm(
+    name: str,
+    data: GlmData,
+    settings: FitSettings | None = None,
+    thresholds: DiagnosticThresholds | None = None,
+    seed_key: str = "glm",
+    fitter: Fitter | None = None,
+    *,
+    priors: dict | None = None,
+) -> GlmFit:
+    """Fit model ``name`` (a key of ``glm.MODELS``) to ``data``; diagnose; retry once at a higher target accept.
+
+    Raises ValueError when the model is not applicable to the data (the reason
+    from ``glm.applicability``) or a prior name is unknown to the model.
+    """
+    settings = settings or FitSettings()
+    thresholds = thresholds or DiagnosticThresholds()
+    if name not in glm.MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {sorted(glm.MODELS)}")
+    reason = glm.applicability(name, data)
+    if reason:
+        raise ValueError(f"model {name!r} is not applicable: {reason}")
+    fitter = fitter or Fitter()
+    entry = glm.MODELS[name]
+    options = glm.structure_options(name, data)
+    options["paper_form"] = settings.paper_form
+    if priors:
+        import inspect
+
+        accepted = set(inspect.signature(entry.fn).parameters) | set(inspect.signature(glm.binomial).parameters) \
+            | set(inspect.signature(glm.suite_binomial).parameters)
+        unknown = set(priors) - accepted
+        if unknown:
+            raise ValueError(f"unknown prior argument(s) {sorted(unknown)} for model {name!r}")
+        options.update(priors)
+    level_scales = dict(entry.level_scales)
+    used_levels = {lvl: s for lvl, s in level_scales.items() if _level_used(lvl, options, name)}
+    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold)
+    layout = glm.layout_for(data, pad=settings.pad)
+    arrays = glm.build_arrays(data, layout, centring)
+    started = time.perf_counter()
+    attempts: list[dict] = []
+    target = settings.target_accept
+    while True:
+        attempt_key = seed_key if not attempts else f"{seed_key}|retry{len(attempts)}"
+        seed = seed_from_key(attempt_key)
+        t0 = time.perf_counter()
+        compilations = fitter.compilations
+        runner = fitter.runner(name, options, arrays, settings)
+        idata = _sample(runner, arrays, data, layout, settings, seed, target)
+        diagnostics = diagnose(idata, thresholds)
+        failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
+        attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
+                         "passed": not failed, "failed": failed, "seconds": round(time.perf_counter() - t0, 3),
+                         "compiled": fitter.compilations > compilations})
+        if not failed or len(attempts) == 2 or not set(failed) & set(settings.retry_on):
+            break
+        target = settings.retry_target_accept
+    summary = summarise(idata, data, settings)
+    metadata = {
+        "model": name,
+        "description": entry.description,
+        "scope": entry.scope,
+        "parameterisation": {lvl: centring.get(lvl, "not in model") for lvl in level_scales}
+        | {"intercept": "paper mu_bar = mu_overall + sigma_overall * z_overall" if settings.paper_form
+           else "identified (single intercept)"},
+        "options": {k: v for k, v in options.items()},
+        "settings": dataclasses.asdict(settings),
+        "thresholds": dataclasses.asdict(thresholds),
+        "seed_key": seed_key,
+        "seed": attempts[-1]["seed"],
+        "chain_method": runner.chain_method,
+        "layout": dataclasses.asdict(layout),
+        "n_units": data.n_units,
+        "data": data.meta,
+        "runtime_seconds": round(time.perf_counter() - started, 3),
+    }
+    idata.posterior.attrs.clear()
+    for group in idata.groups():
+        idata[group].attrs.pop("created_at", None)
+    idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
+                                                       sort_keys=True, default=str)
+    return GlmFit(name, idata, summary, diagnostics, bool(diagnostics["passed"].all()), attempts, metadata)
+
+
+def _level_used(level: str, options: dict, name: str) -> bool:
+    if level == "domain":
+        return options.get("use_domain", True)
+    if level == "subdomain":
+        return options.get("use_subdomain", True) and name not in ("null", "suite_null")
+    if level == "item":
+        return options.get("use_task", True)
+    return True
+
+
+def _real_sizes(data: GlmData) -> dict[str, int]:
+    cats = data.categorical_covariates
+    first = len(next(iter(cats.values()))) if cats else 1
+    return {"model": data.n_models, "domain": data.n_domains, "subdomain": data.n_subdomains, "item": data.n_items,
+            "unit": data.n_units, "numeric": len(data.numeric_covariates), "categorical": len(cats),
+            "level": max((len(v) for v in cats.values()), default=1), "slope_group": data.n_models * first}
+
+
+DIM_NAMES = {"model": "llm", "domain": "domain_label", "subdomain": "subdomain_label", "item": "item_label",
+             "unit": "unit", "numeric": "covariate", "categorical": "categorical_covariate", "level": "level",
+             "slope_group": "slope_group"}
+
+
+def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSettings, seed: int, target: float):
+    key = random.PRNGKey(seed)
+    run_key, prior_key, post_key = random.split(key, 3)
+    chain_keys = random.split(run_key, settings.num_chains)
+    device_arrays = {k: jnp.asarray(v) for k, v in arrays.items()}
+    out = jax.device_get(runner.run(chain_keys, device_arrays, jnp.float32(target)))
+    sizes = _real_sizes(data)
+
+    def unpad(site: str, values: np.ndarray, lead: int) -> np.ndarray:
+        axes = glm.site_axes(site)
+        index = tuple(slice(0, sizes[a]) for a in axes)
+        return values[(slice(None),) * lead + index]
+
+    posterior, dims = {}, {}
+    for site, values in out["samples"].items():
+        if site in ("obs", "p"):
+            continue
+        posterior[site] = np.asarray(unpad(site, np.asarray(values), 2), dtype=np.float64)
+        dims[site] = [DIM_NAMES[a] for a in glm.site_axes(site)]
+    coords = {DIM_NAMES[a]: glm.axis_labels(data, a) for a in sizes}
+    loglik = np.asarray(out["log_likelihood"], np.float64)[:, :, : data.n_units]
+    stats = {k: np.asarray(out[k]) for k in ("lp", "energy", "diverging", "n_steps", "acceptance_rate", "step_size")}
+    stats["lp"] = stats["lp"].astype(np.float64)
+    stats["energy"] = stats["energy"].astype(np.float64)
+    stats["tree_depth"] = np.floor(np.log2(np.maximum(stats["n_steps"], 1))).astype(np.int64) + 1
+    # predictive checks: posterior draws thinned evenly, prior draws simulated forward
+    rng = np.random.default_rng(seed)
+    p_post = np.asarray(out["samples"]["p"]).reshape(-1, np.shape(out["samples"]["p"])[-1])[:, : data.n_units]
+    take = np.linspace(0, p_post.shape[0] - 1, min(settings.predictive_draws, p_post.shape[0])).astype(int)
+    phi_post = posterior["phi"].reshape(-1)[take] if "phi" in posterior else None
+    n_units = data.units["n"].to_numpy()
+    post_pred = glm.simulate_counts(rng, n_units, p_post[take], phi_post)
+    no_obs = {k: v for k, v in device_arrays.items() if k != "k_obs"}
+    prior = jax.device_get(runner.prior_draws(prior_key, no_obs))
+    prior_pred = glm.simulate_counts(rng, n_units, np.asarray(prior["p"])[:, : data.n_units],
+                                     np.asarray(prior["phi"]) if "phi" in prior else None)
+    observed = data.units["k"].to_numpy(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = az.from_dict(
+            posterior=posterior,
+            log_likelihood={"obs": loglik},
+            sample_stats=stats,
+            posterior_predictive={"obs": post_pred[None]},
+            prior_predictive={"obs": prior_pred[None]},
+            observed_data={"obs": observed},
+            constant_data={"n": data.units["n"].to_numpy(float)},
+            coords=coords,
+            dims=dims | {"obs": ["unit"], "n": ["unit"]},
+        )
+    return idata
+
+
+# ---------------------------------------------------------------------------
+# diagnostics and summary
+
+
+def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None) -> pd.DataFrame:
+    """One row per diagnostic: value, threshold, comparison and passed.
+
+    r-hat is the rank-normalised split r-hat (Vehtari et al. 2021) maximised over
+    every posterior quantity; ESS bulk/tail minimised likewise; BFMI from the
+    energy of each chain (minimum over chains); Pareto-k is the largest PSIS-LOO
+    shape over the units. A NaN value (e.g. r-hat with one chain) fails.
+    """
+    thresholds = thresholds or DiagnosticThresholds()
+    posterior = idata.posterior
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r_hat = _extreme(az.rhat(posterior, method="rank"), max)
+        ess_bulk = _extreme(az.ess(posterior, method="bulk"), min)
+        ess_tail = _extreme(az.ess(posterior, method="tail"), min)
+        bfmi = float(np.min(az.bfmi(idata))) if posterior.sizes["draw"] > 1 else float("nan")
+        loo = az.loo(idata, pointwise=True)
+        pareto_k = float(np.max(loo.pareto_k.values))
+    divergences = int(idata.sample_stats["diverging"].values.sum())
+    rows = [
+        ("divergences", float(divergences), float(thresholds.max_divergences), "<="),
+        ("r_hat", r_hat, thresholds.max_r_hat, "<="),
+        ("ess_bulk", ess_bulk, thresholds.min_ess_bulk, ">="),
+        ("ess_tail", ess_tail, thresholds.min_ess_tail, ">="),
+        ("bfmi", bfmi, thresholds.min_bfmi, ">="),
+        ("pareto_k", pareto_k, thresholds.max_pareto_k, "<="),
+    ]
+    table = pd.DataFrame(rows, columns=["diagnostic", "value", "threshold", "comparison"])
+    ok = np.where(table["comparison"] == "<=", table["value"] <= table["threshold"], table["value"] >= table["threshold"])
+    table["passed"] = ok & table["value"].notna()
+    return table
+
+
+def _extreme(dataset, how) -> float:
+    values = [np.asarray(v.values, dtype=float).ravel() for v in dataset.data_vars.values()]
+    values = np.concatenate(values) if values else np.array([np.nan])
+    if np.isnan(values).any():
+        return float("nan")
+    return float(how(values))
+
+
+def hpdi(draws: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
+    """Narrowest interval holding ``mass`` of the draws, per column of ``draws`` (draws, params)."""
+    x = np.sort(np.asarray(draws, dtype=float), axis=0)
+    n = x.shape[0]
+    width = max(1, int(math.ceil(mass * n)))
+    if width >= n:
+        return x[0], x[-1]
+    spans = x[width - 1:] - x[: n - width + 1]
+    start = np.argmin(spans, axis=0)
+    cols = np.arange(x.shape[1])
+    return x[start, cols], x[start + width - 1, cols]
+
+
+SUMMARY_COLUMNS = {
+    "parameter": "posterior quantity (site name)",
+    "model": "LLM label where the quantity is per LLM",
+    "domain": "domain label",
+    "subdomain": "subdomain label (domain/subdomain)",
+    "item": "item id where per item",
+    "covariate": "covariate name where per covariate",
+    "level": "covariate level or slope group",
+    "scale": "location (a logit success rate: probability columns filled) or effect (deviation, sd, slope)",
+    "mean": "posterior mean (logit scale for locations and effects)",
+    "sd": "posterior standard deviation",
+    "hpdi_mass": "mass of the first HPDI",
+    "hpdi_low": "first HPDI lower bound",
+    "hpdi_high": "first HPDI upper bound",
+    "hpdi2_mass": "mass of the second HPDI",
+    "hpdi2_low": "second HPDI lower bound",
+    "hpdi2_high": "second HPDI upper bound",
+    "prob_mean": "posterior mean of the success rate expit(location)",
+    "prob_hpdi_low": "first HPDI of the success rate, lower",
+    "prob_hpdi_high": "first HPDI of the success rate, upper",
+    "prob_hpdi2_low": "second HPDI of the success rate, lower",
+    "prob_hpdi2_high": "second HPDI of the success rate, upper",
+    "r_hat": "rank-normalised split r-hat",
+    "ess_bulk": "bulk effective sample size",
+    "ess_tail": "tail effective sample size",
+}
+
+
+def summarise(idata: az.InferenceData, data: GlmData, settings: FitSettings) -> pd.DataFrame:
+    """Tidy summary: one row per element of each named posterior quantity (``*_raw`` helpers left out)."""
+    posterior = idata.posterior
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rhat = az.rhat(posterior, method="rank")
+        ess_b = az.ess(posterior, method="bulk")
+        ess_t = az.ess(posterior, method="tail")
+    frames = []
+    for site in sorted(posterior.data_vars):
+        if site.endswith("_raw") or site in ("z_overall",):
+            continue
+        values = posterior[site].values
+        chains, draws = values.shape[:2]
+        flat = values.reshape(chains * draws, -1)
+        axes = glm.site_axes(site)
+        labels = _element_labels(data, axes, values.shape[2:])
+        location = site in glm.LOCATION_SITES
+        frame = pd.DataFrame(labels)
+        frame.insert(0, "parameter", site)
+        frame["scale"] = "location" if location else "effect"
+        frame["mean"], frame["sd"] = flat.mean(axis=0), flat.std(axis=0, ddof=1)
+        for prefix, mass in (("hpdi", settings.hpdi_mass), ("hpdi2", settings.hpdi2_mass)):
+            lo, hi = hpdi(flat, mass)
+            frame[f"{prefix}_mass"], frame[f"{prefix}_low"], frame[f"{prefix}_high"] = mass, lo, hi
+        if location:
+            prob = 1.0 / (1.0 + np.exp(-flat))
+            frame["prob_mean"] = prob.mean(axis=0)
+            for prefix, mass in (("prob_hpdi", settings.hpdi_mass), ("prob_hpdi2", settings.hpdi2_mass)):
+                frame[f"{prefix}_low"], frame[f"{prefix}_high"] = hpdi(prob, mass)
+        else:
+            for column in ("prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low", "prob_hpdi2_high"):
+                frame[column] = np.nan
+        frame["r_hat"] = np.asarray(rhat[site].values, float).ravel()
+        frame["ess_bulk"] = np.asarray(ess_b[site].values, float).ravel()
+        frame["ess_tail"] = np.asarray(ess_t[site].values, float).ravel()
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    for column in SUMMARY_COLUMNS:
+        if column not in table:
+            table[column] = None
+    table = table[list(SUMMARY_COLUMNS)]
+    for column in ("model", "domain", "subdomain", "item", "covariate", "level"):
+        table[column] = table[column].astype(object).where(table[column].notna(), None)
+    return table
+
+
+def _element_labels(data: GlmData, axes: tuple[str, ...], shape: tuple[int, ...]) -> list[dict]:
+    if not axes:
+        return [{}]
+    grids = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
+    flat_idx = [g.ravel() for g in grids]
+    rows = []
+    cats = list(data.categorical_covariates.items())
+    for position in zip(*flat_idx):
+        row: dict = {}
+        for axis, i in zip(axes, position):
+            if axis == "model":
+                row["model"] = data.models[i]
+            elif axis == "domain":
+                row["domain"] = data.domains[i]
+            elif axis == "subdomain":
+                row["domain"], row["subdomain"] = data.subdomains[i]
+            elif axis == "item":
+                row["item"] = data.items[i]
+            elif axis == "numeric":
+                row["covariate"] = data.numeric_covariates[i][4:]
+            elif axis == "categorical":
+                row["covariate"] = cats[i][0][4:]
+            elif axis == "level":
+                levels = cats[position[axes.index("categorical")]][1] if "categorical" in axes else ()
+                row["level"] = levels[i] if i < len(levels) else None
+            elif axis == "slope_group":
+                row["level"] = glm.axis_labels(data, "slope_group")[i]
+        rows.append(row)
+    if "level" in axes and "categorical" in axes:  # ragged levels: padded ones have no label
+        pass
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# persistence
+
+
+def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
+    """Write ``posterior.nc`` (InferenceData), ``summary.parquet``, ``diagnostics.parquet``, ``fit.json``.
+
+    Every file is written to a temporary file in the same directory and renamed
+    over the target. The Parquet files are byte-identical on a rerun with the
+    same inputs (same machine); ``posterior.nc`` is not (HDF5 stores object
+    timestamps), though its values are; ``created_at`` attributes are dropped.
+    ``fit.json`` holds attempts and metadata (including the runtime).
+    """
+    from evalpipeline.lake import write_bytes_atomic, write_parquet_atomic
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {name: directory / name for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json")}
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".nc", dir=directory)
+    os.close(fd)
+    try:
+        fit.idata.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, paths["posterior.nc"])
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    write_parquet_atomic(pa.Table.from_pandas(fit.summary, preserve_index=False), paths["summary.parquet"])
+    write_parquet_atomic(pa.Table.from_pandas(fit.diagnostics, preserve_index=False), paths["diagnostics.parquet"])
+    record = {"name": fit.name, "passed": fit.passed, "attempts": fit.attempts, "metadata": fit.metadata}
+    write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), paths["fit.json"])
+    return paths
+
+
+def read_fit(directory: str | os.PathLike) -> GlmFit:
+    """Read a fit written by :func:`write_fit`."""
+    directory = Path(directory)
+    missing = [n for n in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json") if not (directory / n).exists()]
+    if missing:
+        raise ValueError(f"{directory} is not a written fit: missing {missing}")
+    record = json.loads((directory / "fit.json").read_text())
+    idata = az.from_netcdf(directory / "posterior.nc", engine="h5netcdf")
+    idata.load()
+    summary = pd.read_parquet(directory / "summary.parquet")
+    diagnostics = pd.read_parquet(directory / "diagnostics.parquet")
+    return GlmFit(record["name"], idata, summary, diagnostics, bool(record["passed"]), record["attempts"], record["metadata"])

@@ -1,0 +1,665 @@
+"""Hierarchical binomial / beta-binomial GLMs of HiBayES (hibayes-paper.txt Eq. 2-6) in numpyro.
+
+Every model is a function ``model(arrays, **priors)`` over the padded arrays
+built by :func:`build_arrays` from a :class:`~evalpipeline.models.data.GlmData`.
+The observation site is always ``obs``: one binomial (or beta-binomial) term per
+unit (item, or model x item, see data.py), so all candidates of one data set
+have their pointwise log-likelihood on the same units.
+
+Per partition (one LLM x one suite):
+
+* :func:`binomial` -- Eq. 2 (overall -> domain) extended by Eq. 3's subdomain
+  level, for one LLM; covariate effects (Eq. 4-6 style) when ``cov_*`` exist.
+* :func:`beta_binomial` -- the same linear predictor with per-unit success
+  probabilities theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1) (Eq. 4).
+  theta is integrated out analytically (``BetaBinomial``): same model, no per-item
+  latent variables, and the pointwise likelihood WAIC/LOO need is the marginal one.
+* :func:`null` -- overall (-> domain) only: no subdomain structure, no covariates
+  (the role of Eq. 6 in Figure 8).
+* :func:`item_difficulty` -- :func:`binomial` minus a per-item difficulty
+  ``b_q ~ Normal(0, sd_q)``, ``sd_q ~ Gamma(2, 2)`` (bayesian-evals-slides.txt,
+  Model 3, "questionDifficulty"); applicable only when items have repeats,
+  otherwise b_q is informed by its prior alone.
+
+Per suite (all LLMs on one suite; the ``model`` column has two or more values):
+
+* :func:`suite_nested` -- Eq. 3 exactly: model_i -> domain_{i,j} -> subdomain_{i,j,k}.
+* :func:`suite_binomial` -- Eq. 5: mod_model_i + shared (domain ->) subdomain
+  deviations + task (item) effects eta_j + covariates (categorical group effects
+  like diff_difficulty, numeric slopes gamma per LLM x first categorical level
+  like gamma_reasoning_{i,d}).
+* :func:`suite_beta_binomial` -- Eq. 4: the same with the beta-binomial likelihood.
+* :func:`suite_null` -- Eq. 6 without the difficulty term: mod_model_i + eta_j.
+
+Parameterisation (recorded per fit, see fit.py):
+
+* ``paper_form=False`` (default) drops the paper's scalar
+  ``mu_bar = mu_overall + sigma_overall * z_overall``: only the sum is identified,
+  and the ridge costs NUTS an order of magnitude more leapfrog steps. The
+  identified intercept gets the same prior mean and variance,
+  ``Normal(0, sqrt(mu_overall_sd^2 + sigma_overall_scale^2 [+ 1 for Eq. 4-6's
+  mu_model_overall ~ Normal(mu_bar, 1)]))`` (the paper's is a scale mixture of
+  normals with that variance, a little heavier in the tails).
+  ``paper_form=True`` samples mu_overall, sigma_overall, z_overall as written.
+* Each varying-effect level is centred or non-centred per group through a
+  ``centred`` array of 0/1 (0 = non-centred, ``x = loc + scale * z``; 1 = centred,
+  ``x ~ Normal(loc, scale)``); :func:`choose_centring` picks it per level from how
+  much information the level's groups carry. Because it is data, not code, the
+  choice does not trigger a recompilation.
+* Identified-form deviations (shared subdomain and task effects of the suite
+  models, categorical covariate effects) have mean zero: the paper's
+  ``mu_difficulty_overall``, ``mu_task_overall`` and per-cell
+  ``mu_reasoning_{i,d}`` are, like mu_bar, only identified in sum with the
+  intercept. ``paper_form`` does not restore those (it restores mu_bar only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pandas as pd
+
+from evalpipeline.models.data import GlmData
+
+# ---------------------------------------------------------------------------
+# padded arrays
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Padded sizes: unit, domain, subdomain, item and category axes rounded up to buckets.
+
+    Padding lets one compiled sampler serve every data set of the same bucket.
+    Padded units are masked out of the likelihood; padded groups are never
+    observed and always non-centred, so their z ~ Normal(0, 1) independently of
+    everything else and the posterior of the real parameters is unchanged.
+    """
+
+    units: int
+    domains: int
+    subdomains: int
+    items: int
+    models: int
+    numeric: int
+    categorical: int
+    levels: int
+    slope_groups: int
+
+
+def bucket(size: int, minimum: int = 4, growth: int = 4) -> int:
+    """Smallest ``minimum * growth**j`` >= size (few distinct shapes -> few compilations)."""
+    value = minimum
+    while value < size:
+        value *= growth
+    return value
+
+
+def layout_for(data: GlmData, *, pad: bool = True) -> Layout:
+    cats = data.categorical_covariates
+    levels = max((len(v) for v in cats.values()), default=1)
+    first_levels = len(next(iter(cats.values()))) if cats else 1
+    if not pad:
+        return Layout(
+            data.n_units, data.n_domains, data.n_subdomains, data.n_items, data.n_models,
+            len(data.numeric_covariates), len(cats), levels, data.n_models * first_levels,
+        )
+    return Layout(
+        units=bucket(data.n_units, 64),
+        domains=bucket(data.n_domains, 2),
+        subdomains=bucket(data.n_subdomains, 4),
+        items=bucket(data.n_items, 64),
+        models=data.n_models,  # LLMs per suite are few and rarely change: not padded
+        numeric=len(data.numeric_covariates),
+        categorical=len(cats),
+        levels=bucket(levels, 2) if cats else 1,
+        slope_groups=data.n_models * first_levels,
+    )
+
+
+def _pad(values: np.ndarray, size: int, fill=0) -> np.ndarray:
+    values = np.asarray(values)
+    out = np.full((size,) + values.shape[1:], fill, dtype=values.dtype)
+    out[: len(values)] = values
+    return out
+
+
+CENTRING_LEVELS = ("model", "domain", "subdomain", "item")
+
+
+def group_information(data: GlmData, level: str) -> np.ndarray:
+    """Fisher information about each group's logit, sum of n * r * (1 - r) over its units.
+
+    r is the group's smoothed rate (k + 1) / (n + 2), so a group with all
+    successes still counts as weakly informative rather than uninformative.
+    """
+    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
+    keys = [column] if level == "model" else ["model_idx", column]
+    grouped = data.units.groupby(keys)[["k", "n"]].sum()
+    rate = (grouped["k"] + 1.0) / (grouped["n"] + 2.0)
+    return (grouped["n"] * rate * (1.0 - rate)).to_numpy(dtype=float)
+
+
+def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0) -> dict[str, str]:
+    """Centred or non-centred per level.
+
+    Centred when the median group's data information about its logit,
+    times the prior variance of the level's scale (``scales[level]**2``), is at
+    least ``threshold``: then the likelihood, not the hierarchical prior,
+    pins each group and the centred form has no funnel; otherwise non-centred
+    (Betancourt & Girolami's rule of thumb, as numbers). ``mode`` forces one form.
+    """
+    if mode not in ("auto", "centred", "non_centred"):
+        raise ValueError(f"centring must be 'auto', 'centred' or 'non_centred', not {mode!r}")
+    choice = {}
+    for level, scale in scales.items():
+        if mode != "auto":
+            choice[level] = mode
+            continue
+        info = group_information(data, level)
+        choice[level] = "centred" if len(info) and np.median(info) * scale**2 >= threshold else "non_centred"
+    return choice
+
+
+def build_arrays(data: GlmData, layout: Layout, centring: dict[str, str]) -> dict[str, np.ndarray]:
+    """The model's inputs, padded to ``layout``."""
+    u = data.units
+    m_idx = u["model_idx"].to_numpy(np.int32)
+    cats = list(data.categorical_covariates)
+    arrays: dict[str, np.ndarray] = {
+        "k_obs": _pad(u["k"].to_numpy(np.float32), layout.units),
+        "n": _pad(u["n"].to_numpy(np.int32), layout.units, 1),
+        "unit_mask": _pad(np.ones(len(u), bool), layout.units, False),
+        "model_idx": _pad(m_idx, layout.units),
+        "domain_idx": _pad(u["domain_idx"].to_numpy(np.int32), layout.units),
+        "subdomain_idx": _pad(u["subdomain_idx"].to_numpy(np.int32), layout.units),
+        "item_idx": _pad(u["item_idx"].to_numpy(np.int32), layout.units),
+        "subdomain_parent": _pad(data.subdomain_parent.astype(np.int32), layout.subdomains),
+    }
+    numeric = np.zeros((len(u), layout.numeric), np.float32)
+    for j, column in enumerate(data.numeric_covariates):
+        values = u[column].to_numpy(float)
+        numeric[:, j] = values - values.mean()
+    arrays["cov_numeric"] = _pad(numeric, layout.units)
+    categorical = np.zeros((len(u), layout.categorical), np.int32)
+    for j, column in enumerate(cats):
+        categorical[:, j] = u[f"{column}_idx"].to_numpy(np.int32)
+    arrays["cov_categorical"] = _pad(categorical, layout.units)
+    first_level = u[f"{cats[0]}_idx"].to_numpy(np.int32) if cats else np.zeros(len(u), np.int32)
+    n_first = len(data.categorical_covariates[cats[0]]) if cats else 1
+    arrays["slope_group"] = _pad(m_idx * n_first + first_level, layout.units)
+
+    def flags(level: str, real: int, size: int) -> np.ndarray:
+        return _pad(np.full(real, 1.0 if centring.get(level) == "centred" else 0.0, np.float32), size, 0.0)
+
+    arrays["c_model"] = flags("model", data.n_models, layout.models)
+    arrays["c_domain"] = np.tile(flags("domain", data.n_domains, layout.domains), (layout.models, 1))
+    arrays["c_subdomain"] = np.tile(flags("subdomain", data.n_subdomains, layout.subdomains), (layout.models, 1))
+    arrays["c_item"] = flags("item", data.n_items, layout.items)
+    # shape carriers for the covariate blocks (always non-centred: slopes and effects are few)
+    arrays["c_slope"] = np.zeros(layout.slope_groups, np.float32)
+    arrays["c_category"] = np.zeros((layout.categorical, layout.levels), np.float32)
+    return arrays
+
+
+# ---------------------------------------------------------------------------
+# building blocks
+
+
+def _varying(name: str, loc, scale, centred):
+    """Normal(loc, scale) varying effects, centred where ``centred`` is 1 and non-centred where 0.
+
+    The same algebra as numpyro's LocScaleReparam with a per-element centredness:
+    raw ~ Normal(c loc, scale^c), value = loc + scale^(1-c) (raw - c loc).
+    """
+    shape = jnp.shape(centred)
+    loc = jnp.broadcast_to(loc, shape)
+    raw = numpyro.sample(f"{name}_raw", dist.Normal(centred * loc, scale**centred))
+    return numpyro.deterministic(name, loc + scale ** (1.0 - centred) * (raw - centred * loc))
+
+
+def _intercept(paper_form: bool, mu_overall_sd: float, sigma_overall_scale: float, extra_var: float = 0.0):
+    if paper_form:
+        mu = numpyro.sample("mu_overall", dist.Normal(0.0, mu_overall_sd))
+        sigma = numpyro.sample("sigma_overall", dist.HalfNormal(sigma_overall_scale))
+        z = numpyro.sample("z_overall", dist.Normal(0.0, 1.0))
+        mu_bar = mu + sigma * z
+        if extra_var:  # Eq. 4-6: mu_model_overall ~ Normal(mu_bar, 1)
+            return numpyro.sample("overall", dist.Normal(mu_bar, math.sqrt(extra_var)))
+        return numpyro.deterministic("overall", mu_bar)
+    sd = math.sqrt(mu_overall_sd**2 + sigma_overall_scale**2 + extra_var)
+    return numpyro.sample("overall", dist.Normal(0.0, sd))
+
+
+def _covariates(arrays, eta, slope_sd, slope_sigma_scale, category_sigma_scale, hierarchical_slopes: bool):
+    numeric = arrays["cov_numeric"]
+    n_numeric = numeric.shape[1]
+    if n_numeric:
+        if hierarchical_slopes:
+            n_groups = int(arrays["c_slope"].shape[0])
+            mean = numpyro.sample("slope_mean", dist.Normal(0.0, slope_sd).expand([n_numeric]).to_event(1))
+            sigma = numpyro.sample("slope_sigma", dist.HalfNormal(slope_sigma_scale).expand([n_numeric]).to_event(1))
+            z = numpyro.sample("slope_raw", dist.Normal(0.0, 1.0).expand([n_groups, n_numeric]).to_event(2))
+            slope = numpyro.deterministic("slope", mean + sigma * z)
+            eta = eta + jnp.sum(slope[arrays["slope_group"]] * numeric, axis=-1)
+        else:
+            slope = numpyro.sample("slope", dist.Normal(0.0, slope_sd).expand([n_numeric]).to_event(1))
+            eta = eta + numeric @ slope
+    categorical = arrays["cov_categorical"]
+    n_cat = categorical.shape[1]
+    if n_cat:
+        n_levels = int(arrays["c_category"].shape[1])
+        sigma = numpyro.sample("category_sigma", dist.HalfNormal(category_sigma_scale).expand([n_cat]).to_event(1))
+        z = numpyro.sample("category_effect_raw", dist.Normal(0.0, 1.0).expand([n_cat, n_levels]).to_event(2))
+        effect = numpyro.deterministic("category_effect", sigma[:, None] * z)
+        eta = eta + jnp.sum(effect[jnp.arange(n_cat)[None, :], categorical], axis=-1)
+    return eta
+
+
+class _BetaBinomial(dist.BetaBinomial):
+    """BetaBinomial with the log-pmf written with gammaln.
+
+    numpyro's uses jax.scipy.special.betaln (the TOMS 708 algorithm), several
+    times slower per gradient; the gammaln form is exact algebra and accurate
+    in float32 for the concentrations and counts seen here.
+    """
+
+    def log_prob(self, value):
+        n, a, b = self.total_count, self.concentration1, self.concentration0
+        lg = jax.scipy.special.gammaln
+        return (lg(n + 1.0) - lg(value + 1.0) - lg(n - value + 1.0)
+                + lg(value + a) + lg(n - value + b) - lg(n + a + b) + lg(a + b) - lg(a) - lg(b))
+
+
+def _observe(arrays, eta, likelihood: str, phi_concentration: float, phi_rate: float):
+    p = numpyro.deterministic("p", jnp.clip(jnp.exp(-jnp.logaddexp(0.0, -eta)), 1e-6, 1 - 1e-6))
+    n = arrays["n"]
+    k = arrays.get("k_obs")
+    if likelihood == "binomial":
+        fn = dist.Binomial(total_count=n, logits=eta)
+    else:
+        phi = numpyro.sample("phi", dist.Gamma(phi_concentration, phi_rate))
+        fn = _BetaBinomial(p * phi, (1.0 - p) * phi, total_count=n)
+    if k is None:  # predictive use: p (and phi) are what simulate_counts needs
+        return
+    with numpyro.handlers.mask(mask=arrays["unit_mask"]):
+        numpyro.sample("obs", fn, obs=k)
+
+
+def simulate_counts(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi: np.ndarray | None = None) -> np.ndarray:
+    """Replicated counts (draws, units) from per-draw success probabilities p (draws, units).
+
+    With ``phi`` (draws,) each unit first draws theta ~ Beta(p phi, (1 - p) phi)
+    (Eq. 4's per-task success probability). Done in numpy: it runs once per
+    fit and needs no compilation.
+    """
+    p = np.clip(np.asarray(p, dtype=float), 1e-9, 1 - 1e-9)
+    if phi is not None:
+        phi = np.asarray(phi, dtype=float)[:, None]
+        p = np.clip(rng.beta(p * phi, (1.0 - p) * phi), 0.0, 1.0)
+    return rng.binomial(np.broadcast_to(np.asarray(n, dtype=np.int64), p.shape), p).astype(float)
+
+
+def _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, use_model, use_domain, use_subdomain):
+    """Eq. 3's chain model_i -> domain_{i,j} -> subdomain_{i,j,k}; returns subdomain logits (M, S)."""
+    n_models = arrays["c_model"].shape[0]
+    if use_model:
+        sigma_model = numpyro.sample("sigma_model", dist.HalfNormal(sigma_model_scale))
+        model = _varying("model", overall, sigma_model, arrays["c_model"])
+    else:
+        model = jnp.broadcast_to(overall, (n_models,))
+    if use_domain:
+        sigma_domain = numpyro.sample("sigma_domain", dist.HalfNormal(sigma_domain_scale))
+        domain = _varying("domain", model[:, None], sigma_domain, arrays["c_domain"])
+    else:
+        domain = jnp.broadcast_to(model[:, None], arrays["c_domain"].shape)
+    parent = arrays["subdomain_parent"]
+    if use_subdomain:
+        sigma_subdomain = numpyro.sample("sigma_subdomain", dist.HalfNormal(sigma_subdomain_scale))
+        return _varying("subdomain", domain[:, parent], sigma_subdomain, arrays["c_subdomain"])
+    return domain[:, parent]
+
+
+# ---------------------------------------------------------------------------
+# per-partition models
+
+
+def binomial(
+    arrays,
+    *,
+    mu_overall_sd: float = 1.0,
+    sigma_overall_scale: float = 0.5,
+    sigma_domain_scale: float = 0.1,
+    sigma_subdomain_scale: float = 0.1,
+    slope_sd: float = 1.0,
+    category_sigma_scale: float = 0.1,
+    use_domain: bool = True,
+    use_subdomain: bool = True,
+    use_covariates: bool = True,
+    paper_form: bool = False,
+    likelihood: str = "binomial",
+    phi_concentration: float = 1.0,
+    phi_rate: float = 0.1,
+    item_sd_concentration: float | None = None,
+    item_sd_rate: float = 2.0,
+):
+    """Binomial logit GLM with partial pooling overall -> domain -> subdomain, one LLM.
+
+    hibayes-paper.txt Eq. 2 (priors of the overall and domain level: mu_overall ~
+    N(0, 1), sigma_overall ~ HalfNormal(0.5), sigma_domain ~ HalfNormal(0.1))
+    with Eq. 3's subdomain level (sigma_subdomain ~ HalfNormal(0.1)) below it.
+    ``use_domain``/``use_subdomain`` drop a level that has one group per parent
+    (no information to pool; fit.py decides from the data). Covariates (when the
+    arrays carry them): numeric slope ~ N(0, slope_sd), categorical effects
+    sigma ~ HalfNormal(0.1) as diff_difficulty (Eq. 4-6).
+    """
+    overall = _intercept(paper_form, mu_overall_sd, sigma_overall_scale)
+    subdomain = _nested(arrays, overall, 0.0, sigma_domain_scale, sigma_subdomain_scale, False, use_domain, use_subdomain)
+    eta = subdomain[arrays["model_idx"], arrays["subdomain_idx"]]
+    if item_sd_concentration is not None:
+        sd = numpyro.sample("sigma_item", dist.Gamma(item_sd_concentration, item_sd_rate))
+        difficulty = _varying("item_difficulty", 0.0, sd, arrays["c_item"])
+        eta = eta - difficulty[arrays["item_idx"]]
+    if use_covariates:
+        eta = _covariates(arrays, eta, slope_sd, 0.1, category_sigma_scale, hierarchical_slopes=False)
+    _observe(arrays, eta, likelihood, phi_concentration, phi_rate)
+
+
+def beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: float = 0.1, **priors):
+    """Beta-binomial variant of :func:`binomial`: per-unit theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1).
+
+    hibayes-paper.txt Eq. 4's likelihood (theta_{i,j,k,d}, alpha = p phi,
+    beta = (1 - p) phi) on :func:`binomial`'s linear predictor; theta is
+    marginalised (BetaBinomial), which is the same model.
+    """
+    binomial(arrays, likelihood="beta_binomial", phi_concentration=phi_concentration, phi_rate=phi_rate, **priors)
+
+
+def null(arrays, *, mu_overall_sd: float = 1.0, sigma_overall_scale: float = 0.5, sigma_domain_scale: float = 0.1,
+         use_domain: bool = True, paper_form: bool = False):
+    """Null GLM: overall (-> domain) only, no subdomain structure and no covariates.
+
+    Plays the role of hibayes-paper.txt Eq. 6 in the comparison of Figure 8
+    (the hypothesis that the finer structure does not matter); priors of Eq. 2.
+    """
+    binomial(arrays, mu_overall_sd=mu_overall_sd, sigma_overall_scale=sigma_overall_scale,
+             sigma_domain_scale=sigma_domain_scale, use_domain=use_domain, use_subdomain=False,
+             use_covariates=False, paper_form=paper_form)
+
+
+def item_difficulty(arrays, *, item_sd_concentration: float = 2.0, item_sd_rate: float = 2.0, **priors):
+    """IRT-style GLM: :func:`binomial` minus a per-item difficulty b_q ~ N(0, sd), sd ~ Gamma(2, 2).
+
+    bayesian-evals-slides.txt Model 3 (questionDifficulty_q ~ N(0,
+    questionDifficultyStd), questionDifficultyStd ~ Gamma(2, 2), subtracted inside
+    the sigmoid); the task/subdomain terms are the HiBayES hierarchy above.
+    Needs repeats: with one attempt per item b_q is not identified beyond its prior.
+    """
+    binomial(arrays, item_sd_concentration=item_sd_concentration, item_sd_rate=item_sd_rate, **priors)
+
+
+# ---------------------------------------------------------------------------
+# per-suite models
+
+
+def suite_nested(arrays, *, mu_overall_sd: float = 1.0, sigma_model_scale: float = 0.1, sigma_domain_scale: float = 0.1,
+                 sigma_subdomain_scale: float = 0.1, use_domain: bool = True, use_subdomain: bool = True,
+                 paper_form: bool = False):
+    """hibayes-paper.txt Eq. 3: model_i = mu_overall + sigma_model z_i, domain_{i,j} = model_i + sigma_domain z,
+    subdomain_{i,j,k} = domain_{i,j} + sigma_subdomain z; all sigmas HalfNormal(0.1), mu_overall ~ N(0, 1).
+
+    (Eq. 3 has no mu_bar; ``paper_form`` is accepted for a uniform interface and ignored.)
+    """
+    overall = numpyro.sample("overall", dist.Normal(0.0, mu_overall_sd))
+    subdomain = _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, True, use_domain, use_subdomain)
+    _observe(arrays, subdomain[arrays["model_idx"], arrays["subdomain_idx"]], "binomial", 1.0, 0.1)
+
+
+def suite_binomial(
+    arrays,
+    *,
+    mu_overall_sd: float = 1.0,
+    sigma_overall_scale: float = 1.0,
+    sigma_model_scale: float = 0.5,
+    sigma_domain_scale: float = 0.1,
+    sigma_subdomain_scale: float = 0.1,
+    sigma_task_scale: float = 0.5,
+    slope_sd: float = 1.0,
+    slope_sigma_scale: float = 0.1,
+    category_sigma_scale: float = 0.1,
+    use_domain: bool = True,
+    use_subdomain: bool = True,
+    use_task: bool = True,
+    use_covariates: bool = True,
+    paper_form: bool = False,
+    likelihood: str = "binomial",
+    phi_concentration: float = 1.0,
+    phi_rate: float = 0.1,
+):
+    """hibayes-paper.txt Eq. 5: logit p = mod_model_i + diff + gamma_{i,d} * covariate + eta_task_j.
+
+    mod_model_i = mu_model_overall + sigma_model z_i (sigma_model ~ HalfNormal(0.5),
+    mu_model_overall ~ N(mu_bar, 1), mu_bar from mu_overall ~ N(0, 1), sigma_overall
+    ~ HalfNormal(1)); eta_task_j = sigma_task z_j (HalfNormal(0.5)); categorical
+    covariates as diff_difficulty (sigma HalfNormal(0.1)); numeric covariates as
+    gamma per LLM x level of the first categorical covariate, gamma = mu + sigma z
+    (mu ~ N(0, 1), sigma ~ HalfNormal(0.1)). Added to the paper's Eq. 5: shared
+    domain -> subdomain deviations (sigma HalfNormal(0.1) each), so the model
+    effects are estimated jointly with shared subdomain and task effects.
+    """
+    overall = _intercept(paper_form, mu_overall_sd, sigma_overall_scale, extra_var=1.0)
+    sigma_model = numpyro.sample("sigma_model", dist.HalfNormal(sigma_model_scale))
+    model = _varying("model", overall, sigma_model, arrays["c_model"])
+    eta = model[arrays["model_idx"]]
+    n_domains = arrays["c_domain"].shape[1]
+    domain = jnp.zeros(n_domains)
+    if use_domain:
+        sigma_domain = numpyro.sample("sigma_domain", dist.HalfNormal(sigma_domain_scale))
+        domain = _varying("domain_dev", 0.0, sigma_domain, arrays["c_domain"][0])
+    if use_subdomain:
+        sigma_subdomain = numpyro.sample("sigma_subdomain", dist.HalfNormal(sigma_subdomain_scale))
+        subdomain = _varying("subdomain_dev", domain[arrays["subdomain_parent"]], sigma_subdomain, arrays["c_subdomain"][0])
+        eta = eta + subdomain[arrays["subdomain_idx"]]
+    elif use_domain:
+        eta = eta + domain[arrays["domain_idx"]]
+    if use_task:
+        sigma_task = numpyro.sample("sigma_task", dist.HalfNormal(sigma_task_scale))
+        task = _varying("task", 0.0, sigma_task, arrays["c_item"])
+        eta = eta + task[arrays["item_idx"]]
+    if use_covariates:
+        eta = _covariates(arrays, eta, slope_sd, slope_sigma_scale, category_sigma_scale, hierarchical_slopes=True)
+    _observe(arrays, eta, likelihood, phi_concentration, phi_rate)
+
+
+def suite_beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: float = 0.1, **priors):
+    """hibayes-paper.txt Eq. 4: :func:`suite_binomial`'s predictor with theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1)."""
+    suite_binomial(arrays, likelihood="beta_binomial", phi_concentration=phi_concentration, phi_rate=phi_rate, **priors)
+
+
+def suite_null(arrays, *, sigma_model_scale: float = 1.0, paper_form: bool = False, **priors):
+    """hibayes-paper.txt Eq. 6 without the difficulty term: mod_model_i + eta_task_j (sigma_model ~ HalfNormal(1)).
+
+    The null hypothesis that neither subdomains nor covariates matter beyond
+    which LLM and which task.
+    """
+    suite_binomial(arrays, sigma_model_scale=sigma_model_scale, use_domain=False, use_subdomain=False,
+                   use_covariates=False, paper_form=paper_form, **priors)
+
+
+# ---------------------------------------------------------------------------
+# registry
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    fn: Callable
+    scope: str  # "partition" or "suite"
+    description: str
+    # prior scale per centring level (for choose_centring)
+    level_scales: tuple[tuple[str, float], ...]
+
+
+def _per_partition(data: GlmData) -> str | None:
+    if data.n_models != 1:
+        return f"a per-partition model needs one LLM, the data hold {data.n_models}"
+    return None
+
+
+def _per_suite(data: GlmData) -> str | None:
+    if data.n_models < 2:
+        return "a per-suite model needs two or more LLMs in the model column"
+    return None
+
+
+def _needs_repeats(data: GlmData) -> str | None:
+    reason = _per_partition(data)
+    if reason:
+        return reason
+    if not data.has_repeats:
+        return "item_difficulty needs repeats: most items have a single countable attempt, so per-item difficulty is not identified"
+    return None
+
+
+MODELS: dict[str, ModelEntry] = {
+    "binomial": ModelEntry("binomial", binomial, "partition", "Eq. 2/3 for one LLM",
+                           (("domain", 0.1), ("subdomain", 0.1))),
+    "beta_binomial": ModelEntry("beta_binomial", beta_binomial, "partition", "Eq. 4 likelihood, per-item theta",
+                                (("domain", 0.1), ("subdomain", 0.1))),
+    "null": ModelEntry("null", null, "partition", "no subdomain structure, no covariates", (("domain", 0.1),)),
+    "item_difficulty": ModelEntry("item_difficulty", item_difficulty, "partition", "slides Model 3 (IRT)",
+                                  (("domain", 0.1), ("subdomain", 0.1), ("item", 1.0))),
+    "suite_nested": ModelEntry("suite_nested", suite_nested, "suite", "Eq. 3",
+                               (("model", 0.1), ("domain", 0.1), ("subdomain", 0.1))),
+    "suite_binomial": ModelEntry("suite_binomial", suite_binomial, "suite", "Eq. 5 + shared subdomains",
+                                 (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
+    "suite_beta_binomial": ModelEntry("suite_beta_binomial", suite_beta_binomial, "suite", "Eq. 4 + shared subdomains",
+                                      (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
+    "suite_null": ModelEntry("suite_null", suite_null, "suite", "Eq. 6 without difficulty",
+                             (("model", 1.0), ("item", 0.5))),
+}
+PARTITION_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "partition")
+SUITE_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "suite")
+
+
+def applicability(name: str, data: GlmData) -> str | None:
+    """None when model ``name`` can be fitted to ``data``, else the reason it cannot."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {sorted(MODELS)}")
+    if name == "item_difficulty":
+        return _needs_repeats(data)
+    return _per_partition(data) if MODELS[name].scope == "partition" else _per_suite(data)
+
+
+def structure_options(name: str, data: GlmData) -> dict:
+    """Data-dependent static switches: drop levels with one group per parent, covariates when absent."""
+    options: dict = {}
+    if name != "null" and name != "suite_null":
+        options["use_subdomain"] = data.has_subdomain_structure
+    if name not in ("suite_null",):
+        options["use_domain"] = data.n_domains >= 2
+    if name in ("binomial", "beta_binomial", "item_difficulty", "suite_binomial", "suite_beta_binomial"):
+        options["use_covariates"] = bool(data.numeric_covariates or data.categorical_covariates)
+    return options
+
+
+# ---------------------------------------------------------------------------
+# sites -> labelled axes (for unpadding and the tidy summary)
+
+LOCATION_SITES = ("overall", "model", "domain", "subdomain", "mu_overall")
+
+
+def site_axes(site: str) -> tuple[str, ...]:
+    """Axis kinds of a posterior site, by name (scalars -> ())."""
+    base = site[:-4] if site.endswith("_raw") else site
+    return {
+        "model": ("model",),
+        "domain": ("model", "domain"),
+        "subdomain": ("model", "subdomain"),
+        "domain_dev": ("domain",),
+        "subdomain_dev": ("subdomain",),
+        "task": ("item",),
+        "item_difficulty": ("item",),
+        "slope": ("slope_group", "numeric"),
+        "slope_mean": ("numeric",),
+        "slope_sigma": ("numeric",),
+        "category_effect": ("categorical", "level"),
+        "category_sigma": ("categorical",),
+        "p": ("unit",),
+    }.get(base, ())
+
+
+def axis_labels(data: GlmData, axis: str) -> list:
+    """Labels of the real (unpadded) entries of an axis."""
+    cats = data.categorical_covariates
+    if axis == "model":
+        return list(data.models)
+    if axis == "domain":
+        return list(data.domains)
+    if axis == "subdomain":
+        return [f"{d}/{s}" for d, s in data.subdomains]
+    if axis == "item":
+        return list(data.items)
+    if axis == "unit":
+        return list(range(data.n_units))
+    if axis == "numeric":
+        return [c[4:] for c in data.numeric_covariates]
+    if axis == "categorical":
+        return [c[4:] for c in cats]
+    if axis == "level":
+        return [str(i) for i in range(max((len(v) for v in cats.values()), default=1))]
+    if axis == "slope_group":
+        first = next(iter(cats.values())) if cats else ("(all)",)
+        return [f"{m}|{lvl}" for m in data.models for lvl in first]
+    raise ValueError(f"unknown axis {axis!r}")
+
+
+# ---------------------------------------------------------------------------
+# predictive checks (Figure 7)
+
+
+def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10, mass: float = 0.95) -> pd.DataFrame:
+    """Distribution of per-unit success rates k/n: observed vs simulated (hibayes-paper.txt Figure 7).
+
+    ``simulated_k`` has shape (draws, units). Returns one row per bin of [0, 1]
+    (the last bin closed) with the observed share of units, the simulated
+    share's mean and central ``mass`` interval, and whether the observed share
+    lies inside it; plus rows ``stat == "share_at_0_or_1"`` (the bimodality a
+    binomial GLM cannot reproduce) and ``"sd_rate"``, with the posterior
+    predictive p-value P(simulated >= observed).
+    """
+    simulated_k = np.asarray(simulated_k, dtype=float)
+    if simulated_k.ndim != 2 or simulated_k.shape[1] != data.n_units:
+        raise ValueError(f"simulated_k must have shape (draws, {data.n_units}), got {simulated_k.shape}")
+    n = data.units["n"].to_numpy(float)
+    observed = data.observed_rates()
+    simulated = simulated_k / n
+    edges = np.linspace(0.0, 1.0, bins + 1)
+
+    def shares(rates: np.ndarray) -> np.ndarray:
+        idx = np.clip(np.searchsorted(edges, rates, side="right") - 1, 0, bins - 1)
+        return np.stack([(idx == b).mean(axis=-1) for b in range(bins)], axis=-1)
+
+    obs_share, sim_share = shares(observed), shares(simulated)
+    low_q, high_q = (1 - mass) / 2, 1 - (1 - mass) / 2
+    rows = []
+    for b in range(bins):
+        lo, hi = np.quantile(sim_share[:, b], [low_q, high_q])
+        rows.append({"stat": "bin_share", "bin_low": edges[b], "bin_high": edges[b + 1], "observed": obs_share[b],
+                     "simulated_mean": sim_share[:, b].mean(), "simulated_low": lo, "simulated_high": hi,
+                     "inside": bool(lo <= obs_share[b] <= hi), "p_value": float((sim_share[:, b] >= obs_share[b]).mean())})
+    for stat, obs_value, sim_values in (
+        ("share_at_0_or_1", np.mean((observed == 0) | (observed == 1)), np.mean((simulated == 0) | (simulated == 1), axis=1)),
+        ("sd_rate", observed.std(), simulated.std(axis=1)),
+    ):
+        lo, hi = np.quantile(sim_values, [low_q, high_q])
+        rows.append({"stat": stat, "bin_low": np.nan, "bin_high": np.nan, "observed": float(obs_value),
+                     "simulated_mean": float(sim_values.mean()), "simulated_low": lo, "simulated_high": hi,
+                     "inside": bool(lo <= obs_value <= hi), "p_value": float((sim_values >= obs_value).mean())})
+    return pd.DataFrame(rows)
