@@ -1,4 +1,4 @@
-"""Jobs: the per-partition ingest-and-fit job and the per-suite leaderboard job.
+"""Jobs, one per partitioning of the graph; ``evalpipeline run`` runs them in this order.
 
 Their partitioning is inferred from the selected assets."""
 
@@ -6,14 +6,28 @@ from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
+from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
+
+PARTITION_STEPS = ["eval_samples", "accuracy_posteriors", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]]
+SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS]]
+MODEL_STEPS: list[str] = []
+LAKE_STEPS = ["ingest_accounting", "waic_rankings"]
+
 ingest_and_fit_job = define_asset_job(
     "ingest_and_fit",
-    selection=AssetSelection.assets("eval_samples", "accuracy_posteriors"),
-    description="Ingest one model x suite from the landing folder and fit its conjugate posteriors.",
+    selection=AssetSelection.assets(*PARTITION_STEPS),
+    description="Ingest one model x suite from the landing folder and fit its conjugate posteriors and GLMs.",
 )
 
-leaderboard_job = define_asset_job(
-    "suite_leaderboards",
-    selection=AssetSelection.assets("suite_leaderboard"),
-    description="Rank all evaluated models on one suite.",
+suite_job = define_asset_job(
+    "suite_analysis",
+    selection=AssetSelection.assets(*SUITE_STEPS),
+    description="Per suite: rank all evaluated models and fit the multi-LLM GLMs.",
 )
+
+lake_job = define_asset_job(
+    "lake_reports",
+    selection=AssetSelection.assets(*LAKE_STEPS),
+    description="Lake-wide: row accounting and WAIC/LOO rankings of the candidate GLMs.",
+)
+

@@ -39,7 +39,9 @@ def _value_map(text: str) -> dict[str, float]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalpipeline", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
+    run = sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
+    run.add_argument("--only-changed", action="store_true",
+                     help="rerun only partitions with new or changed logs (the nightly behaviour)")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="an Inspect .eval/.json log, or a folder searched recursively")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
@@ -59,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the Great Expectations validation of each partition (faster)")
     ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
                         help="ingest completed samples of error/cancelled logs")
+    from evalpipeline.plan_cli import add_plan_subcommand
+
+    add_plan_subcommand(sub)
     return parser
 
 
@@ -67,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from evalpipeline.definitions import run_main_job  # the composition root owns Dagster
 
-        return run_main_job()
+        return run_main_job(only_changed=args.only_changed)
+    if args.command == "plan":
+        return args.handler(args)
     return _ingest(args)
 
 

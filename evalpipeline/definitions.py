@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -17,25 +18,33 @@ import pandas as pd
 from dagster import AssetSelection, AutomationConditionSensorDefinition, DagsterInstance, DefaultSensorStatus, Definitions
 
 from assets.accounting import ingest_accounting
-from assets.jobs import ingest_and_fit_job, leaderboard_job
+from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
+from assets.jobs import ingest_and_fit_job, lake_job, suite_job
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import eval_samples
 from assets.schedules import build_nightly_schedule
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
-from evalpipeline.ingest import find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
+from evalpipeline.lake import Lake
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
+from evalpipeline.refresh import discover
+from evalpipeline.status import StepFailure, record_run_failure
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import configured_executor
+from resources.fit import GlmSettings
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance.
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
-PARTITION_ASSETS = [eval_samples, accuracy_posteriors]
-DOWNSTREAM_ASSETS = [suite_leaderboard, ingest_accounting]
+#: model x suite assets: what one ingest-and-fit run materialises for one partition
+PARTITION_ASSETS = [eval_samples, accuracy_posteriors, *PARTITION_GLM_ASSETS]
+#: per-suite assets
+SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS]
+#: lake-wide assets
+LAKE_ASSETS = [ingest_accounting, waic_rankings]
 
 #: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
 automation_sensor = AutomationConditionSensorDefinition(
@@ -47,14 +56,15 @@ automation_sensor = AutomationConditionSensorDefinition(
 )
 
 defs = Definitions(
-    assets=[*PARTITION_ASSETS, *DOWNSTREAM_ASSETS],
-    jobs=[ingest_and_fit_job, leaderboard_job],
+    assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *LAKE_ASSETS],
+    jobs=[ingest_and_fit_job, suite_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
     sensors=[landing_sensor, record_run_failures, automation_sensor],
     resources={
         "lake": LakeResource(),
         "ingest_settings": IngestSettings(),
         "posterior_settings": PosteriorSettings(),
+        "glm_settings": GlmSettings(),
     },
     executor=configured_executor(),
 )
@@ -71,29 +81,41 @@ def run_main_job(
     *,
     instance: DagsterInstance | None = None,
     echo: Callable[[str], None] = print,
+    only_changed: bool = False,
 ) -> int:
-    """Materialise eval_samples, accuracy_posteriors and suite_leaderboard for every partition
-    found in the landing folder; return 0 when every run succeeded, 1 otherwise."""
+    """Materialise the whole graph for the logs in the landing folder, in four stages: each
+    model x suite partition (ingest, conjugate posteriors, GLM fits), each suite, each model,
+    then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
+
+    With ``only_changed``, partitions whose sources the lake already holds are not rerun
+    (the nightly behaviour); per-suite and lake-wide steps still refresh, cheaply, since
+    fits of unchanged inputs are reused.
+    """
     instance = instance or local_instance()
     lake = defs.resources["lake"]
+    store = lake.lake()
     landing = lake.landing_dir()
-    files = find_log_files(landing)
-    found, unreadable = scan_sources(files, defs.resources["ingest_settings"].options())
-    for error in unreadable:
-        record_file_error(lake.lake(), error)
+    discovery = discover(store, landing, defs.resources["ingest_settings"].options())
+    for error in discovery.unreadable:
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
-    pairs = sorted({(p.model, p.suite) for _, parts in found for p in parts})
-    suites = sorted({s for _, s in pairs})
-    _register(instance, "model", {to_partition_key(m) for m, _ in pairs})
+    pairs = sorted(discovery.changed if only_changed else discovery.partitions)
+    suites = sorted(discovery.suites)
+    _register(instance, "model", {to_partition_key(m) for m in discovery.models})
     _register(instance, "suite", {to_partition_key(s) for s in suites})
-    echo(f"{len(files)} source file(s) in {landing}: {len(pairs)} model x suite partition(s), {len(suites)} suite(s)")
+    echo(
+        f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
+        f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
+    )
 
-    ingest_job = defs.resolve_job_def(ingest_and_fit_job.name)
-    board_job = defs.resolve_job_def(leaderboard_job.name)
-    steps = [(ingest_job, model_suite_key(m, s), f"{m} x {s}") for m, s in pairs]
-    steps += [(board_job, to_partition_key(s), f"leaderboard {s}") for s in suites]
+    partition_job = defs.resolve_job_def(ingest_and_fit_job.name)
+    per_suite_job = defs.resolve_job_def(suite_job.name)
+    lake_wide_job = defs.resolve_job_def(lake_job.name)
+    steps = [(partition_job, model_suite_key(m, s), f"{m} x {s}") for m, s in pairs]
+    steps += [(per_suite_job, to_partition_key(s), f"suite {s}") for s in suites]
+    steps += [(lake_wide_job, None, "lake-wide tables")]
     failures = 0
     for number, (job, partition_key, label) in enumerate(steps, start=1):
+        echo(f"[{number}/{len(steps)}] {job.name} {label} ...")
         started = time.perf_counter()
         result = job.execute_in_process(
             instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_CONSOLE
@@ -102,19 +124,40 @@ def run_main_job(
         failures += not ok
         echo(f"[{number}/{len(steps)}] {job.name} {label}: {'ok' if ok else 'FAILED'} ({time.perf_counter() - started:.1f}s)")
         if not ok:
-            for event in result.all_events:
-                if event.is_step_failure:
-                    echo(f"    {event.step_key}: {event.event_specific_data.error.message.strip()}")
-    store = lake.lake()
+            _report_failure(store, result, job.name, str(partition_key or ""), echo)
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
             echo(f"\nsuite {suite}: models ranked by posterior mean success rate")
             echo(format_leaderboard(pd.read_parquet(path)))
-    root = store.root
-    echo(f"\noutputs in {root.resolve()}: samples/, quarantine/, accuracy_posteriors/, suite_leaderboard/")
+    echo(f"\noutputs in {store.root.resolve()}: samples/, quarantine/, accuracy_posteriors/, glm_fits/, "
+         "glm_suite_fits/, suite_leaderboard/, waic_rankings/, ingest_accounting/, run_status/")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None]) -> None:
+    """Print why a run failed and record it in the lake's run status table (as the failure sensor
+    does for runs the daemon launches)."""
+    failed = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.event_specific_data.error
+            message = error.message.strip() if error else (event.message or "")
+            echo(f"    {event.step_key}: {message}")
+            failed.append(StepFailure(event.step_key, event.step_key, error.cls_name if error else "", message))
+        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = event.event_specific_data
+            if not evaluation.passed:
+                check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                echo(f"    check failed: {check}")
+                failed.append(StepFailure(evaluation.asset_key.to_user_string(), check, "AssetCheckFailed",
+                                          f"blocking check {check} failed"))
+    record_run_failure(
+        store, run_id=result.run_id, job=job_name, partition=partition, failures=failed or
+        [StepFailure("(run)", "", "", "run failed")],
+        failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def _register(instance: DagsterInstance, dimension: str, keys: set[str]) -> None:

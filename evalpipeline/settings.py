@@ -123,3 +123,72 @@ def load_validation_settings(path: Path | None = None):
         raise ConfigError(f"{path}: configuration file not found") from exc
     except (tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [validate]: {exc}") from exc
+
+
+def load_glm_config(path: Path | None = None):
+    """HiBayES fit settings from ``[glm]`` of the project configuration::
+
+        [glm]                        # sampler (hibayes-paper.txt Section 3.1 defaults)
+        num_warmup = 2000
+        num_samples = 2000
+        num_chains = 4
+        target_accept = 0.8
+        retry_target_accept = 0.95   # the one retry of a fit failing its diagnostics
+        hpdi2_mass = 0.89            # second HPDI mass in the summaries
+        graded = "threshold"         # graded scores: "threshold" (success = score >= graded_threshold) or "fractional"
+        graded_threshold = 0.5
+        models = ["binomial", "beta_binomial", "null", "item_difficulty", "suite_binomial"]  # default: all
+
+        [glm.thresholds]             # what a fit must pass to be used downstream
+        max_r_hat = 1.01
+        min_ess_bulk = 400
+        min_ess_tail = 400
+        max_divergences = 0
+        min_bfmi = 0.3
+        max_pareto_k = 0.7
+
+        [glm.priors.binomial]        # keyword arguments of the model function (evalpipeline.models.glm)
+        sigma_subdomain_scale = 0.1
+
+    Editing a model's priors changes that model's code version only, so the
+    Dagster UI marks exactly its fits stale.
+    """
+    import dataclasses
+
+    from evalpipeline.fits import GlmConfig
+    from evalpipeline.models import DiagnosticThresholds, FitSettings
+
+    path = path or config_path()
+    data: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text()).get("glm", {})
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: configuration file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data = dict(data)
+    thresholds = data.pop("thresholds", {})
+    priors = data.pop("priors", {})
+    graded = data.pop("graded", "threshold")
+    graded_threshold = float(data.pop("graded_threshold", 0.5))
+    models = data.pop("models", None)
+    if models is not None:
+        from evalpipeline.models import MODELS
+
+        unknown_models = sorted(set(models) - set(MODELS))
+        if unknown_models:
+            raise ConfigError(f"{path}: [glm] models: unknown {unknown_models}; known: {sorted(MODELS)}")
+        models = tuple(models)
+    known = {f.name for f in dataclasses.fields(FitSettings)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [glm]: {unknown}; known: {sorted(known | {'thresholds', 'priors', 'graded', 'graded_threshold', 'models'})}")
+    try:
+        if "retry_on" in data:
+            data["retry_on"] = tuple(data["retry_on"])
+        return GlmConfig(
+            FitSettings(**data), DiagnosticThresholds(**thresholds), dict(priors), graded, graded_threshold, models
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: [glm]: {exc}") from exc

@@ -30,16 +30,51 @@ def landing(tmp_path_factory):
 
 
 def test_code_location_loads_and_every_asset_is_described():
+    """The UI as users meet it: every asset has a description, a group, owners and kinds, and
+    every table asset a column schema; groups follow the pipeline's stages."""
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"eval_samples", "accuracy_posteriors", "suite_leaderboard", "ingest_accounting"} <= keys
+    assert {"eval_samples", "accuracy_posteriors", "suite_leaderboard", "ingest_accounting", "waic_rankings",
+            "glm_binomial", "glm_beta_binomial", "glm_null", "glm_item_difficulty"} <= keys
+    groups = set()
     for spec in defs.resolve_all_asset_specs():
-        assert spec.description, spec.key
+        assert spec.description and len(spec.description) > 60, spec.key
         assert spec.group_name and spec.group_name != "default", spec.key
-        assert "dagster/column_schema" in spec.metadata, spec.key
+        groups.add(spec.group_name)
         assert spec.owners and spec.kinds, spec.key
+        if "parquet" in spec.kinds:
+            schema = spec.metadata.get("dagster/column_schema")
+            assert schema is not None and schema.columns, spec.key
+            assert all(column.description for column in schema.columns), spec.key
+    assert groups <= {"ingest", "validate", "fit", "compare", "report"}
+    assert {"ingest", "validate", "fit", "compare"} <= groups
     assert "evalpipeline" not in {m.split(".")[0] for m in _dagster_importers()}
+
+
+def test_every_fit_asset_has_diagnostic_checks_and_a_code_version():
+    from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
+
+    for assets_def in PARTITION_GLM_ASSETS + SUITE_GLM_ASSETS:
+        checks = {spec.name: spec for spec in assets_def.check_specs}
+        assert set(checks) == {"divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi", "pareto_k"}
+        assert all(checks[name].blocking for name in ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi"))
+        assert not checks["pareto_k"].blocking
+        (version,) = set(assets_def.code_versions_by_key.values())
+        assert version
+        assert assets_def.op.pool == "glm_fit"
+
+
+def test_changing_one_models_priors_changes_only_its_code_version(tmp_path, monkeypatch):
+    from assets.fits import glm_version
+
+    before = {glm: glm_version(glm) for glm in ("binomial", "beta_binomial", "null")}
+    config = tmp_path / "evalpipeline.toml"
+    config.write_text("[glm.priors.binomial]\nsigma_subdomain_scale = 0.2\n")
+    monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
+    after = {glm: glm_version(glm) for glm in before}
+    assert after["binomial"] != before["binomial"]
+    assert after["beta_binomial"] == before["beta_binomial"] and after["null"] == before["null"]
 
 
 def _dagster_importers():
@@ -149,6 +184,19 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
     assert [r.run_key.split(":")[0] for r in result.run_requests] == [sha256_file(files[2])]
 
 
+#: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
+#: defaults are what `make demo` runs. Thresholds are lowered to what 4 x 500 draws can show.
+FAST_GLM_CONFIG = """
+[glm]
+models = ["binomial", "suite_binomial"]
+num_warmup = 500
+num_samples = 500
+[glm.thresholds]
+min_ess_bulk = 200
+min_ess_tail = 200
+"""
+
+
 @pytest.mark.slow
 def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeypatch, capsys):
     landing = tmp_path / "landing"
@@ -156,21 +204,36 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     (landing / "broken.eval").write_bytes(b"not a zip")  # reported and recorded, the rest still runs
     lake = tmp_path / "lake"
     monkeypatch.chdir(tmp_path)  # relative paths, as `make demo` uses them
+    (tmp_path / "evalpipeline.toml").write_text(FAST_GLM_CONFIG)
     monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
     monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert run_main_job() == 0
     out = capsys.readouterr().out
-    assert "[15/15] suite_leaderboards leaderboard reading: ok" in out
+    assert "[16/16] lake_reports lake-wide tables: ok" in out
     assert "skipped (unreadable, recorded under file_errors/): landing/broken.eval: cannot read" in out
     assert len(list((lake / "file_errors").glob("*.json"))) == 1
-    files = {p: p.read_bytes() for p in lake.rglob("*.parquet")}
+    files = {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and ".cache" not in p.parts}
     assert len(list(lake.glob("samples/model=*/suite=*/samples.parquet"))) == 12
+    assert len(list(lake.glob("glm_fits/model=*/suite=*/binomial/posterior.nc"))) == 12
+    assert len(list(lake.glob("glm_suite_fits/suite=*/suite_binomial/posterior.nc"))) == 3
+
+    # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.
     assert run_main_job() == 0
-    assert {p: p.read_bytes() for p in lake.rglob("*.parquet")} == files
+    out = capsys.readouterr().out
+    assert {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and ".cache" not in p.parts} == files
     instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
-    event = instance.get_latest_materialization_event(AssetKey("suite_leaderboard"))
-    assert event is not None
+    event = instance.get_latest_materialization_event(AssetKey("glm_binomial"))
+    assert event.asset_materialization.metadata["status"].value == "reused"
     board = pd.read_parquet(lake / "suite_leaderboard")
     assert set(board["suite"].astype(str)) == {"arith", "reading", "agentic_ops"}
     assert board.groupby("suite", observed=True).size().tolist() == [4, 4, 4]
+    rankings = pd.read_parquet(lake / "waic_rankings" / "rankings.parquet")
+    assert set(rankings["scope"]) == {"partition", "suite"}
+    accounting = pd.read_parquet(lake / "ingest_accounting" / "accounting.parquet")
+    assert accounting["rows_accounted"].sum() == 1428
+
+    # --only-changed (the nightly behaviour): unchanged logs launch no partition runs at all.
+    assert run_main_job(only_changed=True) == 0
+    out = capsys.readouterr().out
+    assert "(0 new or changed)" in out and "ingest_and_fit" not in out

@@ -1,0 +1,231 @@
+"""GLM fit assets: one asset per candidate model, per partition (``glm_<name>``) or per suite
+(``suite_glm_<name>``), each with its convergence diagnostics as blocking asset checks,
+and the lake-wide ``waic_rankings``."""
+
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AutomationCondition,
+    Backoff,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    asset,
+)
+
+from assets.automation import refresh_when_inputs_change
+from assets.errors import permanent_errors
+from assets.metadata import column_schema, table_metadata
+from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
+from evalpipeline.fits import (
+    GATING,
+    RANKING_COLUMNS,
+    FitOutcome,
+    fit_partition_glm,
+    fit_suite_glm,
+    write_waic_rankings,
+)
+from evalpipeline.keys import from_partition_key
+from evalpipeline.lake import sha256_file
+from evalpipeline.models import MODELS, PARTITION_MODELS, SUITE_MODELS
+from evalpipeline.models.fit import DIAGNOSTICS, SUMMARY_COLUMNS
+from evalpipeline.settings import load_glm_config
+from evalpipeline.versions import code_version
+from resources import LakeResource
+from resources.fit import GlmSettings
+
+#: Fitting steps share this concurrency pool (limit in dagster_home/dagster.yaml): each fit
+#: already runs its chains on the machine's cores.
+FIT_POOL = "glm_fit"
+
+DIAGNOSTIC_DOCS = {
+    "divergences": "number of divergent NUTS transitions (after the retry, if any)",
+    "r_hat": "largest rank-normalised split r-hat over all parameters",
+    "ess_bulk": "smallest bulk effective sample size over all parameters",
+    "ess_tail": "smallest tail effective sample size over all parameters",
+    "bfmi": "smallest Bayesian fraction of missing information (from the energy) over chains",
+    "pareto_k": "largest Pareto-k of PSIS-LOO over the observations",
+}
+
+_MODEL_MODULES = ["evalpipeline.models", "evalpipeline.fits"]
+
+
+def glm_version(glm: str) -> str:
+    """Code version of a GLM's fits: the model code plus this model's settings and priors."""
+    return code_version(_MODEL_MODULES, load_glm_config().for_model(glm))
+
+
+def _check_results(outcome: FitOutcome, label: str):
+    """One result per diagnostic. Pareto-k speaks to how far PSIS-LOO can be trusted for this
+    model, not to whether NUTS converged, so it warns (and flags the LOO rows) without blocking."""
+    if outcome.status == "not applicable":
+        for name in DIAGNOSTICS:
+            yield AssetCheckResult(
+                check_name=name,
+                passed=True,
+                severity=AssetCheckSeverity.WARN,
+                metadata={"partition": label, "status": f"not applicable: {outcome.reason}"},
+            )
+        return
+    for row in outcome.diagnostics.itertuples():
+        yield AssetCheckResult(
+            check_name=row.diagnostic,
+            passed=bool(row.passed),
+            severity=AssetCheckSeverity.ERROR if row.diagnostic in GATING else AssetCheckSeverity.WARN,
+            metadata={
+                "partition": label,
+                "value": float(row.value),
+                "threshold": f"{row.comparison} {row.threshold:g}",
+                "attempts": len(outcome.attempts),
+            },
+        )
+
+
+def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
+    if outcome.status == "not applicable":
+        return MaterializeResult(
+            data_version=DataVersion("not-applicable"),
+            metadata={"partition": label, "status": "not applicable", "reason": outcome.reason},
+        )
+    summary = outcome.summary
+    locations = summary[summary["scale"] == "location"]
+    meta = {
+        **table_metadata(locations, outcome.summary_path),
+        "dagster/row_count": len(summary),
+        "partition": label,
+        "status": outcome.status,
+        "passed_diagnostics": bool(outcome.passed),
+        "attempts": MetadataValue.md(
+            "\n".join(f"- {a['attempt']}: target accept {a['target_accept']}, "
+                      f"{'passed' if a['passed'] else 'failed ' + ', '.join(a['failed'])}" for a in outcome.attempts)
+        ),
+        "parameterisation": MetadataValue.json(outcome.metadata.get("parameterisation", {})),
+        "diagnostics": MetadataValue.md(outcome.diagnostics.round(4).to_markdown(index=False)),
+        "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
+    }
+    return MaterializeResult(data_version=DataVersion(sha256_file(outcome.summary_path)[:16]), metadata=meta)
+
+
+def _checks(asset_name: str) -> list[AssetCheckSpec]:
+    return [
+        AssetCheckSpec(name, asset=asset_name, blocking=name in GATING, description=DIAGNOSTIC_DOCS[name])
+        for name in DIAGNOSTICS
+    ]
+
+
+def partition_glm_asset(glm: str):
+    name = f"glm_{glm}"
+    entry = MODELS[glm]
+
+    @asset(
+        name=name,
+        partitions_def=model_suite_partitions,
+        deps=["eval_samples"],
+        group_name="fit",
+        kinds={"numpyro", "parquet"},
+        owners=["team:evalpipeline"],
+        pool=FIT_POOL,
+        code_version=glm_version(glm),
+        check_specs=_checks(name),
+        retry_policy=RetryPolicy(max_retries=1, delay=10, backoff=Backoff.EXPONENTIAL),
+        automation_condition=refresh_when_inputs_change(),
+        description=(
+            f"HiBayES GLM `{glm}` ({entry.description}) fitted by NUTS to one model on one suite: the "
+            "posterior of the success rate overall, per domain and per subdomain with partial pooling, as "
+            "a tidy summary (mean, sd, two HPDIs on logit and probability scales, r-hat, ESS) and the full "
+            "posterior (netCDF). Diagnostics are blocking checks; a failing fit is retried once with a "
+            "higher target acceptance and then excluded from the comparisons."
+        ),
+        metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
+    )
+    def _glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
+        model, suite = model_suite_names(context.partition_key)
+        store = lake.lake()
+        with permanent_errors():
+            outcome = fit_partition_glm(
+                store, model, suite, glm, glm_settings.config(), version=glm_version(glm),
+                fitter=glm_settings.fitter(store.root), progress=context.log.info,
+            )
+        label = f"{model} x {suite}"
+        yield _materialization(outcome, label)
+        yield from _check_results(outcome, label)
+
+    return _glm_asset
+
+
+def suite_glm_asset(glm: str):
+    name = "suite_glm_" + glm.removeprefix("suite_")
+    entry = MODELS[glm]
+
+    @asset(
+        name=name,
+        partitions_def=suite_partitions,
+        deps=["eval_samples"],
+        group_name="fit",
+        kinds={"numpyro", "parquet"},
+        owners=["team:evalpipeline"],
+        pool=FIT_POOL,
+        code_version=glm_version(glm),
+        check_specs=_checks(name),
+        retry_policy=RetryPolicy(max_retries=1, delay=10, backoff=Backoff.EXPONENTIAL),
+        automation_condition=refresh_when_inputs_change(),
+        description=(
+            f"Multi-LLM HiBayES GLM `{glm}` ({entry.description}) fitted to every model evaluated on the "
+            "suite, so that model effects are estimated jointly with shared domain and subdomain effects. "
+            "Same outputs and blocking diagnostics as the per-partition fits."
+        ),
+        metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
+    )
+    def _suite_glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
+        suite = from_partition_key(context.partition_key)
+        store = lake.lake()
+        with permanent_errors():
+            outcome = fit_suite_glm(
+                store, suite, glm, glm_settings.config(), version=glm_version(glm),
+                fitter=glm_settings.fitter(store.root), progress=context.log.info,
+            )
+        yield _materialization(outcome, suite)
+        yield from _check_results(outcome, suite)
+
+    return _suite_glm_asset
+
+
+PARTITION_GLM_ASSETS = [partition_glm_asset(glm) for glm in PARTITION_MODELS]
+SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
+
+
+@asset(
+    deps=[a.key for a in PARTITION_GLM_ASSETS + SUITE_GLM_ASSETS],
+    group_name="compare",
+    kinds={"arviz", "parquet"},
+    owners=["team:evalpipeline"],
+    automation_condition=refresh_when_inputs_change() & AutomationCondition.all_deps_blocking_checks_passed(),
+    code_version=code_version(["evalpipeline.fits", "evalpipeline.models"]),
+    description=(
+        "The candidate GLMs of every partition and of every suite compared by WAIC (as HiBayES) and by "
+        "PSIS-LOO (with Pareto-k warnings): elpd, its standard error, differences to the best and their "
+        "standard errors, stacking weights and effective parameters. Fits that failed their diagnostics "
+        "are listed with the reason and not ranked."
+    ),
+    metadata={"dagster/column_schema": column_schema(RANKING_COLUMNS)},
+)
+def waic_rankings(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+    store = lake.lake()
+    with permanent_errors():
+        table, path = write_waic_rankings(store)
+    ranked = table[table["excluded"] == ""]
+    return MaterializeResult(
+        data_version=DataVersion(sha256_file(path)[:16]),
+        metadata={
+            **table_metadata(ranked[ranked["criterion"] == "waic"], path),
+            "dagster/row_count": len(table),
+            "excluded": MetadataValue.md(
+                table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]].to_markdown(index=False)
+                or "none"
+            ),
+        },
+    )

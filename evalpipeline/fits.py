@@ -1,0 +1,303 @@
+"""The GLM steps of the pipeline: fit, store, reuse, compare, over a lake.
+
+Layout::
+
+    <lake>/glm_fits/model=<key>/suite=<key>/<glm>/      one candidate GLM of one partition
+    <lake>/glm_suite_fits/suite=<key>/<glm>/            one multi-LLM GLM of one suite
+        posterior.nc          ArviZ InferenceData (netCDF)
+        summary.parquet       tidy parameter summary (logit and probability scales)
+        diagnostics.parquet   divergences, r-hat, ESS, BFMI, Pareto-k, each with threshold and verdict
+        fit.json              attempts, parameterisation, settings, seed
+        provenance.json       what the fit was made from: input table hash + code/settings version
+    <lake>/waic_rankings/rankings.parquet, plots/suite=<key>.png
+
+A fit whose provenance matches its inputs is reused, not refitted, so a rerun
+over unchanged data launches no sampling. A model that does not apply to the
+data (e.g. item difficulty without repeats) is recorded as such, with the
+reason, in ``provenance.json`` and has no fit files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import pyarrow as pa
+
+from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake import Lake, sha256_file, write_bytes_atomic, write_parquet_atomic
+from evalpipeline.pipeline import NoDataError, read_samples
+
+PARTITION_TABLE = "glm_fits"
+SUITE_TABLE = "glm_suite_fits"
+FIT_FILES = ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json")
+#: Diagnostics a fit must pass to be used downstream (issue 4's defaults). Pareto-k is computed
+#: and reported but does not gate: it says how far PSIS-LOO can be trusted for the model (its
+#: rows carry the warning), not whether the sampler converged; a model with one parameter per
+#: item, such as item_difficulty, routinely has k > 0.7 at perfectly converged fits.
+GATING = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
+
+
+def gating_passed(diagnostics: pd.DataFrame) -> bool:
+    """Every gating diagnostic passed."""
+    gating = diagnostics[diagnostics["diagnostic"].isin(GATING)]
+    return bool(len(gating)) and bool(gating["passed"].all())
+
+
+@dataclass
+class GlmConfig:
+    """Everything that decides a fit besides the data: sampler settings, thresholds, priors per model."""
+
+    settings: object = None  # evalpipeline.models.FitSettings
+    thresholds: object = None  # evalpipeline.models.DiagnosticThresholds
+    priors: dict[str, dict] = field(default_factory=dict)
+    graded: str = "threshold"
+    graded_threshold: float = 0.5
+    #: candidate GLMs to fit (None: all); the others are recorded as disabled, not fitted
+    models: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        from evalpipeline.models import DiagnosticThresholds, FitSettings
+
+        self.settings = self.settings or FitSettings()
+        self.thresholds = self.thresholds or DiagnosticThresholds()
+
+    def for_model(self, glm: str) -> dict:
+        """The settings that decide ``glm``'s fits, as JSON-able data (hashed into versions)."""
+        import dataclasses
+
+        return {
+            "glm": glm,
+            "settings": dataclasses.asdict(self.settings),
+            "thresholds": dataclasses.asdict(self.thresholds),
+            "priors": self.priors.get(glm, {}),
+            "graded": [self.graded, self.graded_threshold],
+            "enabled": self.models is None or glm in self.models,
+        }
+
+
+@dataclass
+class FitOutcome:
+    """What one fit step did."""
+
+    glm: str
+    status: str  # "fitted", "reused" or "not applicable"
+    directory: Path
+    passed: bool | None = None
+    reason: str | None = None
+    diagnostics: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+    attempts: list = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def summary_path(self) -> Path:
+        return self.directory / "summary.parquet"
+
+
+def partition_fit_dir(lake: Lake, model: str, suite: str, glm: str) -> Path:
+    return lake.partition_dir(PARTITION_TABLE, model, suite) / glm
+
+
+def suite_fit_dir(lake: Lake, suite: str, glm: str) -> Path:
+    return lake.partition_dir(SUITE_TABLE, None, None) / f"suite={to_partition_key(suite)}" / glm
+
+
+def fit_partition_glm(
+    lake: Lake, model: str, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
+    progress: Callable[[str], None] | None = None,
+) -> FitOutcome:
+    """Fit candidate ``glm`` to one model x suite partition (or reuse the stored fit of the same inputs)."""
+    samples_path = lake.table_path("samples", "samples.parquet", model, suite)
+    if not samples_path.exists():
+        raise NoDataError(f"no sample table for {model!r} x {suite!r}: {samples_path} does not exist")
+    inputs = {"samples.parquet": sha256_file(samples_path)}
+    return _fit(
+        partition_fit_dir(lake, model, suite, glm), glm, config, version, inputs,
+        lambda: read_samples(lake, model, suite), seed_key=f"{model}|{suite}|{glm}", fitter=fitter, progress=progress,
+    )
+
+
+def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Every model's samples on ``suite`` (with a ``model`` column) and the hash of each input file."""
+    key = to_partition_key(suite)
+    files = sorted(lake.root.glob(f"samples/model=*/suite={key}/samples.parquet"))
+    if not files:
+        raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}")
+    frames, hashes = [], {}
+    for path in files:
+        model = from_partition_key(path.parent.parent.name.split("=", 1)[1])
+        frames.append(lake.read_files([path], model=model))
+        hashes[model] = sha256_file(path)
+    return pd.concat(frames, ignore_index=True), hashes
+
+
+def fit_suite_glm(
+    lake: Lake, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
+    progress: Callable[[str], None] | None = None,
+) -> FitOutcome:
+    """Fit the multi-LLM model ``glm`` to every model evaluated on ``suite``."""
+    samples, hashes = suite_samples(lake, suite)
+    return _fit(
+        suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
+        seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress,
+    )
+
+
+def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
+         *, seed_key: str, fitter, progress) -> FitOutcome:
+    from evalpipeline.models import GlmData, applicability, fit_glm, write_fit
+
+    say = progress or (lambda _m: None)
+    provenance = {"inputs": inputs, "version": version, "config": config.for_model(glm)}
+    stored = _stored(directory, provenance)
+    if stored is not None:
+        say(f"{glm}: inputs and code unchanged since the stored fit; reused")
+        return stored
+    if config.models is not None and glm not in config.models:
+        reason = f"disabled: not in [glm] models {list(config.models)}"
+        _clear_fit_files(directory)
+        _write_provenance(directory, {**provenance, "status": "not applicable", "reason": reason})
+        say(f"{glm}: {reason}")
+        return FitOutcome(glm, "not applicable", directory, reason=reason)
+    data = GlmData.from_samples(load(), graded=config.graded, graded_threshold=config.graded_threshold)
+    reason = applicability(glm, data)
+    if reason:
+        _clear_fit_files(directory)
+        _write_provenance(directory, {**provenance, "status": "not applicable", "reason": reason})
+        say(f"{glm}: not applicable ({reason})")
+        return FitOutcome(glm, "not applicable", directory, reason=reason)
+    s = config.settings
+    say(f"{glm}: NUTS {s.num_chains} chains x ({s.num_warmup} warmup + {s.num_samples} draws) on {data.n_units} units")
+    fit = fit_glm(glm, data, config.settings, config.thresholds, seed_key, fitter, priors=config.priors.get(glm))
+    for attempt in fit.attempts:
+        say(
+            f"{glm}: attempt {attempt['attempt']} (target accept {attempt['target_accept']}) "
+            f"{'passed' if attempt['passed'] else 'failed ' + ', '.join(attempt['failed'])} in {attempt['seconds']:.1f}s"
+        )
+    write_fit(fit, directory)
+    passed = gating_passed(fit.diagnostics)
+    _write_provenance(directory, {**provenance, "status": "fitted", "passed": passed})
+    return FitOutcome(glm, "fitted", directory, passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+
+
+def _stored(directory: Path, provenance: dict) -> FitOutcome | None:
+    path = directory / "provenance.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    if {k: record.get(k) for k in provenance} != json.loads(json.dumps(provenance, default=str)):
+        return None
+    glm = provenance["config"]["glm"]
+    if record.get("status") == "not applicable":
+        return FitOutcome(glm, "not applicable", directory, reason=record.get("reason"))
+    if not all((directory / name).exists() for name in FIT_FILES):
+        return None
+    fit = json.loads((directory / "fit.json").read_text())
+    return FitOutcome(
+        glm, "reused", directory, bool(record.get("passed")), None,
+        pd.read_parquet(directory / "diagnostics.parquet"), pd.read_parquet(directory / "summary.parquet"),
+        fit.get("attempts", []), fit.get("metadata", {}),
+    )
+
+
+def _write_provenance(directory: Path, record: dict) -> None:
+    write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), directory / "provenance.json")
+
+
+def _clear_fit_files(directory: Path) -> None:
+    for name in FIT_FILES:
+        (directory / name).unlink(missing_ok=True)
+
+
+def read_outcome(directory: Path) -> FitOutcome | None:
+    """The stored outcome in ``directory`` regardless of inputs (None when nothing was stored)."""
+    path = directory / "provenance.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return _stored(directory, {k: record[k] for k in ("inputs", "version", "config")})
+
+
+# ---------------------------------------------------------------------------
+# model comparison across the lake
+
+RANKING_COLUMNS = {
+    "scope": "partition (one model x suite) or suite (all models on the suite, multi-LLM GLMs)",
+    "model": "evaluated model ((all) for suite scope)",
+    "suite": "suite",
+    "glm": "candidate statistical model",
+    "criterion": "waic or loo",
+    "rank": "0 = best by this criterion",
+    "elpd": "expected log pointwise predictive density (higher is better)",
+    "se": "standard error of elpd",
+    "p": "effective number of parameters (p_waic or p_loo)",
+    "elpd_diff": "elpd difference to the best candidate",
+    "dse": "standard error of that difference",
+    "weight": "stacking weight",
+    "warning": "arviz warning flag (WAIC variance or Pareto-k)",
+    "n_pareto_k_bad": "observations with Pareto-k > 0.7 (LOO only)",
+    "excluded": "why a candidate is not ranked (failed diagnostics, not applicable); empty when ranked",
+}
+
+
+def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
+    groups = []
+    for model_dir in sorted((lake.root / PARTITION_TABLE).glob("model=*")):
+        for suite_dir in sorted(model_dir.glob("suite=*")):
+            groups.append(("partition", from_partition_key(model_dir.name[6:]), from_partition_key(suite_dir.name[6:]), suite_dir))
+    for suite_dir in sorted((lake.root / SUITE_TABLE).glob("suite=*")):
+        groups.append(("suite", "(all)", from_partition_key(suite_dir.name[6:]), suite_dir))
+    return groups
+
+
+def waic_rankings(lake: Lake) -> pd.DataFrame:
+    """WAIC and PSIS-LOO rankings of the candidate GLMs of every partition and every suite.
+
+    Only fits that passed their diagnostics are compared; the others appear
+    with ``excluded`` saying why, so a failing fit is reported, never used.
+    """
+    from evalpipeline.models import compare_fits, read_fit
+
+    rows = []
+    for scope, model, suite, folder in _fit_groups(lake):
+        usable = {}
+        for glm_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+            outcome = read_outcome(glm_dir)
+            if outcome is None:
+                continue
+            base = {"scope": scope, "model": model, "suite": suite, "glm": outcome.glm}
+            if outcome.status == "not applicable":
+                rows.append({**base, "excluded": f"not applicable: {outcome.reason}"})
+            elif not outcome.passed:
+                bad = ~outcome.diagnostics["passed"] & outcome.diagnostics["diagnostic"].isin(GATING)
+                failed = outcome.diagnostics.loc[bad, "diagnostic"].tolist()
+                rows.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
+            else:
+                usable[outcome.glm] = read_fit(glm_dir)
+        if len(usable) >= 1:
+            table = compare_fits(usable)
+            for record in table.to_dict("records"):
+                rows.append({"scope": scope, "model": model, "suite": suite, **_ranking_row(record), "excluded": ""})
+    frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+    return frame
+
+
+def _ranking_row(record: dict) -> dict:
+    return {key: record.get(key) for key in RANKING_COLUMNS if key not in ("scope", "model", "suite", "excluded")}
+
+
+def write_waic_rankings(lake: Lake) -> tuple[pd.DataFrame, Path]:
+    table = waic_rankings(lake)
+    path = lake.root / "waic_rankings" / "rankings.parquet"
+    write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
+    return table, path
+
+
+def remove_fit(directory: Path) -> None:
+    """Delete a stored fit (e.g. of a model removed from the registry)."""
+    shutil.rmtree(directory, ignore_errors=True)

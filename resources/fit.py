@@ -1,0 +1,40 @@
+"""GLM fit settings as a Dagster resource, and the process's compiled-sampler cache."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from evalpipeline.fits import GlmConfig
+from evalpipeline.settings import load_glm_config
+
+
+@functools.lru_cache(maxsize=1)
+def process_fitter():
+    """One Fitter per process: every fit in it reuses the samplers compiled for earlier ones."""
+    from evalpipeline.models import Fitter
+
+    return Fitter()
+
+
+class GlmSettings(ConfigurableResource):
+    """HiBayES sampler settings, diagnostic thresholds and priors: ``[glm]`` of the project
+    configuration file (see evalpipeline.settings.load_glm_config), plus a persistent JAX
+    compilation cache so that new processes do not recompile the samplers."""
+
+    config_file: str = Field(default="", description="configuration file; empty = the project default")
+    compilation_cache_dir: str = Field(
+        default="", description="persistent JAX compilation cache; empty = <lake>/.cache/jax"
+    )
+
+    def config(self) -> GlmConfig:
+        return load_glm_config(Path(self.config_file) if self.config_file else None)
+
+    def fitter(self, lake_root: Path):
+        from evalpipeline.models import configure_jax
+
+        configure_jax(compilation_cache_dir=self.compilation_cache_dir or str(Path(lake_root) / ".cache" / "jax"))
+        return process_fitter()
