@@ -194,6 +194,63 @@ class Fitter:
         return found
 
 
+    def sample_batch(self, name: str, datasets: list[GlmData], settings: FitSettings, seed_key: str,
+                     *, priors: dict | None = None) -> list[dict]:
+        """Fit ``name`` to many data sets of one design in one vectorised program (no retry, no summary).
+
+        Each data set gets its own chains and its own warmup adaptation, so each
+        result is the fit it would get alone (with other random numbers); the
+        data sets are padded to a common layout. For simulation studies and
+        benchmarks. Returns per data set ``{"posterior": {site: (chains, draws, ...)},
+        "divergences": int}``.
+        """
+        if not datasets:
+            raise ValueError("sample_batch needs at least one data set")
+        entry = glm.MODELS[name]
+        options = [glm.structure_options(name, d) for d in datasets]
+        if any(o != options[0] for o in options):
+            raise ValueError(f"data sets differ in design for {name!r}: {options[0]} vs another")
+        opts = dict(options[0], paper_form=settings.paper_form, **(priors or {}))
+        layouts = [glm.layout_for(d) for d in datasets]
+        layout = glm.Layout(*[max(getattr(l, f.name) for l in layouts) for f in dataclasses.fields(glm.Layout)])
+        stacked = []
+        for d in datasets:
+            reason = glm.applicability(name, d)
+            if reason:
+                raise ValueError(f"model {name!r} is not applicable: {reason}")
+            used = {lvl: sc for lvl, sc in entry.level_scales if _level_used(lvl, opts, name)}
+            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold)
+            stacked.append(glm.build_arrays(d, layout, centring))
+        grid = max((a["count_grid"] for a in stacked), key=len)
+        for a in stacked:
+            a["count_grid"] = grid
+        batch_arrays = {k: jnp.asarray(np.stack([a[k] for a in stacked])) for k in stacked[0]}
+        shapes = tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch_arrays.items()))
+        key = ("batch", name, tuple(sorted(opts.items())), shapes, settings.num_warmup, settings.num_samples,
+               settings.num_chains, settings.max_tree_depth)
+        runner = self._runners.get(key)
+        if runner is None:
+            runner = _build_runner(entry.fn, opts, stacked[0], settings, "vectorized", batch=True)
+            self._runners[key] = runner
+            self.compilations += 1
+        runner.uses += 1
+        keys = random.split(random.PRNGKey(seed_from_key(seed_key)), len(datasets) * settings.num_chains)
+        keys = keys.reshape((len(datasets), settings.num_chains) + keys.shape[1:])
+        out = jax.device_get(runner.run(keys, batch_arrays, jnp.float32(settings.target_accept)))
+        results = []
+        for b, d in enumerate(datasets):
+            sizes = _real_sizes(d)
+            posterior = {}
+            for site, values in out["samples"].items():
+                if site in ("obs", "p"):
+                    continue
+                axes = glm.site_axes(site)
+                index = (b, slice(None), slice(None)) + tuple(slice(0, sizes[a]) for a in axes)
+                posterior[site] = np.asarray(values[index], dtype=np.float64)
+            results.append({"posterior": posterior, "divergences": int(np.asarray(out["diverging"][b]).sum())})
+        return results
+
+
 def _effective_chain_method(settings: FitSettings) -> str:
     if settings.chain_method == "parallel":
         devices = jax.local_device_count()
@@ -202,7 +259,8 @@ def _effective_chain_method(settings: FitSettings) -> str:
     return settings.chain_method
 
 
-def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str) -> _Runner:
+def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str,
+                  batch: bool = False) -> _Runner:
     from numpyro.infer import Predictive
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model
@@ -223,22 +281,22 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         state = init_kernel(z0, num_warmup, target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
                             model_args=(data,), rng_key=run_key)
 
-        def warm(state, _):
-            return sample_kernel(state, model_args=(data,)), None
-
-        def draw(state, _):
+        def step(state, _):
             state = sample_kernel(state, model_args=(data,))
             return state, (state.z, state.potential_energy, state.energy, state.diverging, state.num_steps,
                            state.accept_prob, state.adapt_state.step_size)
 
-        state, _ = lax.scan(warm, state, None, length=num_warmup)
-        _, (z, potential, energy, diverging, steps, accept, step_size) = lax.scan(draw, state, None, length=num_samples)
+        # one scan over warmup and sampling: the NUTS kernel is traced and compiled once, not twice
+        _, trace = lax.scan(step, state, None, length=num_warmup + num_samples)
+        z, potential, energy, diverging, steps, accept, step_size = jax.tree.map(lambda x: x[num_warmup:], trace)
         constrained = jax.vmap(postprocess_gen(data))(z)
         loglik = jax.vmap(lambda p: _pointwise_loglik(model, p, data))(constrained)
         return {"samples": constrained, "log_likelihood": loglik, "lp": -potential, "energy": energy,
                 "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size}
 
-    if chain_method == "vectorized":
+    if batch:  # independent data sets x chains, each chain adapting on its own data set
+        run = jax.jit(jax.vmap(jax.vmap(one_chain, in_axes=(0, None, None)), in_axes=(0, 0, None)))
+    elif chain_method == "vectorized":
         run = jax.jit(jax.vmap(one_chain, in_axes=(0, None, None)))
     elif chain_method == "sequential":
         run = jax.jit(lambda keys, data, ta: lax.map(lambda k: one_chain(k, data, ta), keys))

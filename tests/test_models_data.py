@@ -1,0 +1,135 @@
+"""GlmData aggregation, applicability, HPDI, predictive-check statistics and the beta-binomial pmf (no MCMC)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from evalpipeline.models import GlmData, applicability, seed_from_key
+from evalpipeline.models.fit import FitSettings, hpdi
+from evalpipeline.models.glm import _BetaBinomial, bucket, layout_for, build_arrays, success_rate_check
+
+
+def _samples(rows):
+    base = {"domain": "d", "subdomain": None, "correct": None, "error": None, "limit": None}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_item_counts_binary_graded_and_uncounted_rows():
+    frame = _samples([
+        {"item_id": "a", "epoch": 1, "score": 1.0, "correct": True},
+        {"item_id": "a", "epoch": 2, "score": 0.0, "correct": False},
+        {"item_id": "a", "epoch": 3, "score": 1.0, "correct": None},  # binary score, correct missing
+        {"item_id": "b", "epoch": 1, "score": 0.64},  # graded: success at threshold 0.5
+        {"item_id": "b", "epoch": 2, "score": 0.27},
+        {"item_id": "b", "epoch": 3, "score": 1.0, "error": "boom"},  # not counted
+        {"item_id": "c", "epoch": 1, "score": np.nan},  # unscored: not counted
+        {"item_id": "c", "epoch": 2, "score": 0.0, "limit": "tokens"},
+    ])
+    data = GlmData.from_samples(frame)
+    units = data.units.set_index("item_id")
+    assert list(units.index) == ["a", "b"]
+    assert units.loc["a", ["k", "n"]].tolist() == [2.0, 3.0]
+    assert units.loc["b", ["k", "n"]].tolist() == [1.0, 2.0]
+    assert data.subdomains == (("d", "(none)"),)
+    assert data.meta["n_graded"] == 2 and data.meta["n_not_counted"] == 3
+    fractional = GlmData.from_samples(frame, graded="fractional").units.set_index("item_id")
+    assert fractional.loc["b", "k"] == pytest.approx(0.91)
+
+
+def test_suite_data_indices_labels_and_covariates():
+    rows = []
+    for model in ("m1", "m2"):
+        for sub in ("x", "y"):
+            for i in range(3):
+                for effort in (0, 2):
+                    rows.append({"model": model, "subdomain": sub, "item_id": f"{sub}{i}", "epoch": 1, "score": 1.0,
+                                 "correct": True, "cov_effort": effort, "cov_difficulty": "hard" if i else "easy"})
+    data = GlmData.from_samples(_samples(rows))
+    assert data.models == ("m1", "m2") and data.n_subdomains == 2 and data.has_subdomain_structure
+    assert data.numeric_covariates == ("cov_effort",)
+    assert data.categorical_covariates == {"cov_difficulty": ("easy", "hard")}
+    # units split by covariate value: model x item x effort
+    assert data.n_units == 2 * 6 * 2
+    assert applicability("suite_beta_binomial", data) is None
+    assert "one LLM" in applicability("binomial", data)
+    arrays = build_arrays(data, layout_for(data), {})
+    assert arrays["cov_numeric"][: data.n_units, 0].tolist().count(-1.0) == data.n_units // 2  # centred 0/2 -> -1/+1
+    assert arrays["unit_mask"].sum() == data.n_units and len(arrays["unit_mask"]) == bucket(data.n_units, 64)
+
+
+def test_item_difficulty_needs_repeats():
+    once = GlmData.from_counts(pd.DataFrame({"item_id": list("abc"), "k": [1, 0, 1], "n": [1, 1, 1]}))
+    thrice = GlmData.from_counts(pd.DataFrame({"item_id": list("abc"), "k": [1, 0, 3], "n": [3, 3, 3]}))
+    assert "repeats" in applicability("item_difficulty", once)
+    assert applicability("item_difficulty", thrice) is None
+
+
+@pytest.mark.parametrize("bad, message", [
+    (pd.DataFrame({"k": [2], "n": [1]}), "0 <= k <= n"),
+    (pd.DataFrame({"k": [0], "n": [0]}), "n > 0"),
+    (pd.DataFrame({"n": [1]}), "lacks column"),
+    (pd.DataFrame({"item_id": ["a", "a"], "subdomain": ["x", "y"], "k": [0, 1], "n": [1, 1]}), "more than one"),
+])
+def test_bad_counts_are_rejected(bad, message):
+    with pytest.raises(ValueError, match=message):
+        GlmData.from_counts(bad)
+
+
+def test_bad_samples_and_settings_are_rejected():
+    with pytest.raises(ValueError, match="required column"):
+        GlmData.from_samples(pd.DataFrame({"item_id": ["a"]}))
+    with pytest.raises(ValueError, match="no countable"):
+        GlmData.from_samples(_samples([{"item_id": "a", "epoch": 1, "score": np.nan}]))
+    with pytest.raises(ValueError, match="graded"):
+        GlmData.from_samples(_samples([{"item_id": "a", "epoch": 1, "score": 1.0}]), graded="round")
+    with pytest.raises(ValueError, match="num_warmup"):
+        FitSettings(num_warmup=0)
+    with pytest.raises(ValueError, match="target_accept"):
+        FitSettings(target_accept=1.0)
+    with pytest.raises(ValueError, match="unknown model"):
+        applicability("nope", GlmData.from_counts(pd.DataFrame({"k": [1], "n": [1]})))
+
+
+def test_seed_from_key_is_stable_and_distinct():
+    assert seed_from_key("m|s|glm") == seed_from_key("m|s|glm") == int(__import__("hashlib").sha256(b"m|s|glm").hexdigest()[:8], 16)
+    assert seed_from_key("m|s|glm") != seed_from_key("m|s|beta")
+    with pytest.raises(ValueError):
+        seed_from_key("")
+
+
+def test_hpdi_matches_closed_forms():
+    rng = np.random.default_rng(1)
+    normal = rng.normal(size=(200_000, 1))
+    low, high = hpdi(normal, 0.95)
+    assert low[0] == pytest.approx(-1.96, abs=0.02) and high[0] == pytest.approx(1.96, abs=0.02)
+    expo = rng.exponential(size=(200_000, 1))  # HPDI of Exp(1) is [0, -log(0.05)]
+    low, high = hpdi(expo, 0.95)
+    assert low[0] == pytest.approx(0.0, abs=0.01) and high[0] == pytest.approx(-np.log(0.05), abs=0.03)
+
+
+def test_beta_binomial_pmf_matches_scipy_both_forms():
+    k = np.array([0.0, 1, 2, 3, 5, 9]); n = np.array([3.0, 3, 4, 3, 10, 9])
+    a = np.array([0.3, 1.2, 2.0, 0.05, 4.0, 0.5]); b = np.array([0.7, 0.4, 3.0, 0.9, 0.1, 2.5])
+    expected = stats.betabinom.logpmf(k, n, a, b)
+    grid = _BetaBinomial(a, b, n, np.arange(16, dtype=np.float32)).log_prob(k)
+    gammaln = _BetaBinomial(a, b, n, np.zeros(0, np.float32)).log_prob(k)
+    np.testing.assert_allclose(np.asarray(grid), expected, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(gammaln), expected, atol=2e-5)
+
+
+def test_success_rate_check_flags_missing_bimodality():
+    # observed: half the items always fail, half always succeed (Figure 7's shape)
+    data = GlmData.from_counts(pd.DataFrame({"k": [0] * 50 + [10] * 50, "n": [10] * 100}))
+    rng = np.random.default_rng(2)
+    binomial_like = rng.binomial(10, 0.5, size=(300, 100))
+    bimodal_like = rng.binomial(10, rng.beta(0.05, 0.05, size=(300, 100)))
+    share = lambda t: t.set_index("stat").loc["share_at_0_or_1"]
+    bad, good = success_rate_check(data, binomial_like), success_rate_check(data, bimodal_like)
+    assert share(bad)["observed"] == 1.0 and not share(bad)["inside"] and share(bad)["p_value"] == 0.0
+    assert share(good)["simulated_mean"] > 0.8
+    assert bad[bad.stat == "bin_share"]["observed"].sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="shape"):
+        success_rate_check(data, binomial_like[:, :5])
