@@ -256,29 +256,40 @@ def _logit_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> 
 
     On the (base, gap, spread) grid (axes ``ij``), one factor per distinct
     outcome pattern ``(ka, na, kb, nb)`` raised to its ``count``; the item
-    effect is integrated by Gauss-Hermite quadrature. Speed without changing
-    the quantity: the log-sigmoids depend on the grid, not on the pattern, so
-    they are computed once, and ``log(1 - sigmoid(x)) = log sigmoid(x) - x``
-    turns each pattern's per-node term into two multiply-adds:
-    ``k log s(x) + (n - k) log s(-x) = n log s(x) - (n - k) x``. B's terms do
-    not depend on the gap and are kept on a (base, 1, spread) slice.
+    effect is integrated by Gauss-Hermite quadrature. Computed so that the
+    quantity is unchanged but the work per pattern is small:
+
+    * ``k log s(x) + (n - k) log s(-x) = n log s(x) - (n - k) x``, with the
+      log-sigmoids computed once per grid, not once per pattern;
+    * the item integral is ``sum_q w_q A_q B_q`` with A's factor
+      ``exp(n_a log s(eta_a) - (n_a - k_a) eta_a)`` shared by every pattern with
+      the same ``(k_a, n_a)`` and B's factor on the small (base, spread) slice
+      (it does not depend on the gap), so a pattern costs one contraction.
+      Each factor is a probability (<= 1), so no overflow is possible; where
+      the sum underflows (extreme grid corners with many attempts per item)
+      those entries are recomputed with a log-sum-exp.
     """
     eta_b = base[:, None, None, None] + spread[None, None, :, None] * _GH_NODES  # (B, 1, S, Q)
     eta_a = eta_b + gap[None, :, None, None]  # (B, G, S, Q)
     log_s_a, log_s_b = _log_sigmoid(eta_a), _log_sigmoid(eta_b)
     log_w = np.log(_GH_WEIGHTS)
     total = np.zeros(eta_a.shape[:3])
-    per_node = np.empty(eta_a.shape)
-    for pka, pna, pkb, pnb, count in patterns.itertuples(index=False):
-        b_term = pnb * log_s_b - (pnb - pkb) * eta_b + log_w
-        np.multiply(log_s_a, pna, out=per_node)
+    a_factor = np.empty(eta_a.shape)
+    for (pka, pna), group in patterns.groupby(["ka", "na"], sort=True):
+        log_a = log_s_a * pna
         if pna != pka:
-            per_node -= (pna - pka) * eta_a
-        per_node += b_term
-        peak = per_node.max(axis=-1)
-        per_node -= peak[..., None]
-        np.exp(per_node, out=per_node)
-        total += count * (peak + np.log(per_node.sum(axis=-1)))
+            log_a -= (pna - pka) * eta_a
+        np.exp(log_a, out=a_factor)
+        for pkb, pnb, count in group[["kb", "nb", "count"]].itertuples(index=False):
+            log_b = pnb * log_s_b[:, 0] - (pnb - pkb) * eta_b[:, 0] + log_w  # (B, S, Q)
+            item = np.einsum("bgsq,bsq->bgs", a_factor, np.exp(log_b), optimize=False)
+            with np.errstate(divide="ignore"):
+                log_item = np.log(item)
+            tiny = item < 1e-280
+            if tiny.any():  # underflow: the same sum, stabilised
+                per_node = log_a + log_b[:, None]
+                log_item = np.where(tiny, special.logsumexp(per_node, axis=-1), log_item)
+            total += count * log_item
     return total
 
 

@@ -1,0 +1,627 @@
+"""Suite comparisons and model profiles over a lake: the library behind the assets
+``suite_comparison`` (per suite) and ``model_profile`` (per model). No Dagster here.
+
+Layout written (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
+
+    <lake>/suite_comparison/suite=<key>/leaderboard.parquet    LEADERBOARD_COLUMNS (+ p_above_<t>)
+    <lake>/suite_comparison/suite=<key>/pairwise.parquet       PAIRWISE_TABLE_COLUMNS
+    <lake>/suite_comparison/suite=<key>/fits.parquet           FIT_STATUS_COLUMNS: every suite GLM, used or why not
+    <lake>/suite_comparison/suite=<key>/plots/leaderboard.png  posterior HPDI beside the CLT interval, P(best)
+    <lake>/suite_comparison/suite=<key>/plots/pairwise.png     heatmap of the headline P(row > column)
+    <lake>/suite_comparison/suite=<key>/plots/glm_forest.png   the suite GLM's per-model effects (only when a fit passed)
+    <lake>/model_profile/model=<key>/profile.parquet           PROFILE_COLUMNS
+    <lake>/model_profile/model=<key>/plots/forest.png          the model across suites
+
+Sources and choices:
+
+* Per model on a suite: the conjugate Beta posterior of the overall success
+  rate (``no-clt-position-paper.txt`` Section 4; prior recorded in every row),
+  its HPDI, and the conventional intervals beside it -- Wilson (Appendix A.2
+  Eq. 12), Clopper-Pearson (Eq. 24-25), CLT/Wald (Eq. 2, 5; unclipped, with
+  the zero-width / outside-[0, 1] flag of Section 3.1). Graded scores enter
+  the binomial methods quasi-binomially (k = sum of scores), as everywhere in
+  ``evalpipeline.stats``.
+* P(best), expected rank: from seeded independent Beta posterior draws
+  (``stats.rankings``; the slides' "share of posterior samples").
+  P(accuracy > t): exact Beta tail (HiBayES Section 1, Scenario 1, the 80%
+  safety threshold). Thresholds are *wide* columns named ``p_above_<t>``
+  with ``t`` printed by :func:`threshold_column` (``p_above_0.8``): one row
+  per model keeps the leaderboard one table.
+* The pairwise table is :func:`evalpipeline.stats.compare.pairwise_table`
+  plus ``suite``, the headline probability ``p_a_better`` and, when a suite
+  GLM passed its diagnostics, ``p_a_better_glm`` from that GLM's joint
+  posterior draws of the per-model effects (the "joint suite-level GLM's
+  model contrasts" of the issue).
+* Which suite GLM: the first of ``ComparisonSettings.suite_glms`` whose fit
+  exists and passed the gating diagnostics (``evalpipeline.fits.GATING``).
+  Failed and not-applicable fits are never used; they are listed in
+  ``fits.parquet`` with the reason. The GLM's model effect is ``expit`` of the
+  model's location on the logit scale (the summary's ``prob_*`` columns).
+* The bivariate-probit columns are NaN whenever a suite has a score other
+  than 0 or 1: that model (position paper Section 3.4, Appendix E.2) is a 2x2
+  table of right/wrong pairs. The demo's ``agentic_ops`` is graded by a judge
+  with C / P / I, where P (partial) is scored 0.5, so the probit is correctly
+  skipped there; the logit model with item effects reads the 0.5 quasi-
+  binomially and is reported.
+* Cross-suite view of a model (two rows, ``scope`` says which):
+  ``pooled`` -- one Beta posterior over every counted attempt on every suite
+  (weights suites by their number of attempts); ``mean of suites`` -- the
+  posterior of the unweighted mean of the per-suite success rates, from
+  seeded draws of the independent per-suite Beta posteriors (every suite
+  counts the same; HPDI from the draws). Ranks and P(best) are per suite
+  only: models are not all evaluated on the same suites.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from evalpipeline.fits import GATING, SUITE_TABLE, read_outcome
+from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake import Lake, write_parquet_atomic
+from evalpipeline.pipeline import NoDataError
+from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
+from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
+from evalpipeline.stats.intervals import beta_hpdi, beta_posterior, clt_flags, clt_interval
+from evalpipeline.stats.rankings import beta_posterior_draws, rank_probabilities, threshold_probabilities_beta
+
+SUITE_COMPARISON_TABLE = "suite_comparison"
+MODEL_PROFILE_TABLE = "model_profile"
+DEFAULT_SUITE_GLMS = ("suite_binomial", "suite_beta_binomial", "suite_nested", "suite_null")
+
+
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """What decides a suite comparison besides the data (hash it into the asset's code version)."""
+
+    prior: tuple[float, float] = (1.0, 1.0)
+    mass: float = 0.95  # HPDI mass and interval level of every interval
+    thresholds: tuple[float, ...] = (0.8,)  # HiBayES's 80% safety threshold
+    rank_draws: int = 20_000  # posterior draws for P(best) and expected rank
+    pairwise_draws: int = 100_000  # draws for the independent difference / odds-ratio intervals
+    seed: int = 0
+    probit: bool = True  # compute the bivariate-probit columns (0/1 suites only)
+    suite_glms: tuple[str, ...] = DEFAULT_SUITE_GLMS  # preference order of the suite GLM to report
+
+    def __post_init__(self):
+        if len(self.prior) != 2 or min(self.prior) <= 0:
+            raise ValueError(f"ComparisonSettings.prior must be two positive numbers, got {self.prior}")
+        if not 0 < self.mass < 1:
+            raise ValueError(f"ComparisonSettings.mass must be in (0, 1), got {self.mass}")
+        for t in self.thresholds:
+            if not 0 <= t <= 1:
+                raise ValueError(f"ComparisonSettings.thresholds must lie in [0, 1], got {t}")
+        if len({threshold_column(t) for t in self.thresholds}) != len(self.thresholds):
+            raise ValueError(f"ComparisonSettings.thresholds has duplicates: {self.thresholds}")
+        if self.rank_draws < 100 or self.pairwise_draws < 100:
+            raise ValueError("ComparisonSettings: rank_draws and pairwise_draws must be at least 100")
+
+
+def threshold_column(threshold: float) -> str:
+    """Column name of P(accuracy > threshold): ``p_above_0.8``, ``p_above_0.95`` (shortest exact repr)."""
+    return f"p_above_{float(threshold)!r}"
+
+
+_LEADERBOARD_BASE = {
+    "suite": "suite display name",
+    "rank": "1 = highest posterior mean (ties: alphabetical by model)",
+    "model": "model display name",
+    "n": "attempts counted (items x epochs; errored, limit-hit and unscored rows are not counted)",
+    "n_items": "distinct items among them",
+    "k": "sum of scores (successes; fractional for graded scores)",
+    "n_excluded": "attempts not counted: errored, limit-hit or unscored",
+    "observed_mean": "k / n (NaN when n = 0)",
+    "prior_a": "Beta prior a",
+    "prior_b": "Beta prior b",
+    "posterior_a": "Beta posterior a = prior_a + k",
+    "posterior_b": "Beta posterior b = prior_b + n - k",
+    "posterior_mean": "posterior mean of the success rate",
+    "hpdi_mass": "probability mass of the HPDI and level of every interval in the row",
+    "hpdi_low": "Beta posterior HPDI, lower",
+    "hpdi_high": "Beta posterior HPDI, upper",
+    "wilson_low": "Wilson score interval, lower (conventional)",
+    "wilson_high": "Wilson score interval, upper",
+    "clopper_pearson_low": "Clopper-Pearson exact interval, lower (conventional)",
+    "clopper_pearson_high": "Clopper-Pearson exact interval, upper",
+    "clt_low": "CLT (Wald) interval, lower, unclipped (the usual reading)",
+    "clt_high": "CLT (Wald) interval, upper, unclipped",
+    "clt_flag": "why the CLT interval is degenerate (zero width, outside [0, 1], no data), else null",
+    "p_best": "posterior probability that this model has the highest success rate on the suite",
+    "expected_rank": "posterior mean rank (1 = best)",
+    "rank_low": "2.5% quantile of the posterior rank",
+    "rank_high": "97.5% quantile of the posterior rank",
+}
+_LEADERBOARD_GLM = {
+    "glm": "suite GLM the glm_* columns come from (null when no suite GLM passed its diagnostics)",
+    "glm_mean": "the GLM's per-model effect as a success rate: posterior mean of expit(model location)",
+    "glm_hpdi_low": "its HPDI (mass glm_hpdi_mass), lower",
+    "glm_hpdi_high": "its HPDI, upper",
+    "glm_hpdi_mass": "mass of that HPDI (the fit's setting)",
+    "glm_p_best": "P(best) from the GLM's joint posterior draws of the model effects",
+}
+
+
+def leaderboard_columns(thresholds=(0.8,)) -> dict[str, str]:
+    """Column -> meaning of the leaderboard for the given thresholds (wide ``p_above_<t>`` columns)."""
+    threshold_cols = {threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact Beta tail)" for t in thresholds}
+    return {**_LEADERBOARD_BASE, **threshold_cols, **_LEADERBOARD_GLM}
+
+
+LEADERBOARD_COLUMNS = leaderboard_columns(ComparisonSettings().thresholds)
+
+PAIRWISE_TABLE_COLUMNS = {
+    "suite": "suite display name",
+    **PAIRWISE_COLUMNS,
+    "p_a_better": "headline P(A better): the paired logit value when the models share items, else the independent one",
+    "glm": "suite GLM used for p_a_better_glm (null when none passed)",
+    "p_a_better_glm": "P(effect_A > effect_B) from the suite GLM's joint posterior draws (NaN without a passed fit)",
+}
+
+FIT_STATUS_COLUMNS = {
+    "suite": "suite display name",
+    "glm": "suite GLM",
+    "status": "fitted, reused or not applicable",
+    "passed": "every gating diagnostic passed (null when not applicable)",
+    "failed": "the gating diagnostics that failed, comma-separated",
+    "reason": "why the GLM does not apply, if it does not",
+    "used": "this fit's model effects are the glm_* columns of the leaderboard",
+}
+
+PROFILE_COLUMNS = {
+    "model": "model display name",
+    "scope": "suite (one suite), pooled (one Beta posterior over every attempt on every suite) or "
+             "mean of suites (posterior of the unweighted mean of the per-suite success rates)",
+    "suite": "suite display name ((all) for the cross-suite rows)",
+    "n_suites": "suites the row covers",
+    "n": "attempts counted",
+    "n_items": "distinct items (summed over suites for the cross-suite rows)",
+    "k": "sum of scores",
+    "observed_mean": "k / n for suite and pooled rows; the mean of per-suite observed means for 'mean of suites'",
+    "prior_a": "Beta prior a",
+    "prior_b": "Beta prior b",
+    "posterior_mean": "posterior mean of the success rate",
+    "hpdi_mass": "HPDI mass and interval level",
+    "hpdi_low": "HPDI lower (exact Beta HPDI; from draws for 'mean of suites')",
+    "hpdi_high": "HPDI upper",
+    "wilson_low": "Wilson interval, lower (suite and pooled rows)",
+    "wilson_high": "Wilson interval, upper",
+    "clt_low": "CLT interval, lower, unclipped (suite and pooled rows)",
+    "clt_high": "CLT interval, upper",
+    "clt_flag": "why the CLT interval is degenerate, if it is",
+    "rank": "rank on the suite by posterior mean (suite rows)",
+    "n_models": "models evaluated on the suite (suite rows)",
+    "p_best": "P(best) on the suite (suite rows)",
+    "expected_rank": "posterior mean rank on the suite (suite rows)",
+    "glm": "suite GLM of the glm_* columns (null when none passed)",
+    "glm_mean": "the suite GLM's effect of this model as a success rate, posterior mean",
+    "glm_hpdi_low": "its HPDI, lower",
+    "glm_hpdi_high": "its HPDI, upper",
+}
+
+
+@dataclass
+class SuiteComparison:
+    """What :func:`build_suite_comparison` computed and wrote."""
+
+    suite: str
+    leaderboard: pd.DataFrame
+    pairwise: pd.DataFrame
+    fits: pd.DataFrame
+    directory: Path
+    plots: dict[str, Path] = field(default_factory=dict)
+    glm: str | None = None
+
+
+# ------------------------------------------------------------------ reading
+
+
+def suite_comparison_dir(lake: Lake, suite: str) -> Path:
+    return lake.root / SUITE_COMPARISON_TABLE / f"suite={to_partition_key(suite)}"
+
+
+def model_profile_dir(lake: Lake, model: str) -> Path:
+    return lake.root / MODEL_PROFILE_TABLE / f"model={to_partition_key(model)}"
+
+
+def lake_suites(lake: Lake) -> list[str]:
+    """Suites with at least one sample table, sorted by display name."""
+    return sorted({suite for _model, suite in lake.partitions("samples")})
+
+
+def lake_models(lake: Lake) -> list[str]:
+    """Models with at least one sample table, sorted by display name."""
+    return sorted({model for model, _suite in lake.partitions("samples")})
+
+
+def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
+    """Every model's canonical samples on ``suite`` (``model`` column from the hive path).
+
+    Raises :class:`evalpipeline.pipeline.NoDataError` (a LookupError) when no
+    model has a sample table for the suite, and ValueError when the tables
+    lack the columns a comparison needs.
+    """
+    key = to_partition_key(suite)
+    files = sorted(lake.root.glob(f"samples/model=*/suite={key}/samples.parquet"))
+    if not files:
+        raise NoDataError(f"suite {suite!r} has no sample tables: nothing matches "
+                          f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}")
+    frames = []
+    for path in files:
+        model = from_partition_key(path.parent.parent.name.split("=", 1)[1])
+        frame = lake.read_files([path])
+        frame = frame.drop(columns=[c for c in ("model", "suite") if c in frame.columns])
+        frame.insert(0, "model", model)
+        frames.append(frame)
+    samples = pd.concat(frames, ignore_index=True)
+    missing = {"item_id", "epoch", "score"} - set(samples.columns)
+    if missing:
+        raise ValueError(f"sample tables of suite {suite!r} lack column(s) {sorted(missing)}")
+    return samples
+
+
+def _counted(samples: pd.DataFrame) -> pd.Series:
+    keep = samples["score"].notna()
+    for column in ("error", "limit"):
+        if column in samples.columns:
+            keep &= samples[column].isna()
+    return keep
+
+
+# ------------------------------------------------------------------ suite GLM
+
+
+def suite_fit_status(lake: Lake, suite: str, preference=DEFAULT_SUITE_GLMS) -> tuple[pd.DataFrame, str | None]:
+    """Every stored suite GLM of ``suite`` with its status, and the one to use (None if none passed).
+
+    The used one is the first of ``preference`` that was fitted (or reused)
+    and passed every gating diagnostic; GLMs not in ``preference`` are listed
+    but never used.
+    """
+    folder = lake.root / SUITE_TABLE / f"suite={to_partition_key(suite)}"
+    rows = []
+    for glm_dir in sorted(p for p in folder.glob("*") if p.is_dir()) if folder.exists() else []:
+        outcome = read_outcome(glm_dir)
+        if outcome is None:
+            continue
+        failed = ""
+        if outcome.status != "not applicable" and outcome.diagnostics is not None and not outcome.passed:
+            bad = outcome.diagnostics["diagnostic"].isin(GATING) & ~outcome.diagnostics["passed"].astype(bool)
+            failed = ", ".join(outcome.diagnostics.loc[bad, "diagnostic"].astype(str).tolist())
+        rows.append({"suite": suite, "glm": outcome.glm, "status": outcome.status,
+                     "passed": None if outcome.status == "not applicable" else bool(outcome.passed),
+                     "failed": failed, "reason": outcome.reason or "", "used": False})
+    table = pd.DataFrame(rows, columns=list(FIT_STATUS_COLUMNS))
+    usable = set(table.loc[table["passed"].eq(True) & table["status"].ne("not applicable"), "glm"]) if len(table) else set()
+    chosen = next((glm for glm in preference if glm in usable), None)
+    if chosen is not None:
+        table["used"] = table["glm"] == chosen
+    table["used"] = table["used"].astype(bool)
+    return table, chosen
+
+
+def glm_model_effects(lake: Lake, suite: str, glm: str) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The suite GLM's per-model effects on the probability scale, and their joint draws.
+
+    Returns ``(effects, draws)``: ``effects`` has ``model, glm_mean,
+    glm_hpdi_low, glm_hpdi_high, glm_hpdi_mass, glm_outer_low,
+    glm_outer_high`` (rows of ``summary.parquet`` with ``parameter == "model"``);
+    ``draws`` is (n_draws x n_models) in the same order from ``posterior.nc``
+    (logit scale; None when the file cannot be read -- then the
+    draw-based columns are NaN).
+    """
+    directory = lake.root / SUITE_TABLE / f"suite={to_partition_key(suite)}" / glm
+    summary = pd.read_parquet(directory / "summary.parquet")
+    rows = summary[(summary["parameter"] == "model") & summary["model"].notna()]
+    if rows.empty:
+        raise ValueError(f"suite GLM {glm!r} of suite {suite!r} has no per-model rows (parameter 'model') in its summary")
+    effects = pd.DataFrame({
+        "model": rows["model"].astype(str).to_numpy(),
+        "glm_mean": rows["prob_mean"].to_numpy(float),
+        "glm_hpdi_low": rows["prob_hpdi_low"].to_numpy(float),
+        "glm_hpdi_high": rows["prob_hpdi_high"].to_numpy(float),
+        "glm_hpdi_mass": rows["hpdi_mass"].to_numpy(float),
+        "glm_outer_low": rows["prob_hpdi2_low"].to_numpy(float),
+        "glm_outer_high": rows["prob_hpdi2_high"].to_numpy(float),
+        "glm_outer_mass": rows["hpdi2_mass"].to_numpy(float),
+    })
+    draws = None
+    try:
+        import xarray as xr
+
+        with xr.open_dataset(directory / "posterior.nc", group="posterior", engine="h5netcdf") as posterior:
+            values = np.asarray(posterior["model"].values, dtype=float)
+        values = values.reshape(values.shape[0] * values.shape[1], -1)
+        if values.shape[1] == len(effects):
+            draws = values
+    except (OSError, KeyError, ValueError):  # a summary without readable draws still gives the effects
+        draws = None
+    return effects, draws
+
+
+# ------------------------------------------------------------------ leaderboard
+
+
+def _interval_or_nan(function, k, n, level):
+    if n <= 0:
+        return math.nan, math.nan
+    low, high = function(k, n, level)
+    return float(low), float(high)
+
+
+def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: ComparisonSettings) -> dict:
+    """Posterior and conventional intervals of one model's success rate from its counted scores."""
+    scores = np.asarray(scores, dtype=float)
+    n, k = int(scores.size), float(scores.sum())
+    a, b = beta_posterior(k, n, settings.prior)
+    low, high = beta_hpdi(a, b, settings.mass)
+    _, clt_low, clt_high = clt_interval(scores, settings.mass)
+    wilson = _interval_or_nan(wilson_interval, k, n, settings.mass)
+    clopper = _interval_or_nan(clopper_pearson_interval, k, n, settings.mass)
+    return {
+        "n": n, "n_items": int(n_items), "k": k, "n_excluded": int(n_excluded),
+        "observed_mean": k / n if n else math.nan,
+        "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
+        "posterior_a": float(a), "posterior_b": float(b), "posterior_mean": float(a / (a + b)),
+        "hpdi_mass": float(settings.mass), "hpdi_low": float(low), "hpdi_high": float(high),
+        "wilson_low": wilson[0], "wilson_high": wilson[1],
+        "clopper_pearson_low": clopper[0], "clopper_pearson_high": clopper[1],
+        "clt_low": float(clt_low), "clt_high": float(clt_high),
+        "clt_flag": clt_flags(clt_low, clt_high) if n else "no data",
+    }
+
+
+def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
+                            glm: str | None = None, effects: pd.DataFrame | None = None,
+                            glm_draws: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per model on one suite (columns: :func:`leaderboard_columns` of the settings' thresholds)."""
+    counted = _counted(samples)
+    models = sorted(samples["model"].astype(str).unique())
+    if not models:
+        raise ValueError(f"suite {suite!r}: the sample table has no rows")
+    rows = []
+    for model in models:
+        mine = samples["model"].astype(str) == model
+        scores = samples.loc[mine & counted, "score"].to_numpy(dtype=float)
+        n_items = samples.loc[mine & counted, "item_id"].nunique()
+        row = {"suite": suite, "model": model, **model_summary(scores, n_items, int((mine & ~counted).sum()), settings)}
+        tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
+        row.update({threshold_column(t): p for t, p in tails.items()})
+        rows.append(row)
+    board = pd.DataFrame(rows)
+    draws = beta_posterior_draws(board["k"], board["n"], prior=settings.prior, n_draws=settings.rank_draws, seed=settings.seed)
+    ranks = rank_probabilities(draws, models).drop(columns="model")
+    board = pd.concat([board, ranks], axis=1)
+    board["glm"] = glm
+    for column in ("glm_mean", "glm_hpdi_low", "glm_hpdi_high", "glm_hpdi_mass", "glm_p_best"):
+        board[column] = math.nan
+    if glm is not None and effects is not None:
+        lookup = effects.set_index("model")
+        for column in ("glm_mean", "glm_hpdi_low", "glm_hpdi_high", "glm_hpdi_mass"):
+            board[column] = board["model"].map(lookup[column]).astype(float)
+        if glm_draws is not None:
+            glm_ranks = rank_probabilities(glm_draws, list(effects["model"])).set_index("model")["p_best"]
+            board["glm_p_best"] = board["model"].map(glm_ranks).astype(float)
+    board = board.sort_values(["posterior_mean", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    board["rank"] = np.arange(1, len(board) + 1)
+    board["glm"] = board["glm"].astype(object)
+    return board[list(leaderboard_columns(settings.thresholds))]
+
+
+def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
+                         glm: str | None = None, effects: pd.DataFrame | None = None,
+                         glm_draws: np.ndarray | None = None) -> pd.DataFrame:
+    """:func:`evalpipeline.stats.compare.pairwise_table` plus suite, headline P and the GLM contrast."""
+    pairs = pairwise_table(samples, prior=settings.prior, level=settings.mass, n_draws=settings.pairwise_draws,
+                           seed=settings.seed, probit=settings.probit)
+    pairs.insert(0, "suite", suite)
+    pairs["p_a_better"] = np.where(pairs["verdict_source"] == "paired", pairs["p_a_better_paired"],
+                                   pairs["p_a_better_independent"]).astype(float)
+    pairs["glm"] = pd.Series([glm] * len(pairs), dtype=object)
+    pairs["p_a_better_glm"] = math.nan
+    if glm_draws is not None and effects is not None:
+        position = {m: i for i, m in enumerate(effects["model"])}
+        values = []
+        for a, b in zip(pairs["model_a"], pairs["model_b"]):
+            if a in position and b in position:
+                values.append(float((glm_draws[:, position[a]] > glm_draws[:, position[b]]).mean()))
+            else:
+                values.append(math.nan)
+        pairs["p_a_better_glm"] = values
+    return pairs[list(PAIRWISE_TABLE_COLUMNS)]
+
+
+# ------------------------------------------------------------------ plots
+
+
+def _leaderboard_figure(board: pd.DataFrame, suite: str, settings: ComparisonSettings):
+    from evalpipeline.plots import leaderboard_plot
+
+    frame = board.rename(columns={"clt_low": "conventional_low", "clt_high": "conventional_high"})
+    level = f"{settings.mass:.0%}"
+    return leaderboard_plot(frame, title=f"{suite}: leaderboard",
+                            bayesian_label=f"posterior mean, {level} HPDI (Beta{tuple(settings.prior)} prior)",
+                            conventional_label=f"observed mean, {level} CLT interval")
+
+
+def _pairwise_figure(pairs: pd.DataFrame, suite: str):
+    from evalpipeline.plots import pairwise_heatmap, pairwise_matrix
+
+    matrix = pairwise_matrix(pairs[["model_a", "model_b", "p_a_better"]], value="p_a_better")
+    return pairwise_heatmap(matrix, title=f"{suite}: P(row model better than column model)")
+
+
+def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, glm: str):
+    from evalpipeline.plots import forest_plot
+
+    observed = board.set_index("model")
+    sem = np.sqrt(observed["observed_mean"] * (1 - observed["observed_mean"]) / observed["n"].where(observed["n"] > 0))
+    order = effects.sort_values(["glm_mean", "model"], ascending=[False, True], kind="stable")
+    rows = pd.DataFrame({
+        "label": order["model"].to_numpy(),
+        "level": "model",
+        "posterior_mean": order["glm_mean"].to_numpy(),
+        "hpdi_low": order["glm_hpdi_low"].to_numpy(),
+        "hpdi_high": order["glm_hpdi_high"].to_numpy(),
+        "outer_low": order["glm_outer_low"].to_numpy(),
+        "outer_high": order["glm_outer_high"].to_numpy(),
+        "empirical_mean": order["model"].map(observed["observed_mean"]).to_numpy(float),
+        "empirical_sem": order["model"].map(sem).to_numpy(float),
+    })
+    mass, outer = float(order["glm_hpdi_mass"].iloc[0]), float(order["glm_outer_mass"].iloc[0])
+    return forest_plot(rows, title=f"{suite}: per-model effects of {glm}", hpdi_label=f"{mass:.0%} HPDI",
+                       outer_label=f"{outer:.0%} HPDI")
+
+
+def _write_table(frame: pd.DataFrame, path: Path) -> None:
+    write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
+
+
+# ------------------------------------------------------------------ assets
+
+
+def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings | None = None) -> SuiteComparison:
+    """Leaderboard, pairwise table, fit status and plots of one suite, written atomically to the lake.
+
+    Raises :class:`evalpipeline.pipeline.NoDataError` when the suite has no
+    sample tables and ValueError when it has tables but no counted attempt.
+    Plots of an earlier run that this run does not produce (the GLM forest
+    once no fit passes) are removed, so the folder shows only current results.
+    """
+    from evalpipeline.plots import save_png
+
+    settings = settings or ComparisonSettings()
+    samples = read_suite_samples(lake, suite)
+    if not _counted(samples).any():
+        raise ValueError(f"suite {suite!r} has sample rows but none counts (every row is errored, limit-hit or "
+                         "unscored): nothing to compare")
+    fits, glm = suite_fit_status(lake, suite, settings.suite_glms)
+    effects = draws = None
+    if glm is not None:
+        effects, draws = glm_model_effects(lake, suite, glm)
+    board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws)
+    pairs = suite_pairwise_table(samples, suite, settings, glm, effects, draws)
+
+    directory = suite_comparison_dir(lake, suite)
+    _write_table(board, directory / "leaderboard.parquet")
+    _write_table(pairs, directory / "pairwise.parquet")
+    _write_table(fits, directory / "fits.parquet")
+    plots_dir = directory / "plots"
+    plots = {"leaderboard": plots_dir / "leaderboard.png"}
+    save_png(_leaderboard_figure(board, suite, settings), plots["leaderboard"])
+    if len(pairs):
+        plots["pairwise"] = plots_dir / "pairwise.png"
+        save_png(_pairwise_figure(pairs, suite), plots["pairwise"])
+    if effects is not None:
+        plots["glm_forest"] = plots_dir / "glm_forest.png"
+        save_png(_glm_forest_figure(effects, board, suite, glm), plots["glm_forest"])
+    for name in ("pairwise", "glm_forest"):
+        if name not in plots:
+            (plots_dir / f"{name}.png").unlink(missing_ok=True)
+    return SuiteComparison(suite, board, pairs, fits, directory, plots, glm)
+
+
+def _hpdi_of_draws(draws: np.ndarray, mass: float) -> tuple[float, float]:
+    """Narrowest interval holding ``mass`` of one-dimensional draws."""
+    x = np.sort(np.asarray(draws, dtype=float))
+    width = max(1, int(math.ceil(mass * x.size)))
+    if width >= x.size:
+        return float(x[0]), float(x[-1])
+    spans = x[width - 1:] - x[: x.size - width + 1]
+    start = int(np.argmin(spans))
+    return float(x[start]), float(x[start + width - 1])
+
+
+def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
+    """One row per suite ``model`` was evaluated on, plus the two cross-suite rows (see the module docstring).
+
+    Computed from the sample tables and stored GLM fits with the same
+    functions as the suite comparison, so a profile never waits for (or
+    disagrees with) a suite's ``suite_comparison``.
+    """
+    settings = settings or ComparisonSettings()
+    suites = sorted(suite for m, suite in lake.partitions("samples") if m == model)
+    if not suites:
+        raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}")
+    rows, pooled_scores, per_suite = [], [], []
+    for suite in suites:
+        samples = read_suite_samples(lake, suite)
+        _fits, glm = suite_fit_status(lake, suite, settings.suite_glms)
+        effects = draws = None
+        if glm is not None:
+            effects, draws = glm_model_effects(lake, suite, glm)
+        board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws).set_index("model")
+        mine = samples[(samples["model"] == model) & _counted(samples)]
+        pooled_scores.append(mine["score"].to_numpy(dtype=float))
+        entry = board.loc[model]
+        per_suite.append((entry["posterior_a"], entry["posterior_b"], entry["observed_mean"], entry["n_items"]))
+        rows.append({
+            "model": model, "scope": "suite", "suite": suite, "n_suites": 1,
+            **{c: entry[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
+                                     "hpdi_mass", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
+                                     "clt_low", "clt_high", "clt_flag", "rank", "p_best", "expected_rank",
+                                     "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")},
+            "n_models": len(board),
+        })
+    scores = np.concatenate(pooled_scores)
+    n_items = int(sum(p[3] for p in per_suite))
+    pooled = model_summary(scores, n_items, 0, settings)
+    rows.append({"model": model, "scope": "pooled", "suite": "(all)", "n_suites": len(suites),
+                 **{c: pooled[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
+                                           "hpdi_mass", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
+                                           "clt_low", "clt_high", "clt_flag")}})
+    rng = np.random.default_rng(settings.seed)
+    mean_draws = np.mean([rng.beta(a, b, settings.rank_draws) for a, b, _, _ in per_suite], axis=0)
+    low, high = _hpdi_of_draws(mean_draws, settings.mass)
+    observed = [p[2] for p in per_suite if not math.isnan(p[2])]
+    rows.append({"model": model, "scope": "mean of suites", "suite": "(all)", "n_suites": len(suites),
+                 "n": pooled["n"], "n_items": n_items, "k": pooled["k"],
+                 "observed_mean": float(np.mean(observed)) if observed else math.nan,
+                 "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
+                 # exact: the mean of the per-suite Beta posterior means
+                 "posterior_mean": float(np.mean([a / (a + b) for a, b, _, _ in per_suite])),
+                 "hpdi_mass": float(settings.mass), "hpdi_low": low, "hpdi_high": high})
+    profile = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
+    for column in ("glm", "clt_flag"):
+        profile[column] = profile[column].astype(object).where(profile[column].notna(), None)
+    for column in ("rank", "n_models"):
+        profile[column] = profile[column].astype("Int64")
+    return profile
+
+
+def _profile_forest_figure(profile: pd.DataFrame, model: str):
+    from evalpipeline.plots import forest_plot
+
+    n = profile["n"].astype(float)
+    mean = profile["observed_mean"].astype(float)
+    sem = np.where((profile["scope"] != "mean of suites") & (n > 0), np.sqrt(mean * (1 - mean) / n.where(n > 0)), np.nan)
+    rows = pd.DataFrame({
+        "label": [s if scope == "suite" else scope for s, scope in zip(profile["suite"], profile["scope"])],
+        "level": ["suite" if scope == "suite" else "across suites" for scope in profile["scope"]],
+        "posterior_mean": profile["posterior_mean"].astype(float),
+        "hpdi_low": profile["hpdi_low"].astype(float),
+        "hpdi_high": profile["hpdi_high"].astype(float),
+        "empirical_mean": mean,
+        "empirical_sem": sem,
+    })
+    mass = float(profile["hpdi_mass"].iloc[0])
+    return forest_plot(rows, title=f"{model} across suites", hpdi_label=f"{mass:.0%} HPDI")
+
+
+def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
+    """Write ``model_profile/model=<key>/profile.parquet`` and ``plots/forest.png``; return the table.
+
+    Raises :class:`evalpipeline.pipeline.NoDataError` when the model has no sample tables.
+    """
+    from evalpipeline.plots import save_png
+
+    profile = model_profile_table(lake, model, settings)
+    directory = model_profile_dir(lake, model)
+    _write_table(profile, directory / "profile.parquet")
+    save_png(_profile_forest_figure(profile, model), directory / "plots" / "forest.png")
+    return profile
