@@ -221,7 +221,8 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource) -> Materia
     return MaterializeResult(
         data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
-            **table_metadata(ranked[ranked["criterion"] == "waic"], path),
+            **table_metadata(ranked[["scope", "model", "suite", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic",
+                                     "waic_dse", "loo_rank", "n_pareto_k_high"]], path),
             "dagster/row_count": len(table),
             "excluded": MetadataValue.md(
                 table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]].to_markdown(index=False)

@@ -8,9 +8,11 @@ from dagster import AssetSelection, define_asset_job
 
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 
-PARTITION_STEPS = ["eval_samples", "accuracy_posteriors", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]]
+PARTITION_STEPS = [
+    "eval_samples", "accuracy_posteriors", "reliability", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]
+]
 SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS]]
-MODEL_STEPS: list[str] = []
+MODEL_STEPS = ["model_reliability"]
 LAKE_STEPS = ["ingest_accounting", "waic_rankings"]
 
 ingest_and_fit_job = define_asset_job(
@@ -23,6 +25,12 @@ suite_job = define_asset_job(
     "suite_analysis",
     selection=AssetSelection.assets(*SUITE_STEPS),
     description="Per suite: rank all evaluated models and fit the multi-LLM GLMs.",
+)
+
+model_job = define_asset_job(
+    "model_analysis",
+    selection=AssetSelection.assets(*MODEL_STEPS),
+    description="Per model: reliability across suites under the operational profile, and the model's profile.",
 )
 
 lake_job = define_asset_job(

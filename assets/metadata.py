@@ -22,3 +22,11 @@ def table_metadata(frame: pd.DataFrame, path: Path, *, preview_rows: int = 20, d
         "dagster/row_count": len(frame),
         "preview": MetadataValue.md(preview.to_markdown(index=False) if len(frame) else "(empty)"),
     }
+
+
+def png_markdown(path: Path, alt: str) -> MetadataValue:
+    """A PNG from the lake shown inline in the Dagster UI (markdown with a data URI)."""
+    import base64
+
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return MetadataValue.md(f"![{alt}](data:image/png;base64,{data})")

@@ -19,9 +19,10 @@ from dagster import AssetSelection, AutomationConditionSensorDefinition, Dagster
 
 from assets.accounting import ingest_accounting
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
-from assets.jobs import ingest_and_fit_job, lake_job, suite_job
+from assets.jobs import ingest_and_fit_job, lake_job, model_job, suite_job
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
+from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
 from assets.schedules import build_nightly_schedule
 from assets.sensors import landing_sensor
@@ -40,9 +41,11 @@ DEFAULT_DAGSTER_HOME = "dagster_home"
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 #: model x suite assets: what one ingest-and-fit run materialises for one partition
-PARTITION_ASSETS = [eval_samples, accuracy_posteriors, *PARTITION_GLM_ASSETS]
+PARTITION_ASSETS = [eval_samples, accuracy_posteriors, reliability, *PARTITION_GLM_ASSETS]
 #: per-suite assets
 SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS]
+#: per-model assets
+MODEL_ASSETS = [model_reliability]
 #: lake-wide assets
 LAKE_ASSETS = [ingest_accounting, waic_rankings]
 
@@ -56,8 +59,8 @@ automation_sensor = AutomationConditionSensorDefinition(
 )
 
 defs = Definitions(
-    assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *LAKE_ASSETS],
-    jobs=[ingest_and_fit_job, suite_job, lake_job],
+    assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS],
+    jobs=[ingest_and_fit_job, suite_job, model_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
     sensors=[landing_sensor, record_run_failures, automation_sensor],
     resources={
@@ -109,9 +112,11 @@ def run_main_job(
 
     partition_job = defs.resolve_job_def(ingest_and_fit_job.name)
     per_suite_job = defs.resolve_job_def(suite_job.name)
+    per_model_job = defs.resolve_job_def(model_job.name)
     lake_wide_job = defs.resolve_job_def(lake_job.name)
     steps = [(partition_job, model_suite_key(m, s), f"{m} x {s}") for m, s in pairs]
     steps += [(per_suite_job, to_partition_key(s), f"suite {s}") for s in suites]
+    steps += [(per_model_job, to_partition_key(m), f"model {m}") for m in sorted(discovery.models)]
     steps += [(lake_wide_job, None, "lake-wide tables")]
     failures = 0
     for number, (job, partition_key, label) in enumerate(steps, start=1):

@@ -226,23 +226,20 @@ def read_outcome(directory: Path) -> FitOutcome | None:
 # ---------------------------------------------------------------------------
 # model comparison across the lake
 
-RANKING_COLUMNS = {
-    "scope": "partition (one model x suite) or suite (all models on the suite, multi-LLM GLMs)",
-    "model": "evaluated model ((all) for suite scope)",
-    "suite": "suite",
-    "glm": "candidate statistical model",
-    "criterion": "waic or loo",
-    "rank": "0 = best by this criterion",
-    "elpd": "expected log pointwise predictive density (higher is better)",
-    "se": "standard error of elpd",
-    "p": "effective number of parameters (p_waic or p_loo)",
-    "elpd_diff": "elpd difference to the best candidate",
-    "dse": "standard error of that difference",
-    "weight": "stacking weight",
-    "warning": "arviz warning flag (WAIC variance or Pareto-k)",
-    "n_pareto_k_bad": "observations with Pareto-k > 0.7 (LOO only)",
-    "excluded": "why a candidate is not ranked (failed diagnostics, not applicable); empty when ranked",
-}
+def _ranking_columns() -> dict[str, str]:
+    from evalpipeline.models.compare import COMPARE_COLUMNS
+
+    compared = {("glm" if k == "model" else k): v for k, v in COMPARE_COLUMNS.items()}
+    return {
+        "scope": "partition (one model x suite) or suite (all models on the suite, multi-LLM GLMs)",
+        "model": "evaluated model ((all) for suite scope)",
+        "suite": "suite",
+        **compared,
+        "excluded": "why a candidate is not ranked (failed diagnostics, not applicable, disabled); empty when ranked",
+    }
+
+
+RANKING_COLUMNS = _ranking_columns()
 
 
 def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
@@ -279,16 +276,34 @@ def waic_rankings(lake: Lake) -> pd.DataFrame:
                 rows.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
             else:
                 usable[outcome.glm] = read_fit(glm_dir)
-        if len(usable) >= 1:
-            table = compare_fits(usable)
-            for record in table.to_dict("records"):
-                rows.append({"scope": scope, "model": model, "suite": suite, **_ranking_row(record), "excluded": ""})
-    frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
-    return frame
+        table = compare_fits(usable) if len(usable) >= 2 else _single(usable)
+        for record in table.to_dict("records"):
+            glm = record.pop("model")
+            rows.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
+    return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
 
 
-def _ranking_row(record: dict) -> dict:
-    return {key: record.get(key) for key in RANKING_COLUMNS if key not in ("scope", "model", "suite", "excluded")}
+def _single(usable: dict) -> pd.DataFrame:
+    """The criteria of a lone usable candidate: nothing to compare it with, so rank 0, weight 1."""
+    import warnings
+
+    import arviz as az
+    import numpy as np
+
+    rows = []
+    for name, fit in usable.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            waic, loo = az.waic(fit.idata), az.loo(fit.idata, pointwise=True)
+        high = int(np.sum(loo.pareto_k.values > 0.7))
+        rows.append({
+            "model": name, "waic_rank": 0, "elpd_waic": float(waic.elpd_waic), "waic_se": float(waic.se),
+            "p_waic": float(waic.p_waic), "d_waic": 0.0, "waic_dse": 0.0, "waic_weight": 1.0,
+            "waic_warning": bool(waic.warning), "loo_rank": 0, "elpd_loo": float(loo.elpd_loo), "loo_se": float(loo.se),
+            "p_loo": float(loo.p_loo), "d_loo": 0.0, "loo_dse": 0.0, "loo_weight": 1.0, "n_pareto_k_high": high,
+            "pareto_k_threshold": 0.7, "loo_warning": high > 0, "n_units": int(fit.idata.log_likelihood["obs"].shape[-1]),
+        })
+    return pd.DataFrame(rows)
 
 
 def write_waic_rankings(lake: Lake) -> tuple[pd.DataFrame, Path]:

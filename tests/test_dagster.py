@@ -210,13 +210,15 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert run_main_job() == 0
     out = capsys.readouterr().out
-    assert "[16/16] lake_reports lake-wide tables: ok" in out
+    assert "[20/20] lake_reports lake-wide tables: ok" in out
     assert "skipped (unreadable, recorded under file_errors/): landing/broken.eval: cannot read" in out
     assert len(list((lake / "file_errors").glob("*.json"))) == 1
     files = {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and ".cache" not in p.parts}
     assert len(list(lake.glob("samples/model=*/suite=*/samples.parquet"))) == 12
     assert len(list(lake.glob("glm_fits/model=*/suite=*/binomial/posterior.nc"))) == 12
     assert len(list(lake.glob("glm_suite_fits/suite=*/suite_binomial/posterior.nc"))) == 3
+    assert len(list(lake.glob("reliability/model=*/suite=*/expected_reliability.parquet"))) == 12
+    assert len(list(lake.glob("model_reliability/model=*/plots/cdf_envelopes.png"))) == 4
 
     # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.
     assert run_main_job() == 0

@@ -1,0 +1,116 @@
+"""Assets ``reliability`` (per model x suite) and ``model_reliability`` (per model): HIP-LLM
+imprecise-prior reliability envelopes."""
+
+
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
+    asset,
+)
+
+from assets.automation import refresh_when_inputs_change
+from assets.errors import permanent_errors
+from assets.metadata import column_schema, png_markdown, table_metadata
+from assets.partitions import model_partitions, model_suite_names, model_suite_partitions
+from evalpipeline.keys import from_partition_key
+from evalpipeline.lake import sha256_file
+from evalpipeline.reliability.lake import (
+    load_reliability_config,
+    model_reliability as assess_model,
+    partition_reliability,
+    write_reliability_plots,
+)
+from evalpipeline.versions import code_version
+from resources import LakeResource
+
+EXPECTED_COLUMNS = {
+    "level": "subdomain, domain or llm (the operational-profile aggregate)",
+    "domain": "HIP-LLM domain ((all) at the LLM level)",
+    "subdomain": "subdomain ((all) above the subdomain level)",
+    "n": "number of future tasks n of R(n) = p^n",
+    "lower": "lower envelope of E[R(n)] over the credal set of priors",
+    "upper": "upper envelope of E[R(n)] over the credal set of priors",
+    "method": "exact (Beta moments) or monte_carlo",
+}
+
+
+def _version() -> str:
+    return code_version(["evalpipeline.reliability"], load_reliability_config().describe())
+
+
+def _result(result, directory, title: str) -> MaterializeResult:
+    plots = write_reliability_plots(result, directory, title)
+    expected = result.expected_reliability
+    top = expected[expected["level"] == ("llm" if (expected["level"] == "llm").any() else "domain")]
+    target = result.target_probability
+    return MaterializeResult(
+        data_version=DataVersion(sha256_file(directory / "expected_reliability.parquet")[:16]),
+        metadata={
+            **table_metadata(top, directory / "expected_reliability.parquet"),
+            "dagster/row_count": len(expected),
+            "median_envelope": MetadataValue.md(
+                result.quantile_envelopes.round(3).to_markdown(index=False) if len(result.quantile_envelopes) < 40
+                else result.quantile_envelopes[result.quantile_envelopes["level"] != "subdomain"].round(3).to_markdown(index=False)
+            ),
+            "target_probability": MetadataValue.md(
+                target[target["level"] != "subdomain"].round(4).to_markdown(index=False)
+            ),
+            "cdf_envelopes_plot": png_markdown(plots["cdf_envelopes"], "CDF envelopes"),
+            "expected_reliability_plot": png_markdown(plots["expected_reliability"], "E[R(n)] envelopes"),
+            "folder": MetadataValue.path(str(directory)),
+        },
+    )
+
+
+@asset(
+    partitions_def=model_suite_partitions,
+    deps=["eval_samples"],
+    group_name="fit",
+    kinds={"numpy", "parquet"},
+    owners=["team:evalpipeline"],
+    code_version=_version(),
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "HIP-LLM reliability of one model on one suite: the suite's subdomains pooled in its domain by a "
+        "hierarchical Beta-Binomial under a credal set of priors. Lower/upper CDF envelopes of the success "
+        "probability at subdomain and domain level, envelopes of its 5%/50%/95% quantiles, of the expected "
+        "future reliability E[R(n)] = E[p^n] and of P(R(n) >= r). Tables under reliability/."
+    ),
+    metadata={"dagster/column_schema": column_schema(EXPECTED_COLUMNS)},
+)
+def reliability(context: AssetExecutionContext, lake: LakeResource):
+    model, suite = model_suite_names(context.partition_key)
+    with permanent_errors():
+        result, directory = partition_reliability(lake.lake(), model, suite, load_reliability_config())
+    return _result(result, directory, f"{model} x {suite}")
+
+
+@asset(
+    partitions_def=model_partitions,
+    deps=[
+        AssetDep(
+            "eval_samples",
+            partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="model"),
+        )
+    ],
+    group_name="fit",
+    kinds={"numpy", "parquet"},
+    owners=["team:evalpipeline"],
+    code_version=_version(),
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "HIP-LLM reliability of one model across every suite it was evaluated on: suites mapped to domains "
+        "by the taxonomy file (default: one domain per suite), domains combined by the operational profile "
+        "(default: proportional to the number of attempts). Same tables as `reliability`, plus the LLM level."
+    ),
+    metadata={"dagster/column_schema": column_schema(EXPECTED_COLUMNS)},
+)
+def model_reliability(context: AssetExecutionContext, lake: LakeResource):
+    model = from_partition_key(context.partition_key)
+    with permanent_errors():
+        result, directory = assess_model(lake.lake(), model, load_reliability_config())
+    return _result(result, directory, model)

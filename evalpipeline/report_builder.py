@@ -1,0 +1,213 @@
+"""The lake-wide HTML report (asset ``report``): reads what the comparison assets wrote.
+
+Writes ``<lake>/report/index.html`` with :func:`evalpipeline.report.render_report`:
+
+* per suite (from ``suite_comparison/suite=<key>/``): the leaderboard table,
+  every pair's verdict in words (ladder sentence, HPDI rule, t-test p-values
+  beside), the leaderboard / pairwise / GLM forest plots, the WAIC and LOO
+  rankings of the suite's GLMs from ``waic_rankings/rankings.parquet`` (and
+  its plot) when present, and every fit that was excluded or failed;
+* per model (from ``model_profile/model=<key>/``): the profile table and the
+  forest plot across suites;
+* optional sections when their tables exist: reliability
+  (``reliability/``, ``model_reliability/``: every Parquet table and PNG
+  found) and ingest accounting (``ingest_accounting/accounting.parquet``).
+
+Images are referenced by paths relative to the report, so the lake folder
+can be moved or opened offline. Output depends only on the lake's files and
+``generated_at`` (passed in), so equal inputs give equal bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+
+from evalpipeline.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE
+from evalpipeline.keys import from_partition_key
+from evalpipeline.lake import Lake
+from evalpipeline.report import Image, Paragraph, Section, Table, relative_src, render_report, write_report
+
+REPORT_PATH = Path("report") / "index.html"
+
+#: Leaderboard columns shown in the report (the Parquet file has them all).
+LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
+                     "clt_low", "clt_high", "clt_flag", "p_best", "expected_rank", "n", "n_items")
+PROFILE_SHOWN = ("scope", "suite", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
+                 "clt_low", "clt_high", "rank", "n_models", "p_best", "n", "glm", "glm_mean", "glm_hpdi_low",
+                 "glm_hpdi_high")
+MAX_OPTIONAL_ROWS = 50
+
+READING_GUIDE = (
+    "How to read this page. Every success rate comes with its posterior mean and 95% highest posterior density "
+    "interval (HPDI) under the stated Beta prior; the conventional Wilson and CLT intervals are shown beside them "
+    "for comparison (a CLT interval that has zero width or leaves [0, 1] is flagged). P(best) is the posterior "
+    "probability that a model has the highest success rate on the suite. Pairwise verdicts use the paired model "
+    "with item effects when both models answered the same items: too close to call below 60%, leaning 60-70%, "
+    "likely 70-95%, confident 95-99%, near-certain from 99%. The HPDI rule of HiBayES Figure 3 is given beside: "
+    "different (no overlap), equivalent (one interval inside the other) or inconclusive."
+)
+
+
+def _partition_dirs(root: Path, prefix: str) -> list[tuple[str, Path]]:
+    found = [(from_partition_key(p.name.split("=", 1)[1]), p) for p in root.glob(f"{prefix}=*") if p.is_dir()]
+    return sorted(found)
+
+
+def _image(path: Path, report_path: Path, alt: str, caption: str = "") -> list[Image]:
+    return [Image(relative_src(path, report_path), alt, caption)] if path.exists() else []
+
+
+def _shown(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    return frame[[c for c in columns if c in frame.columns]]
+
+
+def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
+    paragraphs = []
+    for row in pairs.itertuples(index=False):
+        source = "paired model with item effects" if row.verdict_source == "paired" else "independent posteriors"
+        extra = [f"{source}", f"HPDI rule: {row.hpdi_verdict}"]
+        if pd.notna(row.p_a_better_probit):
+            extra.append(f"bivariate probit P = {row.p_a_better_probit:.3f}")
+        if "p_a_better_glm" in pairs.columns and pd.notna(row.p_a_better_glm):
+            extra.append(f"{row.glm} P = {row.p_a_better_glm:.3f}")
+        t_tests = [f"{name} p = {value:.3g}" for name, value in (("Welch t-test", row.t_unpaired_p),
+                                                                 ("paired t-test", row.t_paired_p)) if pd.notna(value)]
+        if t_tests:
+            extra.append("conventional: " + ", ".join(t_tests))
+        paragraphs.append(Paragraph(f"{row.verdict}. [{'; '.join(extra)}]"))
+    return paragraphs
+
+
+def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None) -> Section:
+    blocks: list = []
+    board_path = folder / "leaderboard.parquet"
+    if not board_path.exists():
+        return Section(suite, [Paragraph(f"No leaderboard for this suite yet ({board_path.name} is missing).")])
+    board = pd.read_parquet(board_path)
+    prior = (board["prior_a"].iloc[0], board["prior_b"].iloc[0]) if len(board) else (float("nan"),) * 2
+    threshold_cols = [c for c in board.columns if c.startswith("p_above_")]
+    blocks.append(Table(_shown(board, LEADERBOARD_SHOWN + tuple(threshold_cols)),
+                        caption=f"Leaderboard (Beta({prior[0]:g}, {prior[1]:g}) prior; intervals at "
+                                f"{board['hpdi_mass'].iloc[0]:.0%})"))
+    glm_rows = board[board["glm"].notna()] if "glm" in board.columns else board.iloc[0:0]
+    if len(glm_rows):
+        blocks.append(Table(_shown(glm_rows, ("model", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high", "glm_p_best")),
+                            caption=f"Per-model effects of the suite GLM {glm_rows['glm'].iloc[0]} (success-rate scale)"))
+    else:
+        blocks.append(Paragraph("No suite GLM fit passed its diagnostics: the leaderboard uses conjugate Beta "
+                                "posteriors only."))
+    blocks += _image(folder / "plots" / "leaderboard.png", report_path, f"Leaderboard of {suite}",
+                     "Posterior mean and HPDI (blue) beside the observed mean and CLT interval (orange).")
+    pairs_path = folder / "pairwise.parquet"
+    pair_section = []
+    if pairs_path.exists():
+        pairs = pd.read_parquet(pairs_path)
+        if len(pairs):
+            pair_section = [Paragraph("Verdicts, pair by pair:"), *_pair_sentences(pairs)]
+            pair_section += _image(folder / "plots" / "pairwise.png", report_path, f"Pairwise P(A > B) on {suite}",
+                                   "Headline P(row model better than column model).")
+            pair_section.append(Table(_shown(pairs, ("model_a", "model_b", "p_a_better_independent", "p_a_better_paired",
+                                                     "p_a_better_probit", "diff_mean_paired", "diff_low_paired",
+                                                     "diff_high_paired", "hpdi_verdict", "verdict_band",
+                                                     "t_unpaired_p", "t_paired_p")),
+                                      caption="Pairwise comparisons"))
+        else:
+            pair_section = [Paragraph("Only one model was evaluated on this suite: no pairwise comparison.")]
+    blocks += pair_section
+    blocks += _image(folder / "plots" / "glm_forest.png", report_path, f"Suite GLM forest plot of {suite}",
+                     "Suite GLM per-model effects with the empirical mean ± SEM.")
+    subsections = []
+    fit_blocks: list = []
+    if rankings is not None:
+        mine = rankings[rankings["suite"] == suite]
+        ranked = mine[mine["excluded"].fillna("") == ""]
+        if len(ranked):
+            fit_blocks.append(Table(_shown(ranked, ("scope", "model", "glm", "criterion", "rank", "elpd", "se",
+                                                    "elpd_diff", "dse", "weight", "warning")),
+                                    caption="WAIC / LOO rankings of the candidate GLMs"))
+        excluded = mine[mine["excluded"].fillna("") != ""]
+        if len(excluded):
+            fit_blocks.append(Table(_shown(excluded, ("scope", "model", "glm", "excluded")),
+                                    caption="Fits not ranked (excluded or failed)"))
+    suite_key = folder.name.split("=", 1)[1]
+    fit_blocks += _image(lake.root / "waic_rankings" / "plots" / f"suite={suite_key}.png", report_path,
+                         f"WAIC comparison on {suite}")
+    fits_path = folder / "fits.parquet"
+    if fits_path.exists():
+        fits = pd.read_parquet(fits_path)
+        unusable = fits[~fits["passed"].eq(True)]
+        if len(unusable):
+            fit_blocks.append(Table(_shown(unusable, ("glm", "status", "passed", "failed", "reason")),
+                                    caption="Suite GLMs not used (failed diagnostics or not applicable)"))
+    if fit_blocks:
+        subsections.append(Section(f"{suite}: statistical model fits", fit_blocks))
+    return Section(f"Suite: {suite}", blocks, subsections)
+
+
+def _model_section(model: str, folder: Path, report_path: Path) -> Section:
+    path = folder / "profile.parquet"
+    if not path.exists():
+        return Section(f"Model: {model}", [Paragraph("No profile for this model yet.")])
+    profile = pd.read_parquet(path)
+    blocks: list = [Table(_shown(profile, PROFILE_SHOWN),
+                          caption="One row per suite; 'pooled' pools every attempt, 'mean of suites' weighs suites equally")]
+    blocks += _image(folder / "plots" / "forest.png", report_path, f"Forest plot of {model}",
+                     "Posterior mean and HPDI per suite and across suites, with the empirical mean ± SEM.")
+    return Section(f"Model: {model}", blocks)
+
+
+def _optional_tables(lake: Lake, table: str, report_path: Path) -> list:
+    folder = lake.root / table
+    blocks: list = []
+    for path in sorted(folder.rglob("*.parquet")):
+        frame = pd.read_parquet(path)
+        caption = path.relative_to(folder).as_posix()
+        if len(frame) > MAX_OPTIONAL_ROWS:
+            caption += f" (first {MAX_OPTIONAL_ROWS} of {len(frame)} rows)"
+        blocks.append(Table(frame.head(MAX_OPTIONAL_ROWS), caption=caption))
+    for path in sorted(folder.rglob("*.png")):
+        blocks += _image(path, report_path, path.relative_to(folder).as_posix(), path.relative_to(folder).as_posix())
+    return blocks
+
+
+def report_sections(lake: Lake, report_path: Path) -> list[Section]:
+    """Every section of the report, in order (suites, models, reliability, ingest accounting)."""
+    rankings_path = lake.root / "waic_rankings" / "rankings.parquet"
+    rankings = pd.read_parquet(rankings_path) if rankings_path.exists() else None
+    sections = [Section("Reading this report", [Paragraph(READING_GUIDE)])]
+    suites = _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite")
+    models = _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model")
+    if suites:
+        sections += [_suite_section(lake, suite, folder, report_path, rankings) for suite, folder in suites]
+    else:
+        sections.append(Section("Suites", [Paragraph("No suite comparison has been computed yet.")]))
+    sections += [_model_section(model, folder, report_path) for model, folder in models]
+    for table, heading in (("reliability", "Reliability"), ("model_reliability", "Model reliability")):
+        if (lake.root / table).exists():
+            blocks = _optional_tables(lake, table, report_path)
+            if blocks:
+                sections.append(Section(heading, blocks))
+    accounting = lake.root / "ingest_accounting" / "accounting.parquet"
+    if accounting.exists():
+        sections.append(Section("Ingest accounting", [
+            Paragraph("Where every input row went: rows read = ingested + quarantined, per partition."),
+            Table(pd.read_parquet(accounting), caption="Ingest accounting"),
+        ]))
+    return sections
+
+
+def build_report(lake: Lake, generated_at: dt.datetime | str) -> Path:
+    """Render and write ``<lake>/report/index.html`` atomically; return its path.
+
+    ``generated_at`` is printed as given (no clock is read), so a rerun on the
+    same lake writes the same bytes (and :func:`write_report` then leaves the
+    file untouched).
+    """
+    report_path = lake.root / REPORT_PATH
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    html = render_report("Evaluation report", report_sections(lake, report_path), generated_at=generated_at)
+    write_report(html, report_path)
+    return report_path
