@@ -1,0 +1,245 @@
+"""Suite comparison and model profile over a small synthetic lake (evalpipeline/comparison.py),
+plus accuracy checks of the faster quadrature in evalpipeline/stats/compare.py."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from scipy import special, stats
+
+from evalpipeline.comparison import (
+    LEADERBOARD_COLUMNS,
+    PAIRWISE_TABLE_COLUMNS,
+    PROFILE_COLUMNS,
+    ComparisonSettings,
+    build_model_profile,
+    build_suite_comparison,
+    leaderboard_columns,
+    threshold_column,
+)
+from evalpipeline.fits import suite_fit_dir
+from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
+from evalpipeline.pipeline import NoDataError
+from evalpipeline.stats import compare
+
+
+def write_samples(lake: Lake, model: str, suite: str, scores: np.ndarray, *, errors=None) -> None:
+    """One canonical sample table: scores is (items x epochs)."""
+    items, epochs = scores.shape
+    rows = []
+    for i in range(items):
+        for e in range(epochs):
+            rows.append({"domain": "d", "subdomain": None, "item_id": f"q{i:03d}", "epoch": e + 1, "scorer": "match",
+                         "score": float(scores[i, e]), "correct": bool(scores[i, e] == 1),
+                         "error": None if errors is None else errors, "limit": None})
+    frame = pd.DataFrame(rows)
+    frame["subdomain"] = frame["subdomain"].astype("string")
+    frame["error"] = frame["error"].astype("string")
+    frame["limit"] = frame["limit"].astype("string")
+    write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False),
+                         lake.table_path("samples", "samples.parquet", model, suite))
+
+
+def planted_scores(rng, difficulty, shift, epochs=2):
+    p = special.expit(difficulty + shift)
+    return (rng.random((difficulty.size, epochs)) < p[:, None]).astype(float)
+
+
+@pytest.fixture(scope="module")
+def planted_lake(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    lake = Lake(tmp_path_factory.mktemp("lake"))
+    difficulty = rng.normal(0.0, 1.0, 30)
+    twin = planted_scores(rng, difficulty, 0.0)
+    write_samples(lake, "strong/one", "quiz", planted_scores(rng, difficulty, 3.0))
+    write_samples(lake, "twin a", "quiz", twin)
+    write_samples(lake, "twin b", "quiz", twin.copy())  # identical answers: no evidence either way
+    write_samples(lake, "strong/one", "other", planted_scores(rng, difficulty[:10], 1.0, epochs=1))
+    return lake
+
+
+def test_planted_truth(planted_lake):
+    result = build_suite_comparison(planted_lake, "quiz")
+    board, pairs = result.leaderboard, result.pairwise
+    assert list(board.columns) == list(LEADERBOARD_COLUMNS) and list(pairs.columns) == list(PAIRWISE_TABLE_COLUMNS)
+    assert board.loc[0, "model"] == "strong/one" and board.loc[0, "p_best"] > 0.95
+    assert board["p_best"].sum() == pytest.approx(1.0)
+    # P(> 0.8) is the exact Beta tail of the recorded posterior
+    row = board.iloc[0]
+    assert row[threshold_column(0.8)] == pytest.approx(stats.beta.sf(0.8, row.posterior_a, row.posterior_b))
+    assert (board[["prior_a", "prior_b"]] == 1.0).all().all()
+    assert (board["wilson_low"] <= board["observed_mean"]).all() and (board["clopper_pearson_low"] <= board["wilson_low"] + 0.02).all()
+    strong = pairs[pairs.model_a == "strong/one"]
+    assert len(strong) == 2
+    assert (strong["verdict_band"] == "near-certain").all() and (strong["hpdi_verdict"] == "different").all()
+    assert strong["verdict"].str.contains("near-certain better").all()
+    assert strong["p_a_better_probit"].notna().all()  # 0/1 scores: the probit model applies
+    twins = pairs[pairs.model_b.isin(["twin a", "twin b"]) & pairs.model_a.isin(["twin a", "twin b"])].iloc[0]
+    assert twins["p_a_better_independent"] == pytest.approx(0.5, abs=1e-9)
+    # The paired logit model is not exchangeable in A and B (B's log-odds is base ~ N(0, 1.5), A's is base + gap
+    # with prior sd sqrt(1.5^2 + 1)), so identical answers give P near but not at 0.5; with a flat base prior it is 0.5.
+    assert twins["p_a_better"] == pytest.approx(twins["p_a_better_paired"])
+    assert 0.4 < twins["p_a_better"] < 0.6
+    twin_scores = planted_lake.read_partition("samples", "twin a", "quiz").groupby("item_id")["score"].agg(["sum", "size"])
+    flat = compare.paired_logit_comparison(twin_scores["sum"], twin_scores["size"], twin_scores["sum"], twin_scores["size"],
+                                           base_sd=100.0)
+    assert flat["p_a_better"] == pytest.approx(0.5, abs=2e-3)
+    assert twins["verdict_band"] == "too close to call" and twins["hpdi_verdict"] == "equivalent"
+    assert set(result.plots) == {"leaderboard", "pairwise"} and all(p.exists() for p in result.plots.values())
+    assert board["glm"].isna().all() and pairs["p_a_better_glm"].isna().all()
+
+
+def test_rerun_writes_identical_bytes(planted_lake):
+    first = build_suite_comparison(planted_lake, "quiz")
+    files = sorted(first.directory.rglob("*.*"))
+    before = {p: p.read_bytes() for p in files}
+    mtimes = {p: p.stat().st_mtime_ns for p in files}
+    second = build_suite_comparison(planted_lake, "quiz")
+    assert sorted(second.directory.rglob("*.*")) == files
+    assert {p: p.read_bytes() for p in files} == before
+    assert {p: p.stat().st_mtime_ns for p in files} == mtimes  # unchanged files are not rewritten
+
+
+def test_bad_input(tmp_path, planted_lake):
+    with pytest.raises(NoDataError, match="'nowhere' has no sample tables"):
+        build_suite_comparison(planted_lake, "nowhere")
+    lake = Lake(tmp_path)
+    write_samples(lake, "m", "broken", np.ones((3, 1)), errors="timeout")
+    with pytest.raises(ValueError, match="none counts"):
+        build_suite_comparison(lake, "broken")
+    with pytest.raises(ValueError, match="thresholds"):
+        ComparisonSettings(thresholds=(1.5,))
+    with pytest.raises(NoDataError, match="'ghost'"):
+        build_model_profile(planted_lake, "ghost")
+
+
+def test_thresholds_are_wide_columns(planted_lake):
+    settings = ComparisonSettings(thresholds=(0.5, 0.8, 0.95))
+    board = build_suite_comparison(planted_lake, "other", settings).leaderboard
+    assert [c for c in board.columns if c.startswith("p_above_")] == ["p_above_0.5", "p_above_0.8", "p_above_0.95"]
+    assert list(board.columns) == list(leaderboard_columns(settings.thresholds))
+    assert board["p_above_0.5"].iloc[0] >= board["p_above_0.8"].iloc[0] >= board["p_above_0.95"].iloc[0]
+
+
+def _write_suite_fit(lake, suite, glm, models, draws, *, passed=True):
+    """A stored suite GLM fit in the layout of evalpipeline/fits.py (summary, diagnostics, draws, provenance)."""
+    import xarray as xr
+
+    directory = suite_fit_dir(lake, suite, glm)
+    directory.mkdir(parents=True, exist_ok=True)
+    prob = special.expit(draws)
+    low, high = np.quantile(prob, [0.025, 0.975], axis=0)
+    summary = pd.DataFrame({"parameter": "model", "model": models, "scale": "location", "mean": draws.mean(0),
+                            "hpdi_mass": 0.95, "hpdi2_mass": 0.99, "prob_mean": prob.mean(0),
+                            "prob_hpdi_low": low, "prob_hpdi_high": high,
+                            "prob_hpdi2_low": prob.min(0), "prob_hpdi2_high": prob.max(0)})
+    write_parquet_atomic(pa.Table.from_pandas(summary, preserve_index=False), directory / "summary.parquet")
+    diagnostics = pd.DataFrame({"diagnostic": ["divergences", "r_hat"], "passed": [passed, True]})
+    write_parquet_atomic(pa.Table.from_pandas(diagnostics, preserve_index=False), directory / "diagnostics.parquet")
+    xr.Dataset({"model": (("chain", "draw", "model_dim"), draws.reshape(2, -1, len(models)))}).to_netcdf(
+        directory / "posterior.nc", group="posterior", engine="h5netcdf")
+    write_bytes_atomic(b"{}", directory / "fit.json")
+    provenance = {"inputs": {}, "version": "test", "config": {"glm": glm}, "status": "fitted", "passed": passed}
+    write_bytes_atomic(json.dumps(provenance).encode(), directory / "provenance.json")
+
+
+def test_passed_suite_glm_is_used_and_failed_one_listed(tmp_path):
+    rng = np.random.default_rng(5)
+    lake = Lake(tmp_path)
+    difficulty = rng.normal(0, 1, 20)
+    write_samples(lake, "a", "s", planted_scores(rng, difficulty, 1.0))
+    write_samples(lake, "b", "s", planted_scores(rng, difficulty, 0.0))
+    draws = rng.normal([1.0, 0.2], 0.3, size=(400, 2))
+    _write_suite_fit(lake, "s", "suite_binomial", ["a", "b"], draws, passed=False)
+    _write_suite_fit(lake, "s", "suite_null", ["a", "b"], draws)
+    result = build_suite_comparison(lake, "s")
+    assert result.glm == "suite_null"
+    fits = result.fits.set_index("glm")
+    assert not fits.loc["suite_binomial", "used"] and fits.loc["suite_binomial", "failed"] == "divergences"
+    assert fits.loc["suite_null", "used"]
+    board = result.leaderboard.set_index("model")
+    assert board.loc["a", "glm_mean"] == pytest.approx(special.expit(draws[:, 0]).mean())
+    assert board.loc["a", "glm_p_best"] == pytest.approx((draws[:, 0] > draws[:, 1]).mean())
+    pair = result.pairwise.iloc[0]
+    expected = (draws[:, 0] > draws[:, 1]).mean() if pair.model_a == "a" else (draws[:, 1] > draws[:, 0]).mean()
+    assert pair["p_a_better_glm"] == pytest.approx(expected)
+    assert result.plots["glm_forest"].exists()
+    # once no fit passes, the GLM columns empty and the stale forest plot goes
+    _write_suite_fit(lake, "s", "suite_null", ["a", "b"], draws, passed=False)
+    again = build_suite_comparison(lake, "s")
+    assert again.glm is None and again.leaderboard["glm_mean"].isna().all()
+    assert not (again.directory / "plots" / "glm_forest.png").exists()
+
+
+def test_model_profile(planted_lake):
+    profile = build_model_profile(planted_lake, "strong/one")
+    assert list(profile.columns) == list(PROFILE_COLUMNS)
+    assert list(profile["scope"]) == ["suite", "suite", "pooled", "mean of suites"]
+    suites = profile[profile.scope == "suite"].set_index("suite")
+    assert suites.loc["quiz", "rank"] == 1 and suites.loc["quiz", "n_models"] == 3
+    assert suites.loc["other", "n_models"] == 1 and suites.loc["other", "p_best"] == 1.0
+    pooled = profile[profile.scope == "pooled"].iloc[0]
+    k, n = suites["k"].sum(), suites["n"].sum()
+    assert pooled["n"] == n and pooled["posterior_mean"] == pytest.approx((1 + k) / (2 + n))
+    mean_row = profile[profile.scope == "mean of suites"].iloc[0]
+    assert mean_row["posterior_mean"] == pytest.approx(suites["posterior_mean"].mean())
+    assert mean_row["hpdi_low"] < mean_row["posterior_mean"] < mean_row["hpdi_high"]
+    folder = planted_lake.root / "model_profile" / "model=strong%2Fone"
+    assert (folder / "profile.parquet").exists() and (folder / "plots" / "forest.png").exists()
+
+
+# ---------------------------------------------------------------- accuracy of the faster quadrature
+
+
+def _bvn_reference(h, k, rho, nodes=600):
+    # The plain rho-integral of the CDF's derivative with a very fine rule (independent of the asin substitution).
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    r = rho * (x + 1) / 2
+    f = np.exp(-(h**2 - 2 * r * h * k + k**2) / (2 * (1 - r**2))) / np.sqrt(1 - r**2)
+    return stats.norm.cdf(h) * stats.norm.cdf(k) + np.sum(f * w) * rho / 2 / (2 * math.pi)
+
+
+def test_bivariate_normal_cdf_is_accurate_up_to_rho_099():
+    rng = np.random.default_rng(0)
+    h, k = rng.normal(0, 1.5, 300), rng.normal(0, 1.5, 300)
+    rho = np.concatenate([rng.uniform(-0.99, 0.99, 200), np.full(50, 0.99), np.full(50, -0.99)])
+    h[:40] = k[:40] + rng.normal(0, 0.05, 40)  # near the diagonal, where |rho| -> 1 is sharpest
+    fast = compare.bivariate_normal_cdf(h, k, rho)
+    reference = np.array([_bvn_reference(*args) for args in zip(h, k, rho)])
+    assert np.abs(fast - reference).max() < 1e-9
+    scipy_values = [stats.multivariate_normal([0, 0], [[1, r], [r, 1]]).cdf([a, b]) for a, b, r in zip(h[:20], k[:20], rho[:20])]
+    assert np.abs(fast[:20] - scipy_values).max() < 1e-6  # scipy's own tolerance
+
+
+def _naive_item_log_likelihood(base, gap, spread, ka, na, kb, nb):
+    # Item by item, log-sigmoid by log-sigmoid, as the post's model reads: no pattern sharing, no factorisation.
+    b, g, s = np.meshgrid(base, gap, spread, indexing="ij")
+    total = np.zeros(b.shape)
+    log_w = np.log(compare._GH_WEIGHTS)
+    for a_k, a_n, b_k, b_n in zip(ka, na, kb, nb):
+        eta_b = b[..., None] + s[..., None] * compare._GH_NODES
+        eta_a = eta_b + g[..., None]
+        per_node = (a_k * compare._log_sigmoid(eta_a) + (a_n - a_k) * compare._log_sigmoid(-eta_a)
+                    + b_k * compare._log_sigmoid(eta_b) + (b_n - b_k) * compare._log_sigmoid(-eta_b))
+        total += special.logsumexp(per_node + log_w, axis=-1)
+    return total
+
+
+@pytest.mark.parametrize("epochs,graded", [(3, False), (1, True), (40, False)])
+def test_pattern_likelihood_equals_item_by_item_sum(epochs, graded):
+    rng = np.random.default_rng(epochs)
+    n_items = 12
+    na = nb = np.full(n_items, float(epochs))
+    ka = rng.binomial(epochs, 0.7, n_items).astype(float)
+    kb = rng.binomial(epochs, 0.4, n_items).astype(float)
+    if graded:
+        ka, kb = np.round(rng.random(n_items), 2), np.round(rng.random(n_items), 2)
+    patterns = pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts().reset_index(name="count")
+    base, gap, spread = np.linspace(-7, 7, 9), np.linspace(-5, 5, 11), np.linspace(0, 8, 5)
+    fast = compare._logit_pattern_log_likelihood(base, gap, spread, patterns)
+    naive = _naive_item_log_likelihood(base, gap, spread, ka, na, kb, nb)
+    assert np.isfinite(fast).all()  # 40 epochs at the grid corners underflow the product form: stabilised fallback
+    assert np.allclose(fast, naive, rtol=1e-10, atol=1e-8)
