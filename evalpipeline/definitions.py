@@ -9,6 +9,7 @@ that ``make ui`` shows the same runs and materialisations afterwards.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,8 +38,15 @@ from resources.executors import configured_executor
 from resources.fit import GlmSettings
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
-# The CLI prints one progress line per run; Dagster's per-event console log stays in the instance.
-QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The CLI prints one progress line per run; Dagster's per-event console log stays in the instance
+# (EVALPIPELINE_LOG_LEVEL=INFO shows it, e.g. each fit's progress).
+def _console_config() -> dict:
+    return {"loggers": {"console": {"config": {"log_level": os.environ.get("EVALPIPELINE_LOG_LEVEL", "WARNING")}}}}
+
+
+#: Tags of the runs `evalpipeline run` executes in its own process: a later run can tell that
+#: such a run's process died (killed, machine rebooted) and release what it held.
+HOST_TAG, PID_TAG = "evalpipeline/host", "evalpipeline/pid"
 
 #: model x suite assets: what one ingest-and-fit run materialises for one partition
 PARTITION_ASSETS = [eval_samples, accuracy_posteriors, reliability, *PARTITION_GLM_ASSETS]
@@ -95,6 +103,7 @@ def run_main_job(
     fits of unchanged inputs are reused.
     """
     instance = instance or local_instance()
+    _fail_orphaned_runs(instance, echo)
     lake = defs.resources["lake"]
     store = lake.lake()
     landing = lake.landing_dir()
@@ -123,7 +132,8 @@ def run_main_job(
         echo(f"[{number}/{len(steps)}] {job.name} {label} ...")
         started = time.perf_counter()
         result = job.execute_in_process(
-            instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_CONSOLE
+            instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(),
+            tags={HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
         )
         ok = result.success
         failures += not ok
@@ -139,6 +149,33 @@ def run_main_job(
          "glm_suite_fits/, suite_leaderboard/, waic_rankings/, ingest_accounting/, run_status/")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None]) -> None:
+    """Mark runs of a dead `evalpipeline run` process on this host failed and free their
+    concurrency slots, so that a killed run neither blocks the fit pool nor shows as running."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    host = socket.gethostname()
+    active = instance.get_runs(
+        RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING], tags={HOST_TAG: host})
+    )
+    for run in active:
+        pid = int(run.tags.get(PID_TAG, "0") or 0)
+        if pid and not _alive(pid):
+            instance.report_run_failed(run, f"the process running it (pid {pid}) is gone: killed or crashed")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            echo(f"marked run {run.run_id} failed: its process {pid} died")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None]) -> None:

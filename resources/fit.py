@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from dagster import ConfigurableResource
@@ -27,7 +28,7 @@ class GlmSettings(ConfigurableResource):
 
     config_file: str = Field(default="", description="configuration file; empty = the project default")
     compilation_cache_dir: str = Field(
-        default="", description="persistent JAX compilation cache; empty = <lake>/.cache/jax"
+        default="", description="persistent JAX compilation cache; empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
     )
 
     def config(self) -> GlmConfig:
@@ -36,5 +37,6 @@ class GlmSettings(ConfigurableResource):
     def fitter(self, lake_root: Path):
         from evalpipeline.models import configure_jax
 
-        configure_jax(compilation_cache_dir=self.compilation_cache_dir or str(Path(lake_root) / ".cache" / "jax"))
+        cache = self.compilation_cache_dir or os.environ.get("EVALPIPELINE_JAX_CACHE") or str(Path(lake_root) / ".cache" / "jax")
+        configure_jax(compilation_cache_dir=cache)
         return process_fitter()

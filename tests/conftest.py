@@ -16,3 +16,19 @@ def isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(env / "dagster_home"))
     (env / "dagster_home").mkdir()
     return env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_jax_cache(tmp_path_factory):
+    """One persistent JAX compilation cache for the whole session, as one lake would have: tests
+    that fit GLMs in separate lakes (and processes) compile each sampler once."""
+    import os
+
+    cache = tmp_path_factory.mktemp("jax_cache")
+    previous = os.environ.get("EVALPIPELINE_JAX_CACHE")
+    os.environ["EVALPIPELINE_JAX_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("EVALPIPELINE_JAX_CACHE", None)
+    else:
+        os.environ["EVALPIPELINE_JAX_CACHE"] = previous
