@@ -4,9 +4,10 @@
 
 * unset or ``multiprocess`` (the default): Dagster's local ``multiprocess_executor``,
   one process per step on this machine.
-* ``dask``: ``dagster_dask.dask_executor`` connected to an existing Dask scheduler whose
-  address is ``$EVALPIPELINE_DASK_SCHEDULER`` (e.g. ``tcp://127.0.0.1:8786``). The address
-  is an ``env:`` config source, so it is read when a run starts, never stored in the repo.
+* ``dask``: dagster-dask's executor connected to an existing Dask scheduler whose address is
+  ``$EVALPIPELINE_DASK_SCHEDULER`` (e.g. ``tcp://127.0.0.1:8786``). The address is an ``env:``
+  config source, so it is read when a run starts, never stored in the repo. Task arguments
+  travel as Dagster's JSON serialisation (see ``SerialisedDaskExecutor`` for why).
   Every step is one Dask task; the workers rebuild the job from ``evalpipeline.definitions``
   and write to the same lake and Dagster instance, so both must be reachable from them.
 
@@ -34,8 +35,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import DagsterInstance, ExecutorDefinition, execute_job, multiprocess_executor
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    Executor,
+    ExecutorDefinition,
+    Field,
+    StringSource,
+    execute_job,
+    executor,
+    multiple_process_executor_requirements,
+    multiprocess_executor,
+)
 from dagster._core.definitions.reconstruct import ReconstructableJob, ReconstructableRepository
+from dagster._core.instance.ref import InstanceRef
+from dagster._serdes import deserialize_value, serialize_value
+from dagster_dask.executor import DaskExecutor
 
 EXECUTOR_ENV = "EVALPIPELINE_EXECUTOR"
 DASK_SCHEDULER_ENV = "EVALPIPELINE_DASK_SCHEDULER"
@@ -56,13 +71,7 @@ def configured_executor(environ: Mapping[str, str] | None = None) -> ExecutorDef
                 f"{EXECUTOR_ENV}=dask needs {DASK_SCHEDULER_ENV}, the address of a running Dask "
                 "scheduler (e.g. tcp://127.0.0.1:8786; start one with `make dask-cluster`)"
             )
-        from dagster_dask import dask_executor
-
-        return dask_executor.configured(
-            {"cluster": {"existing": {"address": {"env": DASK_SCHEDULER_ENV}}}},
-            name="dask",
-            description=f"Steps run as tasks on the Dask scheduler at ${DASK_SCHEDULER_ENV}.",
-        )
+        return dask_existing_executor.configured({"address": {"env": DASK_SCHEDULER_ENV}}, name="dask")
     if choice == "k8s":
         try:
             from dagster_k8s import k8s_job_executor
@@ -73,6 +82,80 @@ def configured_executor(environ: Mapping[str, str] | None = None) -> ExecutorDef
             ) from exc
         return k8s_job_executor
     raise ValueError(f"{EXECUTOR_ENV}={choice!r} is not a known executor; choose one of {', '.join(EXECUTOR_CHOICES)}")
+
+
+@executor(
+    name="dask",
+    config_schema={"address": Field(StringSource, description="address of a running Dask scheduler")},
+    requirements=multiple_process_executor_requirements(),
+)
+def dask_existing_executor(init_context) -> Executor:
+    """dagster-dask's executor on an existing scheduler, with each task's arguments sent as
+    Dagster's JSON serialisation. Steps run as Dask tasks on the workers, one task per step."""
+    return SerialisedDaskExecutor(init_context.executor_config["address"])
+
+
+def _execute_serialised_step(dependencies: list, payload: str) -> str:
+    """Runs on a Dask worker: dagster-dask's own step entry point, on deserialised arguments.
+    ``dependencies`` (the upstream steps' results) only make Dask order the tasks."""
+    from dagster._serdes import deserialize_value, serialize_value
+    from dagster_dask.executor import query_on_dask_worker
+
+    task = deserialize_value(payload, as_type=dict)
+    events = query_on_dask_worker(
+        None, task["job"], task["run"], task["run_config"], task["step_keys"], task["instance_ref"], task["known_state"]
+    )
+    return serialize_value(list(events))
+
+
+class SerialisedDaskExecutor(DaskExecutor):
+    """``dagster_dask.executor.DaskExecutor`` for an existing cluster, with one change: the task
+    arguments (the run, the job pointer, the instance reference, the known state) travel as a
+    JSON string from Dagster's serdes and results come back the same way.
+
+    Why: dagster-dask 0.29.27 passes Dagster's NamedTuple records to ``Client.submit`` as they
+    are; distributed >= 2024.12 walks every tuple among task arguments looking for futures, and
+    Dagster's ``@record`` types (``RunOpConcurrency``, set on runs whose steps use a concurrency
+    pool) forbid iteration, so submitting such a run fails before any step starts.
+    Scheduling is unchanged: one task per step, keyed ``<job>.<step>``, depending on the tasks of
+    its upstream steps, with the step's ``dagster-dask/resource_requirements`` tag as Dask resources.
+    """
+
+    def __init__(self, address: str):
+        super().__init__("existing", {"address": address})
+
+    def execute(self, plan_context, execution_plan):
+        import dask.distributed
+        from dagster._core.errors import raise_execution_interrupts
+        from dagster._serdes import deserialize_value, serialize_value
+        from dagster._utils import iterate_with_context
+        from dagster_dask.executor import get_dask_resource_requirements
+
+        if not plan_context.instance.is_persistent:
+            raise ValueError("Dask execution needs a persistent Dagster instance (set DAGSTER_HOME) that the workers can reach")
+        common = {
+            "job": plan_context.reconstructable_job,
+            "run": plan_context.dagster_run,
+            "run_config": plan_context.run_config,
+            "instance_ref": plan_context.instance.get_ref(),
+            "known_state": execution_plan.known_state,
+        }
+        with dask.distributed.Client(self.cluster_configuration["address"]) as client:
+            futures_by_step = {}
+            for level in execution_plan.get_steps_to_execute_by_level():
+                for step in level:
+                    upstream = [futures_by_step[k] for i in step.step_inputs for k in i.dependency_keys]
+                    futures_by_step[step.key] = client.submit(
+                        _execute_serialised_step,
+                        upstream,
+                        serialize_value({**common, "step_keys": [step.key]}),
+                        key=f"{plan_context.job_name}.{step.key}",
+                        resources=get_dask_resource_requirements(step.tags),
+                        pure=False,
+                    )
+            finished = dask.distributed.as_completed(list(futures_by_step.values()), with_results=True)
+            for _future, result in iterate_with_context(raise_execution_interrupts, finished):
+                yield from deserialize_value(result, as_type=list)
 
 
 def reconstructable_job(job_name: str) -> ReconstructableJob:
@@ -99,32 +182,57 @@ def execute_partitions(
     instance: DagsterInstance,
     run_config: Mapping | None = None,
     concurrent_runs: int = 1,
+    assets: Sequence[str] | None = None,
 ) -> list[RunSummary]:
-    """Run ``job_name`` once per partition with the executor the code location was loaded with.
+    """Run ``job_name`` (or only its ``assets``) once per partition with the executor the code
+    location was loaded with.
 
-    Up to ``concurrent_runs`` runs are in flight at once (each run's steps are sequential, so
-    this is what lets several workers fit at the same time, as a run queue with that limit
-    would); their steps go to the executor. The dynamic partitions must already be registered
-    on ``instance``, which must be persistent.
+    Up to ``concurrent_runs`` runs are in flight at once, each from its own process as a run
+    queue's run workers would (each run's steps are sequential, so this is what lets several
+    workers fit at the same time; ``execute_job`` is not thread-safe: Dagster reconfigures
+    ``logging`` per run). The dynamic partitions must already be registered on ``instance``,
+    which must be persistent.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    if concurrent_runs < 1:
+        raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
+    requests = [
+        (job_name, dict(getattr(key, "keys_by_dimension", {})) or str(key), dict(run_config or {}), list(assets or []))
+        for key in partition_keys
+    ]
+    if concurrent_runs == 1:
+        return [_run_partition(*request, instance=instance) for request in requests]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ref = serialize_value(instance.get_ref())
+    with ProcessPoolExecutor(concurrent_runs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_run_partition_from_ref, [(ref, *request) for request in requests]))
+
+
+def _run_partition_from_ref(request) -> RunSummary:
+    ref, *args = request
+    with DagsterInstance.from_ref(deserialize_value(ref, as_type=InstanceRef)) as instance:
+        return _run_partition(*args, instance=instance)
+
+
+def _run_partition(job_name, key, run_config, assets, *, instance: DagsterInstance) -> RunSummary:
+    """One run of ``job_name`` for partition ``key`` (a string, or a multi-partition key's
+    keys by dimension), through the reconstructable job so that the configured executor applies."""
+    from dagster import MultiPartitionKey
 
     from evalpipeline.definitions import defs
 
-    if concurrent_runs < 1:
-        raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
+    partition_key = MultiPartitionKey(key) if isinstance(key, dict) else key
     job_def = defs.resolve_job_def(job_name)
-    recon = reconstructable_job(job_name)
-
-    def run_one(key) -> RunSummary:
-        tags = dict(job_def.get_tags_for_partition_key(key, selected_asset_keys=None))
-        result = execute_job(recon, instance=instance, run_config=dict(run_config or {}), tags=tags)
-        return _summarise(instance, result.run_id, str(key), result.success)
-
-    if concurrent_runs == 1:
-        return [run_one(key) for key in partition_keys]
-    with ThreadPoolExecutor(max_workers=concurrent_runs, thread_name_prefix="run") as pool:
-        return list(pool.map(run_one, partition_keys))
+    tags = dict(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=None))
+    result = execute_job(
+        reconstructable_job(job_name),
+        instance=instance,
+        run_config=run_config,
+        tags=tags,
+        asset_selection=[AssetKey.from_user_string(a) for a in assets] or None,
+    )
+    return _summarise(instance, result.run_id, str(partition_key), result.success)
 
 
 def _summarise(instance: DagsterInstance, run_id: str, partition_key: str, success: bool) -> RunSummary:
@@ -273,6 +381,7 @@ def run_landing(
     instance: DagsterInstance,
     only: Sequence[tuple[str, str]] | None = None,
     concurrent_runs: int = 1,
+    assets: Sequence[str] | None = None,
 ) -> list[RunSummary]:
     """Register the landing folder's partitions on ``instance`` and run ``job_name`` for each
     (or for ``only``), with the lake and landing folder passed as run config so that every
@@ -293,12 +402,13 @@ def run_landing(
         instance=instance,
         run_config=run_config,
         concurrent_runs=concurrent_runs,
+        assets=assets,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m resources.executors --lake L --landing F [--job J] [--only MODEL SUITE]...
-    [--concurrent-runs N] [--json OUT]``:
+    [--asset A]... [--concurrent-runs N] [--json OUT]``:
     run a job over the landing folder's partitions, out of process, on the executor that
     ``$EVALPIPELINE_EXECUTOR`` selects, against the instance in ``$DAGSTER_HOME``."""
     import argparse
@@ -309,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lake", type=Path, required=True)
     parser.add_argument("--landing", type=Path, required=True)
     parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
+    parser.add_argument("--asset", action="append", help="run only these assets of the job (repeatable)")
     parser.add_argument("--concurrent-runs", type=int, default=1, help="runs in flight at once (default 1)")
     parser.add_argument("--json", type=Path, help="write one summary per run here")
     args = parser.parse_args(argv)
@@ -316,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with DagsterInstance.get() as instance:
         summaries = run_landing(
             args.job, lake=args.lake.resolve(), landing=args.landing.resolve(), instance=instance,
-            only=args.only, concurrent_runs=args.concurrent_runs,
+            only=args.only, concurrent_runs=args.concurrent_runs, assets=args.asset,
         )
     report = {
         "executor": configured_executor().name,
