@@ -29,3 +29,9 @@ ui: $(STAMP)
 clean-lake:
 	rm -rf data/lake
 	git clean -fdXq dagster_home
+
+# A Dask scheduler (tcp://127.0.0.1:8786) and 2 workers on loopback; runs use it when
+# EVALPIPELINE_EXECUTOR=dask EVALPIPELINE_DASK_SCHEDULER=tcp://127.0.0.1:8786 (README, Production set-up).
+.PHONY: dask-cluster
+dask-cluster: $(STAMP)
+	$(BIN)/python scripts/dask_cluster.py --workers $(or $(DASK_WORKERS),2)
