@@ -1,0 +1,78 @@
+"""The lake-wide report (evalpipeline/report_builder.py) read the way a person reads it."""
+
+import html
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from evalpipeline.comparison import ComparisonSettings, build_model_profile, build_suite_comparison
+from evalpipeline.lake import Lake, write_parquet_atomic
+from evalpipeline.report_builder import build_report
+from tests.test_comparison import planted_scores, write_samples
+
+MODELS = ("vendor/big model", "small <b>&co")
+SUITES = ("arith", "one model suite")
+
+
+@pytest.fixture(scope="module")
+def report_lake(tmp_path_factory):
+    rng = np.random.default_rng(2)
+    lake = Lake(tmp_path_factory.mktemp("lake"))
+    difficulty = rng.normal(0, 1, 15)
+    write_samples(lake, MODELS[0], SUITES[0], planted_scores(rng, difficulty, 2.0))
+    write_samples(lake, MODELS[1], SUITES[0], planted_scores(rng, difficulty, -1.0))
+    write_samples(lake, MODELS[0], SUITES[1], planted_scores(rng, difficulty[:8], 0.0, epochs=1))
+    settings = ComparisonSettings(pairwise_draws=20_000)
+    for suite in SUITES:
+        build_suite_comparison(lake, suite, settings)
+    for model in MODELS:
+        build_model_profile(lake, model, settings)
+    return lake
+
+
+def _image_sources(text: str) -> list[str]:
+    return [html.unescape(src) for src in re.findall(r'<img src="([^"]+)"', text)]
+
+
+def test_report_has_every_suite_and_model_and_no_broken_image(report_lake):
+    path = build_report(report_lake, "2026-01-02T03:04:05")
+    assert path == report_lake.root / "report" / "index.html"
+    text = path.read_text(encoding="utf-8")
+    for name in SUITES:
+        assert f"Suite: {html.escape(name)}" in text
+    for name in MODELS:
+        assert f"Model: {html.escape(name)}" in text
+    assert "<b>&co" not in text  # names are escaped, never markup
+    sources = _image_sources(text)
+    # two suites: leaderboard (both), pairwise (the two-model suite); two model forest plots
+    assert len(sources) == 5
+    for src in sources:
+        assert not src.startswith("/") and "://" not in src
+        assert (path.parent / unquote(src)).resolve().is_file(), src
+    assert "near-certain better than" in text  # the planted gap, said in words
+    assert "Only one model was evaluated on this suite" in text
+    assert "Ingest accounting" not in text  # optional section absent without its table
+
+
+def test_report_is_deterministic_and_shows_optional_tables(report_lake):
+    first = build_report(report_lake, "2026-01-02T03:04:05").read_bytes()
+    assert build_report(report_lake, "2026-01-02T03:04:05").read_bytes() == first
+    accounting = pd.DataFrame({"model": [MODELS[0]], "suite": [SUITES[0]], "rows_ingested": [30]})
+    write_parquet_atomic(pa.Table.from_pandas(accounting, preserve_index=False),
+                         report_lake.root / "ingest_accounting" / "accounting.parquet")
+    try:
+        text = build_report(report_lake, "2026-01-02T03:04:05").read_text(encoding="utf-8")
+        assert "Ingest accounting" in text and "rows_ingested" in text
+    finally:
+        (report_lake.root / "ingest_accounting" / "accounting.parquet").unlink()
+
+
+def test_report_on_an_empty_lake_says_so(tmp_path):
+    text = build_report(Lake(tmp_path), "t").read_text(encoding="utf-8")
+    assert "No suite comparison has been computed yet." in text
+    assert "<img" not in text
