@@ -11,9 +11,9 @@ from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 PARTITION_STEPS = [
     "eval_samples", "accuracy_posteriors", "reliability", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]
 ]
-SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS]]
-MODEL_STEPS = ["model_reliability"]
-LAKE_STEPS = ["ingest_accounting", "waic_rankings"]
+SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS], "suite_comparison"]
+MODEL_STEPS = ["model_reliability", "model_profile"]
+LAKE_STEPS = ["ingest_accounting", "waic_rankings", "report"]
 
 ingest_and_fit_job = define_asset_job(
     "ingest_and_fit",
@@ -24,7 +24,7 @@ ingest_and_fit_job = define_asset_job(
 suite_job = define_asset_job(
     "suite_analysis",
     selection=AssetSelection.assets(*SUITE_STEPS),
-    description="Per suite: rank all evaluated models and fit the multi-LLM GLMs.",
+    description="Per suite: rank all evaluated models, fit the multi-LLM GLMs, compare every pair.",
 )
 
 model_job = define_asset_job(
@@ -36,6 +36,6 @@ model_job = define_asset_job(
 lake_job = define_asset_job(
     "lake_reports",
     selection=AssetSelection.assets(*LAKE_STEPS),
-    description="Lake-wide: row accounting and WAIC/LOO rankings of the candidate GLMs.",
+    description="Lake-wide: row accounting, WAIC/LOO rankings of the candidate GLMs, the HTML report.",
 )
 

@@ -19,6 +19,7 @@ import pandas as pd
 from dagster import AssetSelection, AutomationConditionSensorDefinition, DagsterInstance, DefaultSensorStatus, Definitions
 
 from assets.accounting import ingest_accounting
+from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import ingest_and_fit_job, lake_job, model_job, suite_job
 from assets.partitions import model_suite_key
@@ -51,11 +52,11 @@ HOST_TAG, PID_TAG = "evalpipeline/host", "evalpipeline/pid"
 #: model x suite assets: what one ingest-and-fit run materialises for one partition
 PARTITION_ASSETS = [eval_samples, accuracy_posteriors, reliability, *PARTITION_GLM_ASSETS]
 #: per-suite assets
-SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS]
+SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS, suite_comparison]
 #: per-model assets
-MODEL_ASSETS = [model_reliability]
+MODEL_ASSETS = [model_reliability, model_profile]
 #: lake-wide assets
-LAKE_ASSETS = [ingest_accounting, waic_rankings]
+LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
 
 #: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
 automation_sensor = AutomationConditionSensorDefinition(
@@ -146,7 +147,11 @@ def run_main_job(
             echo(f"\nsuite {suite}: models ranked by posterior mean success rate")
             echo(format_leaderboard(pd.read_parquet(path)))
     echo(f"\noutputs in {store.root.resolve()}: samples/, quarantine/, accuracy_posteriors/, glm_fits/, "
-         "glm_suite_fits/, suite_leaderboard/, waic_rankings/, ingest_accounting/, run_status/")
+         "glm_suite_fits/, reliability/, model_reliability/, suite_leaderboard/, suite_comparison/, model_profile/, "
+         "waic_rankings/, ingest_accounting/, run_status/")
+    report_page = store.root / "report" / "index.html"
+    if report_page.exists():
+        echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
 

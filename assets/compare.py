@@ -1,0 +1,144 @@
+"""Assets ``suite_comparison`` (per suite), ``model_profile`` (per model) and ``report`` (lake-wide)."""
+
+
+from datetime import datetime, timezone
+
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
+    asset,
+)
+
+from assets.automation import refresh_when_inputs_change
+from assets.errors import permanent_errors
+from assets.fits import SUITE_GLM_ASSETS
+from assets.metadata import column_schema, png_markdown, table_metadata
+from assets.partitions import model_partitions, suite_partitions
+from evalpipeline.comparison import (
+    LEADERBOARD_COLUMNS,
+    PAIRWISE_TABLE_COLUMNS,
+    PROFILE_COLUMNS,
+    build_model_profile,
+    build_suite_comparison,
+)
+from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake import sha256_file
+from evalpipeline.report_builder import build_report
+from evalpipeline.versions import code_version
+from resources import LakeResource
+
+_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline.plots"]
+
+
+@asset(
+    partitions_def=suite_partitions,
+    deps=[
+        AssetDep("eval_samples", partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="suite")),
+        *[a.key for a in SUITE_GLM_ASSETS],
+    ],
+    group_name="compare",
+    kinds={"parquet", "matplotlib"},
+    owners=["team:evalpipeline"],
+    code_version=code_version(_STATS_MODULES),
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "Everything needed to compare the models evaluated on one suite. leaderboard.parquet: per model the "
+        "Beta posterior mean and 95% HPDI with Wilson, Clopper-Pearson and CLT intervals beside it, "
+        "P(best), expected rank, P(accuracy > threshold), and the suite GLM's model effect where a fit "
+        "passed its diagnostics. pairwise.parquet: per pair independent and paired P(A > B), difference "
+        "and odds-ratio intervals, the HPDI-overlap verdict, a plain-language verdict and t-test p-values."
+    ),
+    metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
+)
+def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+    suite = from_partition_key(context.partition_key)
+    with permanent_errors():
+        result = build_suite_comparison(lake.lake(), suite)
+    board = result.leaderboard
+    verdicts = "\n".join(
+        f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in result.pairwise.itertuples()
+    ) or "(one model: nothing to compare)"
+    metadata = {
+        **table_metadata(board[["rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low",
+                                "wilson_high", "clt_low", "clt_high", "p_best", "expected_rank", "n"]],
+                         result.directory / "leaderboard.parquet"),
+        "suite": suite,
+        "models": len(board),
+        "glm_used": result.glm or "none passed",
+        "verdicts": MetadataValue.md(verdicts),
+        "pairwise": MetadataValue.path(str(result.directory / "pairwise.parquet")),
+    }
+    for name, path in result.plots.items():
+        metadata[f"plot_{name}"] = png_markdown(path, name)
+    digest = sha256_file(result.directory / "leaderboard.parquet")[:8] + sha256_file(result.directory / "pairwise.parquet")[:8]
+    return MaterializeResult(data_version=DataVersion(digest), metadata=metadata)
+
+
+@asset(
+    partitions_def=model_partitions,
+    deps=[
+        AssetDep("eval_samples", partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="model"))
+    ],
+    group_name="compare",
+    kinds={"parquet", "matplotlib"},
+    owners=["team:evalpipeline"],
+    code_version=code_version(_STATS_MODULES),
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "One model across every suite it was evaluated on: one row per suite (posterior mean, HPDI, "
+        "conventional intervals, its rank and P(best) among the suite's models, the suite GLM's estimate) "
+        "and two cross-suite rows (all attempts pooled; the unweighted mean of the suites), with a forest plot."
+    ),
+    metadata={"dagster/column_schema": column_schema(PROFILE_COLUMNS)},
+)
+def model_profile(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+    model = from_partition_key(context.partition_key)
+    store = lake.lake()
+    with permanent_errors():
+        profile = build_model_profile(store, model)
+    directory = store.root / "model_profile" / f"model={to_partition_key(model)}"
+    metadata = {**table_metadata(profile, directory / "profile.parquet"), "model": model}
+    forest = directory / "plots" / "forest.png"
+    if forest.exists():
+        metadata["plot_forest"] = png_markdown(forest, "forest plot")
+    return MaterializeResult(data_version=DataVersion(sha256_file(directory / "profile.parquet")[:16]), metadata=metadata)
+
+
+@asset(
+    deps=["suite_comparison", "model_profile", "waic_rankings", "ingest_accounting", "reliability", "model_reliability"],
+    group_name="report",
+    kinds={"html"},
+    owners=["team:evalpipeline"],
+    code_version=code_version(["evalpipeline.report", "evalpipeline.report_builder"]),
+    automation_condition=refresh_when_inputs_change(),
+    description=(
+        "One static HTML page (report/index.html in the lake, readable offline): a section per suite with the "
+        "leaderboard, the verdicts in words, plots and the WAIC/LOO rankings, a section per model with its "
+        "profile and reliability envelopes, and the ingest accounting."
+    ),
+)
+def report(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+    store = lake.lake()
+    generated = data_as_of(store)
+    with permanent_errors():
+        path = build_report(store, f"{generated.isoformat()} (time of the newest table it shows)")
+    return MaterializeResult(
+        metadata={"path": MetadataValue.path(str(path)), "url": MetadataValue.url(path.resolve().as_uri()),
+                  "data_as_of": generated.isoformat()}
+    )
+
+
+def data_as_of(store) -> datetime:
+    """The time of the newest table the report reads: a rerun over unchanged data rewrites no
+    table (unchanged bytes are not written), so it renders the same page, byte for byte."""
+    newest = max(
+        (p.stat().st_mtime for folder in ("suite_comparison", "model_profile", "waic_rankings", "ingest_accounting",
+                                          "reliability", "model_reliability")
+         for p in (store.root / folder).rglob("*.parquet")),
+        default=0.0,
+    )
+    return datetime.fromtimestamp(newest, timezone.utc).replace(microsecond=0)
