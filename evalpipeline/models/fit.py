@@ -713,5 +713,7 @@ def read_fit(directory: str | os.PathLike) -> GlmFit:
     idata = az.from_netcdf(directory / "posterior.nc", engine="h5netcdf")
     idata.load()
     summary = pd.read_parquet(directory / "summary.parquet")
+    for column in ("model", "domain", "subdomain", "item", "covariate", "level"):  # as summarise() makes them
+        summary[column] = summary[column].astype(object).where(summary[column].notna(), None)
     diagnostics = pd.read_parquet(directory / "diagnostics.parquet")
     return GlmFit(record["name"], idata, summary, diagnostics, bool(record["passed"]), record["attempts"], record["metadata"])
