@@ -24,7 +24,7 @@ test: $(STAMP)
 
 ui: $(STAMP)
 	mkdir -p $(DAGSTER_HOME)
-	$(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/dagster dev -h 127.0.0.1 -w workspace.yaml
 
 clean-lake:
 	rm -rf data/lake

@@ -19,6 +19,7 @@ from assets.partitions import model_partitions, model_suite_names, model_suite_p
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.reliability.lake import (
+    EXPECTED_RELIABILITY_COLUMNS,
     load_reliability_config,
     model_reliability as assess_model,
     partition_reliability,
@@ -27,15 +28,6 @@ from evalpipeline.reliability.lake import (
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
-EXPECTED_COLUMNS = {
-    "level": "subdomain, domain or llm (the operational-profile aggregate)",
-    "domain": "HIP-LLM domain ((all) at the LLM level)",
-    "subdomain": "subdomain ((all) above the subdomain level)",
-    "n": "number of future tasks n of R(n) = p^n",
-    "lower": "lower envelope of E[R(n)] over the credal set of priors",
-    "upper": "upper envelope of E[R(n)] over the credal set of priors",
-    "method": "exact (Beta moments) or monte_carlo",
-}
 
 
 def _version() -> str:
@@ -80,7 +72,7 @@ def _result(result, directory, title: str) -> MaterializeResult:
         "probability at subdomain and domain level, envelopes of its 5%/50%/95% quantiles, of the expected "
         "future reliability E[R(n)] = E[p^n] and of P(R(n) >= r). Tables under reliability/."
     ),
-    metadata={"dagster/column_schema": column_schema(EXPECTED_COLUMNS)},
+    metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def reliability(context: AssetExecutionContext, lake: LakeResource):
     model, suite = model_suite_names(context.partition_key)
@@ -107,7 +99,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
         "by the taxonomy file (default: one domain per suite), domains combined by the operational profile "
         "(default: proportional to the number of attempts). Same tables as `reliability`, plus the LLM level."
     ),
-    metadata={"dagster/column_schema": column_schema(EXPECTED_COLUMNS)},
+    metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def model_reliability(context: AssetExecutionContext, lake: LakeResource):
     model = from_partition_key(context.partition_key)

@@ -30,6 +30,16 @@ from evalpipeline.reliability.core import ReliabilityResult, assess_reliability
 from evalpipeline.reliability.pipeline import Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
+EXPECTED_RELIABILITY_COLUMNS = {
+    "level": "subdomain, domain or llm (the operational-profile aggregate)",
+    "domain": "HIP-LLM domain ((all) at the LLM level)",
+    "subdomain": "subdomain ((all) above the subdomain level)",
+    "n": "number of future tasks n of R(n) = p^n",
+    "lower": "lower envelope of E[R(n)] over the credal set of priors",
+    "upper": "upper envelope of E[R(n)] over the credal set of priors",
+    "method": "exact (Beta moments) or monte_carlo",
+}
+
 TAXONOMY_ENV = "EVALPIPELINE_TAXONOMY"
 DEFAULT_TAXONOMY = "taxonomy.toml"
 
