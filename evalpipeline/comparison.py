@@ -462,20 +462,22 @@ def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, g
     observed = board.set_index("model")
     sem = np.sqrt(observed["observed_mean"] * (1 - observed["observed_mean"]) / observed["n"].where(observed["n"] > 0))
     order = effects.sort_values(["glm_mean", "model"], ascending=[False, True], kind="stable")
+    mass, second = float(order["glm_hpdi_mass"].iloc[0]), float(order["glm_outer_mass"].iloc[0])
+    # the thick interval is the narrower mass, the thin one the wider (whichever was configured second)
+    inner, outer = ("glm_hpdi", "glm_outer") if mass <= second else ("glm_outer", "glm_hpdi")
     rows = pd.DataFrame({
         "label": order["model"].to_numpy(),
         "level": "model",
         "posterior_mean": order["glm_mean"].to_numpy(),
-        "hpdi_low": order["glm_hpdi_low"].to_numpy(),
-        "hpdi_high": order["glm_hpdi_high"].to_numpy(),
-        "outer_low": order["glm_outer_low"].to_numpy(),
-        "outer_high": order["glm_outer_high"].to_numpy(),
+        "hpdi_low": order[f"{inner}_low"].to_numpy(),
+        "hpdi_high": order[f"{inner}_high"].to_numpy(),
+        "outer_low": order[f"{outer}_low"].to_numpy(),
+        "outer_high": order[f"{outer}_high"].to_numpy(),
         "empirical_mean": order["model"].map(observed["observed_mean"]).to_numpy(float),
         "empirical_sem": order["model"].map(sem).to_numpy(float),
     })
-    mass, outer = float(order["glm_hpdi_mass"].iloc[0]), float(order["glm_outer_mass"].iloc[0])
-    return forest_plot(rows, title=f"{suite}: per-model effects of {glm}", hpdi_label=f"{mass:.0%} HPDI",
-                       outer_label=f"{outer:.0%} HPDI")
+    return forest_plot(rows, title=f"{suite}: per-model effects of {glm}", hpdi_label=f"{min(mass, second):.0%} HPDI",
+                       outer_label=f"{max(mass, second):.0%} HPDI")
 
 
 def _write_table(frame: pd.DataFrame, path: Path) -> None:

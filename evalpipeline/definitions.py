@@ -197,6 +197,9 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
             evaluation = event.event_specific_data
             if not evaluation.passed:
                 check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                if evaluation.severity.value == "WARN":
+                    echo(f"    check warned (does not block): {check}")
+                    continue
                 echo(f"    check failed: {check}")
                 failed.append(StepFailure(evaluation.asset_key.to_user_string(), check, "AssetCheckFailed",
                                           f"blocking check {check} failed"))
