@@ -117,8 +117,11 @@ class SerialisedDaskExecutor(DaskExecutor):
     are; distributed >= 2024.12 walks every tuple among task arguments looking for futures, and
     Dagster's ``@record`` types (``RunOpConcurrency``, set on runs whose steps use a concurrency
     pool) forbid iteration, so submitting such a run fails before any step starts.
-    Scheduling is unchanged: one task per step, keyed ``<job>.<step>``, depending on the tasks of
-    its upstream steps, with the step's ``dagster-dask/resource_requirements`` tag as Dask resources.
+    And one fix: tasks are keyed ``<job>.<step>.<run id>``. dagster-dask keys them ``<job>.<step>``,
+    so concurrent runs of one job (two partitions) share task keys; Dask then runs the step for
+    one run only and hands its events to both, and the other run "succeeds" having run nothing.
+    Otherwise scheduling is unchanged: one task per step, depending on the tasks of its upstream
+    steps, with the step's ``dagster-dask/resource_requirements`` tag as Dask resources.
     """
 
     def __init__(self, address: str):
@@ -149,7 +152,9 @@ class SerialisedDaskExecutor(DaskExecutor):
                         _execute_serialised_step,
                         upstream,
                         serialize_value({**common, "step_keys": [step.key]}),
-                        key=f"{plan_context.job_name}.{step.key}",
+                        # dagster-dask keys tasks "<job>.<step>": two concurrent runs of one job then
+                        # share a key, Dask runs the step once and both runs get its events.
+                        key=f"{plan_context.job_name}.{step.key}.{plan_context.run_id}",
                         resources=get_dask_resource_requirements(step.tags),
                         pure=False,
                     )
