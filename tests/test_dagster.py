@@ -198,6 +198,12 @@ max_r_hat = 1.05
 """
 
 
+def _lake_files(lake):
+    """Every file of the lake but the JAX cache and GX's Data Docs (a dated validation report)."""
+    skip = {".cache", "data_docs"}
+    return {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and not skip & set(p.parts)}
+
+
 @pytest.mark.slow
 def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeypatch, capsys):
     landing = tmp_path / "landing"
@@ -218,7 +224,7 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert "[12/12] lake_reports lake-wide tables: ok" in out and "FAILED" not in out
     assert "skipped (unreadable, recorded under file_errors/): landing/broken.eval: cannot read" in out
     assert len(list((lake / "file_errors").glob("*.json"))) == 1
-    files = {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and ".cache" not in p.parts}
+    files = _lake_files(lake)
     assert len(list(lake.glob("samples/model=*/suite=*/samples.parquet"))) == 6
     assert len(list(lake.glob("glm_fits/model=*/suite=*/binomial/posterior.nc"))) == 6
     assert len(list(lake.glob("glm_suite_fits/suite=*/suite_binomial/posterior.nc"))) == 3
@@ -231,7 +237,7 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.
     assert run_main_job() == 0
     out = capsys.readouterr().out
-    assert {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and ".cache" not in p.parts} == files
+    assert _lake_files(lake) == files
     instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
     event = instance.get_latest_materialization_event(AssetKey("glm_binomial"))
     assert event.asset_materialization.metadata["status"].value == "reused"
