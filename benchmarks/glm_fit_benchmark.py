@@ -14,8 +14,9 @@ level) are fitted twice in one run:
   tracing and XLA compilation;
 * fitter: ``fit_glm(..., fitter=Fitter())`` for every partition: shapes padded
   to buckets, one compiled program per bucket, and the full pipeline work per
-  fit (diagnostics incl. PSIS-LOO, tidy summary, predictive checks, and a retry
-  when a sampling diagnostic fails), which the naive path does not do.
+  fit (diagnostics incl. PSIS-LOO, tidy summary, prior and posterior predictive
+  draws), which the naive path does not do. Retries are off unless ``--retry``
+  (the naive path has none, so with them the draws would not be equal).
 
 Printed: wall time, total and median minimum bulk ESS (over all parameters) per
 partition, ESS per second, and the speed ratio naive / fitter. ``--quick``
@@ -114,6 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--chain-method", default="vectorized", choices=["vectorized", "parallel", "sequential"])
     parser.add_argument("--model", default="binomial")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--retry", action="store_true", help="let the fitter retry failing fits (the naive path never does)")
     args = parser.parse_args(argv)
     partitions_n = args.partitions or (12 if args.quick else 50)
     warmup = args.num_warmup or (300 if args.quick else 1000)
@@ -127,7 +129,10 @@ def main(argv=None) -> int:
 
     from evalpipeline.models import FitSettings
 
-    settings = FitSettings(num_warmup=warmup, num_samples=draws, num_chains=args.chains, chain_method=args.chain_method)
+    # like for like: no retries (the naive path has none); --retry restores the pipeline's retry
+    retry_on = FitSettings().retry_on if args.retry else ()
+    settings = FitSettings(num_warmup=warmup, num_samples=draws, num_chains=args.chains, chain_method=args.chain_method,
+                           retry_on=retry_on)
     partitions = make_partitions(partitions_n)
     items = [d.n_items for d in partitions]
     subs = [d.n_subdomains for d in partitions]

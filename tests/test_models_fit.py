@@ -211,9 +211,9 @@ def test_suite_beta_binomial_recovers_reasoning_slope_and_model_order():
     rows = []
     model_logit = {"strong": 1.0, "mid": 0.0, "weak": -1.0}
     slope = {"strong": 0.8, "mid": 0.0, "weak": 0.0}
-    task = rng.normal(0, 0.5, size=30)
+    task = rng.normal(0, 0.5, size=18)
     for model, base in model_logit.items():
-        for j in range(30):
+        for j in range(18):
             difficulty = ("easy", "mid", "hard")[j % 3]
             for effort in (0, 1, 2, 3):
                 p = _expit(base + task[j] + slope[model] * (effort - 1.5) - 0.3 * (j % 3))

@@ -6,6 +6,7 @@ models and their registry (``glm.MODELS``), :func:`fit_glm` with a reusable
 :func:`compare_fits` (WAIC and PSIS-LOO).
 """
 
+from evalpipeline.models.compare import compare_fits
 from evalpipeline.models.data import GlmData
 from evalpipeline.models.fit import (
     DiagnosticThresholds,
@@ -27,10 +28,3 @@ __all__ = [
     "compare_fits",
 ]
 
-
-def __getattr__(name):
-    if name == "compare_fits":
-        from evalpipeline.models.compare import compare_fits
-
-        return compare_fits
-    raise AttributeError(name)

@@ -14,10 +14,15 @@ program per (model, static options, padded shape bucket, sampler settings) --
 warmup, sampling, constraining and the pointwise log-likelihood in one
 ``jax.jit`` -- and feeds every later data set of the same bucket through it
 (data, centring flags and the target acceptance are arguments, not constants).
-Chains run ``vectorized`` (vmap, one core) by default: measured on this 2-core
-machine, 4 vectorized chains beat ``parallel`` (pmap over 2 host devices, 2
-chains each) -- see the benchmark README line for the numbers. ``parallel``
-needs ``configure_jax(host_devices=...)`` before JAX initialises its backend.
+Chains run ``vectorized`` (vmap, one core) by default. Measured on the shared
+2-core machine (same data, 500 + 500 draws x 4 chains, load 4-7 from other
+jobs): binomial 0.6-0.8 s vectorized vs 0.6-1.0 s ``parallel`` (pmap over 2
+host devices, 2 chains each); beta-binomial (before its pmf was rewritten)
+23 s vs 13-18 s. So parallel helps a heavy model by up to ~1.5x when a core
+is free, and not a light one; and the pipeline runs partitions in parallel
+processes, where one core per fit is the better use of 2 cores. ``parallel``
+needs ``configure_jax(host_devices=...)`` before JAX initialises its backend
+(otherwise it falls back to vectorized, recorded in the fit's metadata).
 A persistent compilation cache (``configure_jax(compilation_cache_dir=...)``)
 carries the compiled programs across processes.
 
@@ -211,7 +216,7 @@ class Fitter:
         if any(o != options[0] for o in options):
             raise ValueError(f"data sets differ in design for {name!r}: {options[0]} vs another")
         opts = dict(options[0], paper_form=settings.paper_form, **(priors or {}))
-        layouts = [glm.layout_for(d) for d in datasets]
+        layouts = [glm.layout_for(d, pad=settings.pad) for d in datasets]
         layout = glm.Layout(*[max(getattr(l, f.name) for l in layouts) for f in dataclasses.fields(glm.Layout)])
         stacked = []
         for d in datasets:
@@ -308,6 +313,7 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
             out = per_device(keys.reshape((devices, -1) + keys.shape[1:]), data, ta)
             return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), out)
 
+    @jax.jit
     def prior_draws(rng_key, data):
         # forward simulation of the prior: p (and phi) per draw; counts are simulated in numpy
         sites = ["p", "phi"] if "phi" in prototype else ["p"]

@@ -110,11 +110,13 @@ def layout_for(data: GlmData, *, pad: bool = True) -> Layout:
             data.n_units, data.n_domains, data.n_subdomains, data.n_items, data.n_models,
             len(data.numeric_covariates), len(cats), levels, data.n_models * first_levels,
         )
+    # coarse buckets: a compilation costs 10-60 s, a padded unit or group a few ns per leapfrog step;
+    # the first bucket holds a typical partition (<= 512 items, <= 32 subdomains), so most share one sampler
     return Layout(
-        units=bucket(data.n_units, 64),
-        domains=bucket(data.n_domains, 2),
-        subdomains=bucket(data.n_subdomains, 4),
-        items=bucket(data.n_items, 64),
+        units=bucket(data.n_units, 512),
+        domains=bucket(data.n_domains, 4),
+        subdomains=bucket(data.n_subdomains, 32),
+        items=bucket(data.n_items, 512),
         models=data.n_models,  # LLMs per suite are few and rarely change: not padded
         numeric=len(data.numeric_covariates),
         categorical=len(cats),
