@@ -1,0 +1,332 @@
+"""A backfill of every model x suite partition from the CLI, and what automation does after it.
+
+On 2 models x 2 suites of the demo logs, in a temporary lake, landing folder and Dagster home
+(the repo's dagster.yaml): `dagster job backfill -j ingest_and_fit --all --noprompt` queues one
+run per partition; after they ran, the automation conditions (what the ``refresh_downstream``
+sensor evaluates) request each per-suite, per-model and lake-wide asset partition once, never
+once per upstream partition, and no partition-level asset again. The nightly schedule then
+requests nothing, and after a prior of the binomial GLM is edited it requests exactly the
+partitions whose ``glm_binomial`` was fitted under the old prior.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, SkipReason, build_schedule_context
+
+from tests.conftest import DEMO_LOGS
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+MODELS = ("mockllm-atlas-large", "mockllm-borealis-v2")
+SUITES = ("arith", "agentic-ops")
+# One GLM: the test is about what runs when, not about sampling (the suite GLMs, fitted to only
+# two models here, are left to tests/test_dagster.py; disabled ones still materialise, as "not applicable").
+CONFIG = """
+[glm]
+models = ["binomial"]
+num_warmup = 500
+num_samples = 500
+[glm.thresholds]
+min_ess_bulk = 200
+min_ess_tail = 200
+"""
+#: A run can only end in these statuses.
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+#: Keeps a hung daemon from hanging the suite (opt-in test only).
+DAEMON_DEADLINE_SECONDS = 3600
+
+
+@pytest.fixture
+def daemon_env(tmp_path, monkeypatch):
+    """Landing (2 models x 2 suites of the demo logs), lake, config, Dagster home (the repo's
+    dagster.yaml: run queue of 2, fit pool of 1) and a workspace that loads the definitions."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for log in DEMO_LOGS.iterdir():
+        if any(f"_{suite}_{model}_" in log.name for model in MODELS for suite in SUITES):
+            shutil.copy(log, landing / log.name)
+    assert len(list(landing.iterdir())) == 4
+    (tmp_path / "evalpipeline.toml").write_text(CONFIG)
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - python_module:\n      module_name: evalpipeline.definitions\n"
+        f"      working_directory: {REPO}\n"
+    )
+    env = {
+        "EVALPIPELINE_LANDING": str(landing),
+        "EVALPIPELINE_LAKE": str(tmp_path / "lake"),
+        "EVALPIPELINE_CONFIG": str(tmp_path / "evalpipeline.toml"),
+        "DAGSTER_HOME": str(home),
+        "EVALPIPELINE_LOG_LEVEL": "WARNING",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # EVALPIPELINE_JAX_CACHE (the session's shared compile cache, tests/conftest.py) is inherited.
+    return tmp_path, workspace
+
+
+def _dagster(workspace: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(BIN / "dagster"), *args, "-w", str(workspace)],
+        cwd=workspace.parent, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, f"dagster {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _targets(run) -> set[str]:
+    return {key.to_user_string() for key in run.asset_selection or ()}
+
+
+def _runs_per_asset_partition(runs) -> Counter:
+    """(asset, partition) -> number of runs that targeted it."""
+    counts = Counter()
+    for run in runs:
+        for asset in _targets(run):
+            counts[(asset, run.tags.get("dagster/partition"))] += 1
+    return counts
+
+
+def _wait(instance: DagsterInstance, done, what: str, daemon_log: Path, timeout: float):
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        runs = instance.get_runs()
+        failed = [r for r in runs if r.status == DagsterRunStatus.FAILURE]
+        assert not failed, f"runs failed: {[(r.job_name, r.tags.get('dagster/partition')) for r in failed]}"
+        if done(runs):
+            return runs
+        time.sleep(3)
+    statuses = [(r.job_name, sorted(_targets(r)), r.tags.get("dagster/partition"), r.status.value) for r in runs]
+    pytest.fail(f"timed out waiting for {what}; runs: {statuses}\ndaemon log:\n{daemon_log.read_text()[-4000:]}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """End the daemon and everything it started (its code server, run and step processes)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # stragglers in the group
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=30)
+
+
+def _register(instance: DagsterInstance, root: Path) -> tuple[list[str], list[str]]:
+    """Register the landing folder's models and suites, as `evalpipeline run` and the nightly do."""
+    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake import Lake
+    from evalpipeline.refresh import discover
+    from evalpipeline.settings import load_ingest_options
+
+    discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
+    models = sorted(to_partition_key(m) for m in discovery.models)
+    suites = sorted(to_partition_key(s) for s in discovery.suites)
+    assert len(models) == 2 and len(suites) == 2
+    instance.add_dynamic_partitions("model", models)
+    instance.add_dynamic_partitions("suite", suites)
+    return models, suites
+
+
+def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, str]:
+    """Evaluate the nightly schedule built for ``partition_assets`` now: partition key -> reason."""
+    from assets.jobs import ingest_and_fit_job
+    from assets.schedules import build_nightly_schedule
+    from resources import IngestSettings, LakeResource
+
+    schedule = build_nightly_schedule(ingest_and_fit_job, partition_assets)
+    context = build_schedule_context(
+        instance=instance, resources={"lake": LakeResource(), "ingest_settings": IngestSettings()}
+    )
+    result = schedule(context)  # the evaluation function itself (evaluate_tick needs a repository)
+    requests = [] if isinstance(result, SkipReason) else list(result)
+    return {str(r.partition_key): r.tags["evalpipeline/reason"] for r in requests}
+
+
+
+
+def _execute_requests(defs, instance, result, requested: Counter) -> int:
+    """Materialise what one automation evaluation requested, one run per partition (what the
+    sensor launches), counting each asset partition requested; returns the number of runs."""
+    from dagster import materialize
+
+    by_partition: dict[tuple, list] = {}
+    for assets_def in defs.assets:
+        for key in assets_def.keys:
+            for partition in result.get_requested_partitions(key):
+                requested[(key.to_user_string(), partition)] += 1
+                scope = assets_def.partitions_def.name if hasattr(assets_def.partitions_def, "name") else None
+                by_partition.setdefault((scope, partition), []).append(key)
+    for (_scope, partition), keys in sorted(by_partition.items(), key=str):
+        done = materialize(
+            list(defs.assets), instance=instance, partition_key=partition, selection=keys,
+            resources=defs.resources, raise_on_error=False,
+        )
+        assert done.success, f"refresh of {keys} [{partition}] failed"
+    return len(by_partition)
+
+
+@pytest.mark.slow
+def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_quiet_nightly(daemon_env):
+    """The CLI queues the backfill; its partitions then run in this process (not through the
+    daemon: its one-process-per-step launches cost ~8 min per partition on 2 loaded cores, see
+    test_backfill_through_the_daemon), and the automation conditions are evaluated tick by tick
+    as the ``refresh_downstream`` sensor does."""
+    from dagster import evaluate_automation_conditions
+
+    from evalpipeline.definitions import defs
+
+    root, workspace = daemon_env
+    instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
+    models, suites = _register(instance, root)
+    partitions = {f"{m}|{s}" for m in models for s in suites}
+
+    out = _dagster(workspace, "job", "backfill", "-j", "ingest_and_fit", "--all", "--noprompt")
+    assert "Launching runs" in out
+    queued = instance.get_runs(RunsFilter(job_name="ingest_and_fit"))
+    assert sorted(r.tags["dagster/partition"] for r in queued) == sorted(partitions)
+    assert all(r.status == DagsterRunStatus.QUEUED and r.tags.get("dagster/backfill") for r in queued)
+
+    # While the backfill is queued, the automation sensor requests nothing (in progress).
+    tick = evaluate_automation_conditions(defs, instance)
+    assert tick.total_requested == 0
+
+    job = defs.resolve_job_def("ingest_and_fit")
+    for run in queued:
+        partition = run.tags["dagster/partition"]
+        model, suite = partition.split("|")
+        from dagster import MultiPartitionKey
+
+        result = job.execute_in_process(
+            instance=instance, partition_key=MultiPartitionKey({"model": model, "suite": suite}),
+            tags={"dagster/backfill": run.tags["dagster/backfill"]}, raise_on_error=False,
+        )
+        failed = [(e.asset_key.to_user_string(), e.check_name) for e in result.get_asset_check_evaluations() if not e.passed]
+        assert result.success, (partition, failed)
+        instance.report_run_canceled(run, "executed in the test process instead")
+
+    lake = root / "lake"
+    for m in models:
+        for s in suites:
+            assert (lake / "samples" / f"model={m}" / f"suite={s}" / "samples.parquet").exists()
+            fit = lake / "glm_fits" / f"model={m}" / f"suite={s}" / "binomial"
+            assert (fit / "posterior.nc").exists()
+            assert json.loads((fit / "provenance.json").read_text())["status"] == "fitted"
+
+    # The automation ticks: each downstream partition is requested once, whatever the number
+    # of upstream partitions that changed, and no partition-level asset is requested again.
+    requested: Counter = Counter()
+    runs = []
+    for _ in range(5):
+        tick = evaluate_automation_conditions(defs, instance, cursor=tick.cursor)
+        if tick.total_requested == 0:
+            break
+        runs.append(_execute_requests(defs, instance, tick, requested))
+    assert tick.total_requested == 0, "the automation sensor still requests runs after the refresh"
+    partition_level = {a.key.to_user_string() for a in defs.assets if a.partitions_def is not None
+                       and "model" in getattr(a.partitions_def, "partition_dimension_names", ())}
+    assert not [k for k in requested if k[0] in partition_level], requested
+    assert all(n == 1 for n in requested.values()), requested
+    for asset in ("suite_leaderboard", "suite_glm_binomial"):
+        assert {p for (a, p) in requested if a == asset} == set(suites), requested
+    assert {p for (a, p) in requested if a == "model_reliability"} == set(models), requested
+    assert ("ingest_accounting", None) in requested and ("waic_rankings", None) in requested, requested
+
+    # Nothing new and nothing stale: the nightly schedule launches nothing.
+    partition_assets = [a for a in defs.assets if a.key.to_user_string() in partition_level]
+    assert _nightly_requests(instance, partition_assets) == {}
+
+    # A prior of the binomial GLM changes: every partition's glm_binomial was made with the old
+    # one, so every partition is requested, for that asset alone.
+    from assets.fits import partition_glm_asset
+
+    (root / "evalpipeline.toml").write_text(CONFIG + "[glm.priors.binomial]\nsigma_subdomain_scale = 0.2\n")
+    edited = partition_glm_asset("binomial")
+    partition_assets = [a for a in partition_assets if a.key != edited.key] + [edited]
+    assert _nightly_requests(instance, partition_assets) == {p: "glm_binomial code changed" for p in partitions}
+
+    # Once one partition is refitted with the new prior, only the other three remain stale.
+    from dagster import materialize
+
+    refitted = sorted(partitions)[0]
+    model, suite = refitted.split("|")
+    from dagster import MultiPartitionKey
+
+    done = materialize([edited], instance=instance, partition_key=MultiPartitionKey({"model": model, "suite": suite}),
+                       resources=defs.resources)
+    assert done.success
+    assert _nightly_requests(instance, partition_assets) == {
+        p: "glm_binomial code changed" for p in partitions - {refitted}
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
+                    reason="the live daemon takes ~15-30 min on 2 shared cores; set EVALPIPELINE_DAEMON_TESTS=1")
+def test_backfill_through_the_daemon(daemon_env):
+    """The same backfill, launched and run by `dagster-daemon` (run queue, multiprocess executor,
+    automation sensor), on a frozen copy of the code so that edits made while it runs do not
+    change code versions under it."""
+    root, workspace = daemon_env
+    snapshot = root / "code"
+    for package in ("evalpipeline", "assets", "resources"):
+        shutil.copytree(REPO / package, snapshot / package, ignore=shutil.ignore_patterns("__pycache__"))
+    workspace.write_text(workspace.read_text().replace(str(REPO), str(snapshot)))
+    os.environ["PYTHONPATH"] = str(snapshot)  # run and step processes import the snapshot too
+    try:
+        _daemon_backfill(root, workspace)
+    finally:
+        os.environ.pop("PYTHONPATH", None)
+
+
+def _daemon_backfill(root: Path, workspace: Path) -> None:
+    instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
+    models, suites = _register(instance, root)
+    partitions = {f"{m}|{s}" for m in models for s in suites}
+    # The landing sensor (RUNNING by default) would request its own run for each of these logs.
+    _dagster(workspace, "sensor", "stop", "landing_sensor")
+    _dagster(workspace, "job", "backfill", "-j", "ingest_and_fit", "--all", "--noprompt")
+
+    daemon_log = root / "daemon.log"
+    with open(daemon_log, "w") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
+            cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        started = time.monotonic()
+        budget = lambda: DAEMON_DEADLINE_SECONDS - (time.monotonic() - started)  # noqa: E731
+        _wait(instance, lambda runs: all(r.status == DagsterRunStatus.SUCCESS for r in runs
+                                         if r.job_name == "ingest_and_fit"), "the backfill", daemon_log, budget())
+        downstream = {"suite_leaderboard", "model_reliability", "ingest_accounting", "waic_rankings"}
+
+        def refreshed(runs):
+            done = {a for (a, _p) in _runs_per_asset_partition([r for r in runs if r.status == DagsterRunStatus.SUCCESS])}
+            return downstream <= done and all(r.status in FINISHED for r in runs)
+
+        _wait(instance, refreshed, "the downstream refresh", daemon_log, budget())
+        time.sleep(40)  # one more automation tick (every 30 s) must find nothing to do
+        runs = _wait(instance, lambda rs: all(r.status in FINISHED for r in rs), "quiet", daemon_log, budget())
+    finally:
+        _stop(daemon)
+    counts = _runs_per_asset_partition(runs)
+    for asset in ("eval_samples", "glm_binomial"):
+        assert {p: counts[(asset, p)] for p in partitions} == {p: 1 for p in partitions}, counts
+    for asset in ("suite_leaderboard", "suite_glm_binomial"):
+        assert {p: counts[(asset, p)] for p in suites} == {p: 1 for p in suites}, counts
+    assert {p: counts[("model_reliability", p)] for p in models} == {p: 1 for p in models}, counts
