@@ -9,7 +9,6 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    MultiToSingleDimensionPartitionMapping,
     asset,
 )
 
@@ -17,7 +16,7 @@ from assets.automation import refresh_when_inputs_change
 from assets.errors import permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, png_markdown, table_metadata
-from assets.partitions import model_partitions, suite_partitions
+from assets.partitions import model_partitions, one_dimension, suite_partitions
 from evalpipeline.comparison import (
     LEADERBOARD_COLUMNS,
     PAIRWISE_TABLE_COLUMNS,
@@ -37,7 +36,7 @@ _STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline
 @asset(
     partitions_def=suite_partitions,
     deps=[
-        AssetDep("eval_samples", partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="suite")),
+        AssetDep("eval_samples", partition_mapping=one_dimension("suite")),
         *[a.key for a in SUITE_GLM_ASSETS],
     ],
     group_name="compare",
@@ -81,7 +80,7 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> Mate
 @asset(
     partitions_def=model_partitions,
     deps=[
-        AssetDep("eval_samples", partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="model"))
+        AssetDep("eval_samples", partition_mapping=one_dimension("model"))
     ],
     group_name="compare",
     kinds={"parquet", "matplotlib"},

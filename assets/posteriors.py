@@ -6,14 +6,13 @@ from dagster import (
     AssetExecutionContext,
     DataVersion,
     MaterializeResult,
-    MultiToSingleDimensionPartitionMapping,
     asset,
 )
 
 from assets.automation import refresh_when_inputs_change
 from assets.errors import permanent_errors
 from assets.metadata import column_schema, table_metadata
-from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
+from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
@@ -65,7 +64,7 @@ def accuracy_posteriors(
     deps=[
         AssetDep(
             "accuracy_posteriors",
-            partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="suite"),
+            partition_mapping=one_dimension("suite"),
         )
     ],
     group_name="compare",

@@ -8,14 +8,13 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    MultiToSingleDimensionPartitionMapping,
     asset,
 )
 
 from assets.automation import refresh_when_inputs_change
 from assets.errors import permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
-from assets.partitions import model_partitions, model_suite_names, model_suite_partitions
+from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.reliability.lake import (
@@ -86,7 +85,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     deps=[
         AssetDep(
             "eval_samples",
-            partition_mapping=MultiToSingleDimensionPartitionMapping(partition_dimension_name="model"),
+            partition_mapping=one_dimension("model"),
         )
     ],
     group_name="fit",
