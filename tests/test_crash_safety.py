@@ -33,9 +33,10 @@ def _workspace(root: Path) -> dict:
     (root / "evalpipeline.toml").write_text(CONFIG)
     (root / "home").mkdir()
     env = dict(os.environ)
+    # relative paths, as `make demo` uses them: both workspaces then record the same source paths
     env.update(
-        EVALPIPELINE_LANDING=str(landing),
-        EVALPIPELINE_LAKE=str(root / "lake"),
+        EVALPIPELINE_LANDING="landing",
+        EVALPIPELINE_LAKE="lake",
         EVALPIPELINE_CONFIG=str(root / "evalpipeline.toml"),
         DAGSTER_HOME=str(root / "home"),
         EVALPIPELINE_LOG_LEVEL="INFO",
@@ -43,9 +44,9 @@ def _workspace(root: Path) -> dict:
     return env
 
 
-def _run(env: dict) -> subprocess.CompletedProcess:
+def _run(env: dict, root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "evalpipeline.cli", "run"], env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "evalpipeline.cli", "run"], env=env, cwd=root, capture_output=True, text=True, timeout=900
     )
 
 
@@ -60,9 +61,10 @@ def _outputs(lake: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupted_run(tmp_path):
-    killed_env = _workspace(tmp_path / "killed")
+    killed_root, clean_root = tmp_path / "killed", tmp_path / "clean"
+    killed_env = _workspace(killed_root)
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalpipeline.cli", "run"], env=killed_env,
+        [sys.executable, "-m", "evalpipeline.cli", "run"], env=killed_env, cwd=killed_root,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     seen = []
@@ -77,19 +79,19 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     time.sleep(1.5)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-    lake = Path(killed_env["EVALPIPELINE_LAKE"])
+    lake = killed_root / "lake"
     assert not list(lake.glob("glm_fits/*/*/binomial/provenance.json")), "the fit finished before the kill"
 
-    rerun = _run(killed_env)
+    rerun = _run(killed_env, killed_root)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert "marked run" in rerun.stdout and "failed: its process" in rerun.stdout
 
-    clean_env = _workspace(tmp_path / "clean")
-    clean = _run(clean_env)
+    clean_env = _workspace(clean_root)
+    clean = _run(clean_env, clean_root)
     assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-3000:]
 
     assert not [p for p in lake.rglob(".tmp-*")], "partial files left in the lake"
-    killed_outputs, clean_outputs = _outputs(lake), _outputs(Path(clean_env["EVALPIPELINE_LAKE"]))
+    killed_outputs, clean_outputs = _outputs(lake), _outputs(clean_root / "lake")
     assert killed_outputs.keys() == clean_outputs.keys()
     different = [name for name in killed_outputs if killed_outputs[name] != clean_outputs[name]]
     assert not different, different
@@ -97,6 +99,6 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     import arviz as az
 
     for posterior in lake.glob("glm_fits/*/*/binomial/posterior.nc"):
-        twin = Path(clean_env["EVALPIPELINE_LAKE"]) / posterior.relative_to(lake)
+        twin = clean_root / "lake" / posterior.relative_to(lake)
         a, b = az.from_netcdf(posterior), az.from_netcdf(twin)
         assert (a.posterior["overall"].values == b.posterior["overall"].values).all()
