@@ -4,6 +4,7 @@ and the lake-wide ``waic_rankings``."""
 
 
 from dagster import (
+    AssetDep,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -20,7 +21,7 @@ from dagster import (
 from assets.automation import refresh_when_inputs_change
 from assets.errors import permanent_errors
 from assets.metadata import column_schema, table_metadata
-from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
+from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import (
     GATING,
     RANKING_COLUMNS,
@@ -117,14 +118,10 @@ def _checks(asset_name: str) -> list[AssetCheckSpec]:
     ]
 
 
-def partition_glm_asset(glm: str):
-    name = f"glm_{glm}"
-    entry = MODELS[glm]
-
-    @asset(
+def _fit_asset_arguments(name: str, glm: str) -> dict:
+    """What every fit asset shares: group, kinds, pool, code version, diagnostic checks, retries."""
+    return dict(
         name=name,
-        partitions_def=model_suite_partitions,
-        deps=["eval_samples"],
         group_name="fit",
         kinds={"numpyro", "parquet"},
         owners=["team:evalpipeline"],
@@ -133,6 +130,18 @@ def partition_glm_asset(glm: str):
         check_specs=_checks(name),
         retry_policy=RetryPolicy(max_retries=1, delay=10, backoff=Backoff.EXPONENTIAL),
         automation_condition=refresh_when_inputs_change(),
+        metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
+    )
+
+
+def partition_glm_asset(glm: str):
+    name = f"glm_{glm}"
+    entry = MODELS[glm]
+
+    @asset(
+        partitions_def=model_suite_partitions,
+        deps=["eval_samples"],
+        **_fit_asset_arguments(name, glm),
         description=(
             f"HiBayES GLM `{glm}` ({entry.description}) fitted by NUTS to one model on one suite: the "
             "posterior of the success rate overall, per domain and per subdomain with partial pooling, as "
@@ -140,7 +149,6 @@ def partition_glm_asset(glm: str):
             "posterior (netCDF). Diagnostics are blocking checks; a failing fit is retried once with a "
             "higher target acceptance and then excluded from the comparisons."
         ),
-        metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
     )
     def _glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         model, suite = model_suite_names(context.partition_key)
@@ -162,23 +170,14 @@ def suite_glm_asset(glm: str):
     entry = MODELS[glm]
 
     @asset(
-        name=name,
         partitions_def=suite_partitions,
-        deps=["eval_samples"],
-        group_name="fit",
-        kinds={"numpyro", "parquet"},
-        owners=["team:evalpipeline"],
-        pool=FIT_POOL,
-        code_version=glm_version(glm),
-        check_specs=_checks(name),
-        retry_policy=RetryPolicy(max_retries=1, delay=10, backoff=Backoff.EXPONENTIAL),
-        automation_condition=refresh_when_inputs_change(),
+        deps=[AssetDep("eval_samples", partition_mapping=one_dimension("suite"))],
+        **_fit_asset_arguments(name, glm),
         description=(
             f"Multi-LLM HiBayES GLM `{glm}` ({entry.description}) fitted to every model evaluated on the "
             "suite, so that model effects are estimated jointly with shared domain and subdomain effects. "
             "Same outputs and blocking diagnostics as the per-partition fits."
         ),
-        metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
     )
     def _suite_glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         suite = from_partition_key(context.partition_key)

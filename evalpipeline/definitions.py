@@ -30,7 +30,7 @@ from assets.schedules import build_nightly_schedule
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
 from evalpipeline.keys import to_partition_key
-from evalpipeline.lake import Lake
+from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
 from evalpipeline.status import StepFailure, record_run_failure
@@ -167,20 +167,10 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None]) 
     )
     for run in active:
         pid = int(run.tags.get(PID_TAG, "0") or 0)
-        if pid and not _alive(pid):
+        if pid and not process_alive(pid):
             instance.report_run_failed(run, f"the process running it (pid {pid}) is gone: killed or crashed")
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             echo(f"marked run {run.run_id} failed: its process {pid} died")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None]) -> None:

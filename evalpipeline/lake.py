@@ -61,7 +61,7 @@ def sweep_orphaned_temporaries(folder: Path) -> list[Path]:
         parts = tmp.name.split("-", 3)
         if len(parts) < 4 or parts[1] != _HOST or not parts[2].isdigit():
             continue
-        if not _process_alive(int(parts[2])):
+        if not process_alive(int(parts[2])):
             if tmp.is_dir():
                 shutil.rmtree(tmp, ignore_errors=True)
             else:
@@ -70,7 +70,8 @@ def sweep_orphaned_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with ``pid`` still runs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
