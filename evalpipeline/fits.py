@@ -307,10 +307,38 @@ def _single(usable: dict) -> pd.DataFrame:
 
 
 def write_waic_rankings(lake: Lake) -> tuple[pd.DataFrame, Path]:
+    """Write the rankings table and one WAIC plot per suite (HiBayES Figure 8 layout) of the
+    suite-level candidates, at ``waic_rankings/plots/suite=<key>.png``."""
     table = waic_rankings(lake)
     path = lake.root / "waic_rankings" / "rankings.parquet"
     write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
+    write_waic_plots(lake, table)
     return table, path
+
+
+def waic_plot_path(lake: Lake, suite: str) -> Path:
+    return lake.root / "waic_rankings" / "plots" / f"suite={to_partition_key(suite)}.png"
+
+
+def write_waic_plots(lake: Lake, table: pd.DataFrame) -> list[Path]:
+    """A plot for each suite with at least two ranked suite-level GLMs; stale plots are removed."""
+    from evalpipeline.plots import save_png, waic_comparison_plot
+
+    ranked = table[(table["scope"] == "suite") & (table["excluded"] == "")]
+    written = []
+    for suite, rows in ranked.groupby("suite", sort=True):
+        if len(rows) < 2:
+            continue
+        frame = rows.rename(columns={"glm": "model", "waic_se": "se", "waic_dse": "dse"})[
+            ["model", "elpd_waic", "se", "d_waic", "dse"]
+        ]
+        path = waic_plot_path(lake, suite)
+        save_png(waic_comparison_plot(frame, title=f"{suite}: suite GLMs by WAIC"), path)
+        written.append(path)
+    folder = lake.root / "waic_rankings" / "plots"
+    for stale in (set(folder.glob("suite=*.png")) if folder.exists() else set()) - set(written):
+        stale.unlink()
+    return written
 
 
 def remove_fit(directory: Path) -> None:

@@ -1,0 +1,66 @@
+"""GLM fits over a lake (evalpipeline/fits.py): provenance reuse, disabled and failing fits
+reported and never ranked, WAIC/LOO rankings and the per-suite WAIC plot."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalpipeline.fits import (
+    GlmConfig,
+    fit_partition_glm,
+    fit_suite_glm,
+    read_outcome,
+    waic_plot_path,
+    write_waic_rankings,
+)
+from evalpipeline.lake import Lake
+from evalpipeline.models import DiagnosticThresholds, FitSettings
+from tests.test_comparison import planted_scores, write_samples
+
+FAST = FitSettings(num_warmup=300, num_samples=300)
+LENIENT = DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    lake = Lake(tmp_path_factory.mktemp("lake"))
+    difficulty = rng.normal(0.0, 1.0, 40)
+    write_samples(lake, "strong", "quiz", planted_scores(rng, difficulty, 2.0))
+    write_samples(lake, "weak", "quiz", planted_scores(rng, difficulty, -0.5))
+    return lake
+
+
+@pytest.mark.slow
+def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
+    config = GlmConfig(FAST, LENIENT, models=("binomial", "null", "suite_binomial", "suite_null"))
+    first = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
+    assert first.status == "fitted" and first.passed
+    again = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
+    assert again.status == "reused"  # same inputs, code and settings: no sampling
+    assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v2").status == "fitted"
+
+    disabled = fit_partition_glm(lake, "strong", "quiz", "beta_binomial", config, version="v1")
+    assert disabled.status == "not applicable" and "disabled" in disabled.reason
+
+    # r-hat <= 0.5 cannot be met: the fit is retried once, stored, and marked failed
+    strict = dataclasses.replace(config, thresholds=dataclasses.replace(LENIENT, max_r_hat=0.5))
+    failed = fit_partition_glm(lake, "strong", "quiz", "null", strict, version="v1")
+    assert failed.status == "fitted" and not failed.passed and len(failed.attempts) == 2
+    assert read_outcome(failed.directory).passed is False
+
+    for glm in ("suite_binomial", "suite_null"):
+        assert fit_suite_glm(lake, "quiz", glm, config, version="v1").passed
+
+    table, path = write_waic_rankings(lake)
+    assert pd.read_parquet(path).equals(table)
+    partition = table[table["scope"] == "partition"].set_index("glm")
+    assert partition.loc["binomial", "excluded"] == "" and np.isfinite(partition.loc["binomial", "elpd_waic"])
+    assert partition.loc["null", "excluded"] == "failed diagnostics: r_hat"
+    assert partition.loc["beta_binomial", "excluded"].startswith("not applicable: disabled")
+    suite = table[(table["scope"] == "suite") & (table["excluded"] == "")]
+    assert sorted(suite["glm"]) == ["suite_binomial", "suite_null"]
+    assert sorted(suite["waic_rank"]) == [0, 1] and suite["waic_weight"].sum() == pytest.approx(1.0)
+    assert waic_plot_path(lake, "quiz").exists()
