@@ -20,7 +20,7 @@ from dagster import (
 
 from assets.automation import refresh_when_inputs_change
 from assets.errors import permanent_errors
-from assets.metadata import column_schema, table_metadata
+from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import (
     GATING,
@@ -108,6 +108,8 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
         "diagnostics": MetadataValue.md(outcome.diagnostics.round(4).to_markdown(index=False)),
         "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
     }
+    if (outcome.directory / "predictive.png").exists():
+        meta["posterior_predictive_plot"] = png_markdown(outcome.directory / "predictive.png", "predictive check")
     return MaterializeResult(data_version=DataVersion(sha256_file(outcome.summary_path)[:16]), metadata=meta)
 
 

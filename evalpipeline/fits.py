@@ -180,9 +180,28 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
             f"{'passed' if attempt['passed'] else 'failed ' + ', '.join(attempt['failed'])} in {attempt['seconds']:.1f}s"
         )
     write_fit(fit, directory)
+    _write_predictive_checks(fit, data, directory)
     passed = gating_passed(fit.diagnostics)
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": passed})
     return FitOutcome(glm, "fitted", directory, passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+
+
+def _write_predictive_checks(fit, data, directory: Path) -> None:
+    """Prior and posterior predictive checks of the success-rate distribution (HiBayES Figure 7):
+    ``predictive.parquet`` (observed vs simulated share per bin, with p-values) and
+    ``predictive.png`` (observed per-unit rates against posterior predictive draws)."""
+    import numpy as np
+
+    from evalpipeline.plots import save_png, success_rate_distribution
+
+    checks = fit.predictive_checks(data)
+    write_parquet_atomic(pa.Table.from_pandas(checks, preserve_index=False), directory / "predictive.parquet")
+    n = data.units["n"].to_numpy(float)
+    simulated = fit.idata.posterior_predictive["obs"].values.reshape(-1, data.n_units) / n
+    trials = int(np.median(n)) if np.all(n == np.median(n)) else None
+    figure = success_rate_distribution(data.observed_rates(), simulated, n_trials=trials,
+                                       title=f"{fit.name}: per-item success rates, observed vs posterior predictive")
+    save_png(figure, directory / "predictive.png")
 
 
 def _stored(directory: Path, provenance: dict) -> FitOutcome | None:

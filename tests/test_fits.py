@@ -38,6 +38,8 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     config = GlmConfig(FAST, LENIENT, models=("binomial", "null", "suite_binomial", "suite_null"))
     first = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
     assert first.status == "fitted" and first.passed
+    checks = pd.read_parquet(first.directory / "predictive.parquet")
+    assert set(checks["check"]) == {"prior", "posterior"} and (first.directory / "predictive.png").exists()
     again = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
     assert again.status == "reused"  # same inputs, code and settings: no sampling
     assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v2").status == "fitted"
