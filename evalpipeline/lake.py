@@ -13,7 +13,7 @@ Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
         logs that could not be read at all (no partition can be named)
     <root>/accuracy_posteriors/model=<key>/suite=<key>/posteriors.parquet
     <root>/suite_leaderboard/suite=<key>/leaderboard.parquet
-    <root>/partition_names/<dimension>.parquet
+    <root>/partition_names/<dimension>/name-<key>.parquet
         key -> display name, for every partition key ever issued
 
 Writes go to a hidden temporary file in the target folder and are renamed
@@ -213,17 +213,15 @@ class Lake:
         return found
 
     def record_partition_names(self, dimension: str, names: set[str] | list[str]) -> None:
-        """Store key -> display name for ``dimension`` (merged with what is there)."""
-        path = self.root / "partition_names" / f"{dimension}.parquet"
-        known = {}
-        if path.exists():
-            known = dict(pq.read_table(path).to_pydict().items())
-            known = dict(zip(known["key"], known["name"]))
-        for name in names:
-            known[to_partition_key(name)] = name
-        keys = sorted(known)
-        table = pa.table({"key": keys, "name": [known[k] for k in keys]})
-        write_parquet_atomic(table, path)
+        """Store key -> display name for ``dimension``: one small file per key, so that runs
+        recording names at the same time (a distributed executor) never overwrite each other's
+        (a single merged file would be a read-modify-write race). Read them all with
+        ``pd.read_parquet("<lake>/partition_names/<dimension>")``."""
+        for name in sorted(set(names)):
+            key = to_partition_key(name)
+            table = pa.table({"key": [key], "name": [name]})
+            # the prefix keeps keys starting with "_" visible to readers that skip such files
+            write_parquet_atomic(table, self.root / "partition_names" / dimension / f"name-{key}.parquet")
 
     # -- reading ------------------------------------------------------------
     def read_files(self, files: list[Path], *, model: str | None = None, suite: str | None = None) -> pd.DataFrame:

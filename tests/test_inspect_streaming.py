@@ -354,7 +354,7 @@ _INGEST_CHILD = textwrap.dedent(
 def test_200k_log_ingests_in_bounded_memory(log_200k):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", _INGEST_CHILD, str(log_200k)], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=600)
+                          env=env, cwd=REPO, timeout=1200)  # a hang guard, not a speed target
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["errors"] == []

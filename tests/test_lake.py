@@ -46,9 +46,9 @@ def test_partition_paths_are_hive_style_and_listed_by_display_name(tmp_path):
 def test_partition_names_are_recorded_and_merged(tmp_path):
     lake = Lake(tmp_path)
     lake.record_partition_names("model", ["a/b"])
-    lake.record_partition_names("model", ["c d"])
-    names = pd.read_parquet(tmp_path / "partition_names" / "model.parquet")
-    assert dict(zip(names["key"], names["name"])) == {"a%2Fb": "a/b", "c%20d": "c d"}
+    lake.record_partition_names("model", ["c d", "_hidden?"])
+    names = pd.read_parquet(tmp_path / "partition_names" / "model")
+    assert dict(zip(names["key"], names["name"])) == {"a%2Fb": "a/b", "c%20d": "c d", "_hidden%3F": "_hidden?"}
 
 
 def test_leftovers_of_a_killed_writer_are_swept_by_the_next_write(tmp_path):
