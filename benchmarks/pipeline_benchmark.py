@@ -1,0 +1,397 @@
+"""The main job end to end: the demo graph, a no-op rerun, and a leaderboard-sized lake.
+
+    .venv/bin/python benchmarks/pipeline_benchmark.py demo  [--glm fast|paper] [--jax-cache DIR] [--keep DIR]
+    .venv/bin/python benchmarks/pipeline_benchmark.py scale [--models 100] [--suites 6] [--items 200]
+                                                            [--glm fast|paper] [--glm-models binomial,...]
+
+``demo`` copies data/inspect_logs into a temporary landing folder and runs
+``run_main_job`` (the four stages: one ``ingest_and_fit`` run per model x suite,
+``suite_analysis`` per suite, ``model_analysis`` per model, ``lake_reports``)
+against a fresh lake and Dagster instance (a copy of dagster_home/dagster.yaml).
+It prints the wall time of each stage (as `run_main_job` reports it per run) and
+of each asset (step start to end, summed over runs, from
+``instance.get_run_step_stats``). Then, over the same unchanged logs, it reruns
+the job plainly and with ``only_changed=True`` and prints their wall time, the
+ratio to the first run and how many GLM materialisations say ``status: fitted``
+vs ``reused`` (a no-op rerun must fit nothing).
+
+``scale`` writes a long-table landing folder (one Parquet file per model; rows
+model, suite, domain, subdomain, item_id, score; planted accuracies
+``logit p = ability(model) - hardness(suite)``), runs the full rebuild, then adds
+one model's file and runs ``only_changed=True``. It prints both wall times, the
+per-stage and per-partition cost, and peak RSS. When ``--models`` is below the
+leaderboard size (100) the 100-model numbers are extrapolated linearly per stage
+and labelled EXTRAPOLATED; everything else is MEASURED.
+
+``--glm fast`` is the end-to-end test's setting (tests/test_dagster.py): candidate
+GLMs binomial + suite_binomial, 4 chains x (500 warmup + 500 draws), thresholds
+relaxed to what 2000 draws can show. ``--glm paper`` is the defaults (every
+candidate, 2000 + 2000). The JAX compilation cache lives in the temporary work
+folder (cold start, compilation counted) unless ``--jax-cache`` names one.
+Everything runs in this process (``execute_in_process``), so ``ru_maxrss`` of
+this process is the pipeline's peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_LOGS = REPO / "data" / "inspect_logs"
+STAGES = ("ingest_and_fit", "suite_analysis", "model_analysis", "lake_reports")
+LEADERBOARD = {"models": 100, "suites": 6, "items": 200}
+TARGET_FULL_S, TARGET_NEW_MODEL_S = 600.0, 60.0
+
+FAST_GLM = """
+[glm]
+models = {models}
+num_warmup = 500
+num_samples = 500
+[glm.thresholds]
+min_ess_bulk = 200
+min_ess_tail = 200
+max_r_hat = 1.05
+"""
+#: `run_main_job` prints "[3/12] ingest_and_fit m x s: ok (12.3s)" after each run
+RUN_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.*): (ok|FAILED) \(([\d.]+)s\)$")
+
+
+def setup_environment(work: Path, glm: str, glm_models: list[str] | None, jax_cache: Path | None) -> None:
+    """Point the pipeline at temporary folders; must run before evalpipeline.definitions is imported."""
+    home = work / "dagster_home"
+    home.mkdir(parents=True)
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    config = work / "evalpipeline.toml"
+    if glm == "fast":
+        models = glm_models or ["binomial", "suite_binomial"]
+        config.write_text(FAST_GLM.format(models="[" + ", ".join(f'"{m}"' for m in models) + "]"))
+    elif glm_models:
+        config.write_text("[glm]\nmodels = [" + ", ".join(f'"{m}"' for m in glm_models) + "]\n")
+    else:
+        config.write_text("")
+    os.environ.update(
+        EVALPIPELINE_LANDING=str(work / "landing"),
+        EVALPIPELINE_LAKE=str(work / "lake"),
+        EVALPIPELINE_CONFIG=str(config),
+        DAGSTER_HOME=str(home),
+        EVALPIPELINE_JAX_CACHE=str(jax_cache or work / "jax_cache"),
+    )
+    os.environ.pop("EVALPIPELINE_EXECUTOR", None)  # run_main_job executes in process anyway
+
+
+class Timed:
+    """One `run_main_job` call: wall time, per-run lines it printed, the runs it created."""
+
+    def __init__(self, label: str, instance, only_changed: bool = False, verbose: bool = False):
+        from evalpipeline.definitions import run_main_job
+
+        self.label = label
+        before = {r.run_id for r in instance.get_runs()}
+        self.runs: list[tuple[str, str, float, bool]] = []  # (job, label, seconds, ok)
+        self.lines: list[str] = []
+
+        def echo(line: str) -> None:
+            self.lines.append(line)
+            match = RUN_LINE.match(line)
+            if match:
+                self.runs.append((match[3], match[4], float(match[6]), match[5] == "ok"))
+                if verbose:
+                    print("   ", line, flush=True)
+
+        started = time.perf_counter()
+        self.returncode = run_main_job(instance=instance, echo=echo, only_changed=only_changed)
+        self.seconds = time.perf_counter() - started
+        self.run_ids = [r.run_id for r in instance.get_runs() if r.run_id not in before]
+        failed = [r for r in self.runs if not r[3]]
+        if self.returncode or failed:
+            print(f"!! {label}: run_main_job returned {self.returncode}; failed runs: {failed}")
+            print("\n".join(self.lines[-40:]))
+
+    def per_stage(self) -> dict[str, list[float]]:
+        stages: dict[str, list[float]] = defaultdict(list)
+        for job, _label, seconds, _ok in self.runs:
+            stages[job].append(seconds)
+        return stages
+
+
+def per_asset(instance, run_ids) -> dict[str, tuple[float, int]]:
+    """Step key -> (summed step wall seconds, number of steps) over the given runs."""
+    totals: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    for run_id in run_ids:
+        for step in instance.get_run_step_stats(run_id):
+            if step.start_time and step.end_time:
+                totals[step.step_key][0] += step.end_time - step.start_time
+                totals[step.step_key][1] += 1
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def glm_statuses(instance, run_ids) -> dict[str, int]:
+    """Counts of the `status` metadata of every GLM materialisation made by the given runs."""
+    from dagster import AssetRecordsFilter
+
+    from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
+
+    wanted = set(run_ids)
+    counts: dict[str, int] = defaultdict(int)
+    for assets_def in PARTITION_GLM_ASSETS + SUITE_GLM_ASSETS:
+        for key in assets_def.keys:
+            cursor = None
+            while True:
+                page = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1000, cursor=cursor)
+                for record in page.records:
+                    if record.run_id in wanted:
+                        status = record.asset_materialization.metadata.get("status")
+                        counts[status.value if status is not None else "(no status)"] += 1
+                if not page.has_more:
+                    break
+                cursor = page.cursor
+    return dict(counts)
+
+
+def print_stages(timed: Timed) -> None:
+    stages = timed.per_stage()
+    print(f"{'stage':<16} {'runs':>5} {'seconds':>9} {'per run':>9} {'median':>8}")
+    for stage in STAGES:
+        times = stages.get(stage, [])
+        if times:
+            print(f"{stage:<16} {len(times):5d} {sum(times):9.1f} {sum(times) / len(times):9.2f} {statistics.median(times):8.2f}")
+        else:
+            print(f"{stage:<16} {0:5d} {0.0:9.1f}")
+    overhead = timed.seconds - sum(sum(t) for t in stages.values())
+    print(f"{'(discovery etc.)':<16} {'':>5} {overhead:9.1f}")
+    print(f"{'total (wall)':<16} {len(timed.runs):5d} {timed.seconds:9.1f}")
+
+
+def print_assets(instance, run_ids) -> None:
+    steps = per_asset(instance, run_ids)
+    print(f"{'asset (step)':<28} {'steps':>5} {'seconds':>9}")
+    for key, (seconds, count) in sorted(steps.items(), key=lambda kv: -kv[1][0]):
+        print(f"{key:<28} {count:5d} {seconds:9.1f}")
+    print(f"{'sum of steps':<28} {sum(c for _s, c in steps.values()):5d} {sum(s for s, _c in steps.values()):9.1f}")
+
+
+def peak_rss_mib() -> tuple[float, float]:
+    """ru_maxrss of this process and of its waited-for children, MiB (Linux reports KiB)."""
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+
+
+def source_version() -> str:
+    """Hash of the model and fit code: what the fits' provenance records (assets.fits.glm_version)."""
+    from evalpipeline.versions import code_version
+
+    return code_version(["evalpipeline.models", "evalpipeline.fits"])
+
+
+def warn_if_code_changed(started_version: str) -> bool:
+    """A fit's provenance hashes the source files as they are on disk when it runs, so another
+    session editing them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
+    if source_version() != started_version:
+        print("WARNING: evalpipeline/models or evalpipeline/fits.py changed on disk during the benchmark: "
+              "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)")
+        return True
+    return False
+
+
+def load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+# -- demo + no-op -----------------------------------------------------------------------------
+
+
+def run_demo(args, work: Path) -> int:
+    from evalpipeline.definitions import local_instance
+
+    shutil.copytree(DEMO_LOGS, work / "landing")
+    instance = local_instance()
+    version = source_version()
+    print(f"demo: {len(list((work / 'landing').iterdir()))} logs, --glm {args.glm}; {load()}, {os.cpu_count()} cores", flush=True)
+
+    first = Timed("demo", instance, verbose=args.verbose)
+    print(f"\n(a) full demo job, fresh lake and instance (MEASURED; {load()})")
+    print_stages(first)
+    print()
+    print_assets(instance, first.run_ids)
+    print(f"GLM materialisations: {glm_statuses(instance, first.run_ids)}")
+
+    plain = Timed("rerun", instance, verbose=args.verbose)
+    changed = Timed("only_changed", instance, only_changed=True, verbose=args.verbose)
+    print(f"\n(b) no-op reruns over unchanged logs (MEASURED; {load()})")
+    print(f"{'rerun':<24} {'runs':>5} {'seconds':>9} {'/ (a)':>7} {'fitted':>7} {'reused':>7} {'n/a':>5}")
+    fitted_total = 0
+    for timed in (plain, changed):
+        counts = glm_statuses(instance, timed.run_ids)
+        fitted_total += counts.get("fitted", 0)
+        label = "plain" if timed is plain else "only_changed=True"
+        print(f"{label:<24} {len(timed.runs):5d} {timed.seconds:9.1f} {timed.seconds / first.seconds:7.3f} "
+              f"{counts.get('fitted', 0):7d} {counts.get('reused', 0):7d} {counts.get('not applicable', 0):5d}")
+    for timed in (plain, changed):
+        print(f"\nstages of the {timed.label} rerun:")
+        print_stages(timed)
+    self_mib, children_mib = peak_rss_mib()
+    print(f"\npeak RSS: this process {self_mib:.0f} MiB, children {children_mib:.0f} MiB; {load()}")
+    warn_if_code_changed(version)
+    ok = fitted_total == 0 and not (first.returncode or plain.returncode or changed.returncode)
+    print("no-op reruns fitted nothing: " + ("yes" if fitted_total == 0 else f"NO ({fitted_total} fits)"))
+    return 0 if ok else 1
+
+
+# -- scale ------------------------------------------------------------------------------------
+
+
+def write_model_table(landing: Path, index: int, suites: int, items: int, seed: int) -> Path:
+    """One model's long table: every suite x item, one attempt each, with planted accuracies."""
+    rng = np.random.default_rng([seed, index])
+    ability = np.random.default_rng([seed, 10_000 + index]).normal(0.0, 1.0)
+    frames = []
+    for s in range(suites):
+        hardness = np.random.default_rng([seed, 20_000 + s]).normal(0.0, 0.7)
+        accuracy = 1.0 / (1.0 + np.exp(-(ability - hardness)))
+        frames.append(pd.DataFrame({
+            "model": f"bench/model-{index:03d}",
+            "suite": f"suite{s}",
+            "domain": f"domain{s % 3}",
+            "subdomain": [f"sub{s}-{i % 4}" for i in range(items)],
+            "item_id": [f"s{s}-q{i:03d}" for i in range(items)],
+            "score": (rng.random(items) < accuracy).astype(float),
+        }))
+    path = landing / f"model-{index:03d}.parquet"
+    pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
+    return path
+
+
+def run_scale(args, work: Path) -> int:
+    from evalpipeline.definitions import local_instance
+
+    landing = work / "landing"
+    landing.mkdir()
+    for index in range(args.models):
+        write_model_table(landing, index, args.suites, args.items, args.seed)
+    partitions = args.models * args.suites
+    instance = local_instance()
+    version = source_version()
+    print(f"scale: {args.models} models x {args.suites} suites x {args.items} items = {partitions * args.items} rows, "
+          f"{partitions} partitions; --glm {args.glm} {args.glm_models or ''}; {load()}", flush=True)
+
+    full = Timed("full", instance, verbose=args.verbose)
+    print(f"\nfull rebuild, {args.models} models (MEASURED; {load()}): {full.seconds:.1f} s")
+    print_stages(full)
+    print()
+    print_assets(instance, full.run_ids)
+    print(f"GLM materialisations: {glm_statuses(instance, full.run_ids)}")
+
+    write_model_table(landing, args.models, args.suites, args.items, args.seed)
+    new = Timed("new model", instance, only_changed=True, verbose=args.verbose)
+    counts = glm_statuses(instance, new.run_ids)
+    print(f"\none new model, only_changed=True, {args.models + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
+          f"GLM materialisations {counts}")
+    print_stages(new)
+    warn_if_code_changed(version)
+    self_mib, children_mib = peak_rss_mib()
+    print(f"\npeak RSS (MEASURED): this process {self_mib:.0f} MiB, children {children_mib:.0f} MiB")
+
+    if (args.models, args.suites) != (LEADERBOARD["models"], LEADERBOARD["suites"]) or args.items != LEADERBOARD["items"]:
+        extrapolate(args, full, new)
+    else:
+        print(f"\ntargets (MEASURED): full rebuild {full.seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
+              f"({'met' if full.seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.seconds:.0f} s vs "
+              f"{TARGET_NEW_MODEL_S:.0f} s ({'met' if new.seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
+    return 1 if (full.returncode or new.returncode) else 0
+
+
+def extrapolate(args, full: Timed, new: Timed) -> None:
+    """Linear extrapolation to 100 models x 6 suites, stage by stage.
+
+    Assumptions (stated in the output): a partition costs what the measured partitions cost
+    (first run with compilation + median of the rest for each further one; items per suite as
+    measured); per-suite work grows linearly with the models on the suite; per-model runs cost
+    the same each; lake-wide work grows linearly with partitions.
+    """
+    target_models, target_suites = LEADERBOARD["models"], LEADERBOARD["suites"]
+    scale_models = target_models / args.models
+    scale_parts = (target_models * target_suites) / (args.models * args.suites)
+
+    def partition_cost(times: list[float], count: int) -> float:
+        if not times:
+            return 0.0
+        rest = statistics.median(times[1:]) if len(times) > 1 else times[0]
+        return times[0] + rest * (count - 1)
+
+    stages = full.per_stage()
+    parts = stages.get("ingest_and_fit", [])
+    full_est = {
+        "ingest_and_fit": partition_cost(parts, target_models * target_suites),
+        "suite_analysis": sum(stages.get("suite_analysis", [])) * scale_models * target_suites / args.suites,
+        "model_analysis": sum(stages.get("model_analysis", [])) * scale_models,
+        "lake_reports": sum(stages.get("lake_reports", [])) * scale_parts,
+    }
+    overhead = (full.seconds - sum(sum(t) for t in stages.values())) * scale_parts
+    full_total = sum(full_est.values()) + overhead
+
+    added = new.per_stage()
+    grow = (target_models + 1) / (args.models + 1)
+    new_est = {
+        "ingest_and_fit": sum(added.get("ingest_and_fit", [])) * target_suites / args.suites,
+        "suite_analysis": sum(added.get("suite_analysis", [])) * grow * target_suites / args.suites,
+        "model_analysis": sum(added.get("model_analysis", [])) * grow,
+        "lake_reports": sum(added.get("lake_reports", [])) * grow,
+    }
+    new_overhead = (new.seconds - sum(sum(t) for t in added.values())) * grow
+    new_total = sum(new_est.values()) + new_overhead
+
+    median_part = statistics.median(parts[1:]) if len(parts) > 1 else (parts[0] if parts else float("nan"))
+    print(f"\nper-partition cost (MEASURED): first {parts[0] if parts else float('nan'):.1f} s (includes JAX compilation "
+          f"when the cache is cold), median of the rest {median_part:.2f} s; per-suite run "
+          f"{statistics.median(stages.get('suite_analysis', [float('nan')])):.2f} s at {args.models} models; per-model run "
+          f"{statistics.median(stages.get('model_analysis', [float('nan')])):.2f} s")
+    print(f"\nEXTRAPOLATED to {target_models} models x {target_suites} suites x {args.items} items "
+          f"(linear per stage from the measured run above; not measured;"
+          f" an upper bound where the measured runs are dominated by fixed costs such as JAX compilation):")
+    print(f"{'stage':<16} {'full rebuild s':>15} {'one new model s':>16}")
+    for stage in STAGES:
+        print(f"{stage:<16} {full_est[stage]:15.0f} {new_est[stage]:16.1f}")
+    print(f"{'(discovery etc.)':<16} {overhead:15.0f} {new_overhead:16.1f}")
+    print(f"{'total':<16} {full_total:15.0f} {new_total:16.1f}")
+    print(f"targets (EXTRAPOLATED): full rebuild {full_total:.0f} s vs {TARGET_FULL_S:.0f} s "
+          f"({'met' if full_total < TARGET_FULL_S else 'MISSED'}); one new model {new_total:.0f} s vs "
+          f"{TARGET_NEW_MODEL_S:.0f} s ({'met' if new_total < TARGET_NEW_MODEL_S else 'MISSED'})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["demo", "scale"], help="demo: full demo job + no-op reruns; scale: generated lake")
+    parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
+    parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
+    parser.add_argument("--models", type=int, default=LEADERBOARD["models"])
+    parser.add_argument("--suites", type=int, default=LEADERBOARD["suites"])
+    parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
+    parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
+    parser.add_argument("--keep", type=Path, default=None, help="work in this (new) folder and keep it")
+    parser.add_argument("--verbose", action="store_true", help="print each run's line as it finishes")
+    args = parser.parse_args()
+    glm_models = args.glm_models.split(",") if args.glm_models else None
+    args.glm_models = glm_models
+
+    with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
+        work = args.keep or Path(tmp)
+        setup_environment(work, args.glm, glm_models, args.jax_cache)
+        return run_demo(args, work) if args.mode == "demo" else run_scale(args, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
