@@ -100,8 +100,8 @@ def run_main_job(
     then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
 
     With ``only_changed``, partitions whose sources the lake already holds are not rerun
-    (the nightly behaviour); per-suite and lake-wide steps still refresh, cheaply, since
-    fits of unchanged inputs are reused.
+    (the nightly behaviour), nor are the suites and models none of the rerun partitions
+    feed; the lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
     instance = instance or local_instance()
     _fail_orphaned_runs(instance, echo)
@@ -112,9 +112,11 @@ def run_main_job(
     for error in discovery.unreadable:
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
     pairs = sorted(discovery.changed if only_changed else discovery.partitions)
-    suites = sorted(discovery.suites)
+    # only the suites and models the rerun partitions feed (all of them on a full run)
+    suites = sorted({s for _, s in pairs} if only_changed else discovery.suites)
+    models = sorted({m for m, _ in pairs} if only_changed else discovery.models)
     _register(instance, "model", {to_partition_key(m) for m in discovery.models})
-    _register(instance, "suite", {to_partition_key(s) for s in suites})
+    _register(instance, "suite", {to_partition_key(s) for s in discovery.suites})
     echo(
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
         f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
@@ -126,7 +128,7 @@ def run_main_job(
     lake_wide_job = defs.resolve_job_def(lake_job.name)
     steps = [(partition_job, model_suite_key(m, s), f"{m} x {s}") for m, s in pairs]
     steps += [(per_suite_job, to_partition_key(s), f"suite {s}") for s in suites]
-    steps += [(per_model_job, to_partition_key(m), f"model {m}") for m in sorted(discovery.models)]
+    steps += [(per_model_job, to_partition_key(m), f"model {m}") for m in models]
     steps += [(lake_wide_job, None, "lake-wide tables")]
     failures = 0
     for number, (job, partition_key, label) in enumerate(steps, start=1):

@@ -348,9 +348,9 @@ def write_waic_plots(lake: Lake, table: pd.DataFrame) -> list[Path]:
     for suite, rows in ranked.groupby("suite", sort=True):
         if len(rows) < 2:
             continue
-        frame = rows.rename(columns={"glm": "model", "waic_se": "se", "waic_dse": "dse"})[
+        frame = rows.drop(columns=["model"]).rename(columns={"glm": "model", "waic_se": "se", "waic_dse": "dse"})[
             ["model", "elpd_waic", "se", "d_waic", "dse"]
-        ]
+        ].reset_index(drop=True)
         path = waic_plot_path(lake, suite)
         save_png(waic_comparison_plot(frame, title=f"{suite}: suite GLMs by WAIC"), path)
         written.append(path)
