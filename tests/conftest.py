@@ -32,3 +32,24 @@ def shared_jax_cache(tmp_path_factory):
         os.environ.pop("EVALPIPELINE_JAX_CACHE", None)
     else:
         os.environ["EVALPIPELINE_JAX_CACHE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_dagster_instance():
+    """Fail the test that leaves a Dagster instance entered in the defs-state context variable
+    (e.g. a schedule or sensor context used without ``with``): every later test that resolves
+    Definitions would then raise 'Attempted to resolve undefined DagsterInstance weakref'."""
+    yield
+    import sys
+
+    if "dagster" not in sys.modules:
+        return
+    from dagster._core.storage.defs_state.base import DefsStateStorage
+
+    leaked = DefsStateStorage.get()
+    if leaked is not None:
+        from dagster._core.storage.defs_state.base import _current_storage
+
+        _current_storage.set(None)  # so that one leak fails one test, not all that follow
+        pytest.fail(f"the test left a Dagster instance entered (defs-state storage {leaked!r}); "
+                    "use schedule/sensor contexts and instances as context managers")

@@ -150,10 +150,12 @@ def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, 
     from resources import IngestSettings, LakeResource
 
     schedule = build_nightly_schedule(ingest_and_fit_job, partition_assets)
-    context = build_schedule_context(
+    # As a context manager: the context enters the instance into a context variable that only
+    # its __exit__ resets; without it, later tests' Definitions resolve a dead instance.
+    with build_schedule_context(
         instance=instance, resources={"lake": LakeResource(), "ingest_settings": IngestSettings()}
-    )
-    result = schedule(context)  # the evaluation function itself (evaluate_tick needs a repository)
+    ) as context:
+        result = schedule(context)  # the evaluation function itself (evaluate_tick needs a repository)
     requests = [] if isinstance(result, SkipReason) else list(result)
     return {str(r.partition_key): r.tags["evalpipeline/reason"] for r in requests}
 

@@ -151,8 +151,11 @@ def test_failing_validation_blocks_the_downstream_fit(tmp_path):
 
 def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landing, tmp_path):
     instance = DagsterInstance.ephemeral()
-    context = build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(tmp_path), landing=str(landing)), "ingest_settings": IngestSettings()})
-    result = landing_sensor(context)
+    resources = {"lake": LakeResource(root=str(tmp_path), landing=str(landing)), "ingest_settings": IngestSettings()}
+    # Contexts are used as context managers: reading .instance enters the instance into a
+    # context variable that only __exit__ resets (tests/conftest.py fails a test that leaks it).
+    with build_sensor_context(instance=instance, resources=resources) as context:
+        result = landing_sensor(context)
     shas = sorted(sha256_file(p) for p in landing.iterdir())
     assert sorted(r.run_key.split(":")[0] for r in result.run_requests) == shas
     assert {r.partition_key for r in result.run_requests} == {
@@ -162,11 +165,8 @@ def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landin
     }
     added = {tuple(sorted(r.partition_keys)) for r in result.dynamic_partitions_requests}
     assert added == {("mockllm%2Falpha", "mockllm%2Fbeta%2Fv2"), ("other", "unit%20suite")}
-    again = landing_sensor(
-        build_sensor_context(
-            instance=instance, cursor=result.cursor, resources={"lake": LakeResource(root=str(tmp_path), landing=str(landing)), "ingest_settings": IngestSettings()}
-        )
-    )
+    with build_sensor_context(instance=instance, cursor=result.cursor, resources=resources) as context:
+        again = landing_sensor(context)
     assert not again.run_requests
 
 
@@ -176,11 +176,11 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
 
     files = find_log_files(landing)
     ingest_paths(files[:2], Lake(tmp_path / "lake"))
-    context = build_sensor_context(
+    with build_sensor_context(
         instance=DagsterInstance.ephemeral(),
         resources={"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)), "ingest_settings": IngestSettings()},
-    )
-    result = landing_sensor(context)
+    ) as context:
+        result = landing_sensor(context)
     assert [r.run_key.split(":")[0] for r in result.run_requests] == [sha256_file(files[2])]
 
 
