@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/evalpipeline run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n auto --durations=15
 
 ui: $(STAMP)
 	mkdir -p $(DAGSTER_HOME)

@@ -24,7 +24,10 @@ def shared_jax_cache(tmp_path_factory):
     that fit GLMs in separate lakes (and processes) compile each sampler once."""
     import os
 
-    cache = tmp_path_factory.mktemp("jax_cache")
+    base = tmp_path_factory.getbasetemp()
+    # under pytest-xdist every worker has its own basetemp inside one shared root: share the cache
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "jax_cache"
+    cache.mkdir(exist_ok=True)
     previous = os.environ.get("EVALPIPELINE_JAX_CACHE")
     os.environ["EVALPIPELINE_JAX_CACHE"] = str(cache)
     yield cache
