@@ -23,7 +23,6 @@ from assets.errors import permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import (
-    GATING,
     RANKING_COLUMNS,
     FitOutcome,
     fit_partition_glm,
@@ -62,7 +61,8 @@ def glm_version(glm: str) -> str:
 
 def _check_results(outcome: FitOutcome, label: str):
     """One result per diagnostic. Pareto-k speaks to how far PSIS-LOO can be trusted for this
-    model, not to whether NUTS converged, so it warns (and flags the LOO rows) without blocking."""
+    model, not to whether NUTS converged, so by default it warns (and flags the LOO rows) without
+    blocking (``[glm.thresholds] gate_pareto_k = true`` makes it block)."""
     if outcome.status == "not applicable":
         for name in DIAGNOSTICS:
             yield AssetCheckResult(
@@ -76,7 +76,7 @@ def _check_results(outcome: FitOutcome, label: str):
         yield AssetCheckResult(
             check_name=row.diagnostic,
             passed=bool(row.passed),
-            severity=AssetCheckSeverity.ERROR if row.diagnostic in GATING else AssetCheckSeverity.WARN,
+            severity=AssetCheckSeverity.ERROR if row.gates else AssetCheckSeverity.WARN,
             metadata={
                 "partition": label,
                 "value": float(row.value),
@@ -114,8 +114,9 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
 
 
 def _checks(asset_name: str) -> list[AssetCheckSpec]:
+    gating = load_glm_config().thresholds.gating()
     return [
-        AssetCheckSpec(name, asset=asset_name, blocking=name in GATING, description=DIAGNOSTIC_DOCS[name])
+        AssetCheckSpec(name, asset=asset_name, blocking=name in gating, description=DIAGNOSTIC_DOCS[name])
         for name in DIAGNOSTICS
     ]
 
@@ -214,10 +215,10 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
     ),
     metadata={"dagster/column_schema": column_schema(RANKING_COLUMNS)},
 )
-def waic_rankings(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
+def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings) -> MaterializeResult:
     store = lake.lake()
     with permanent_errors():
-        table, path = write_waic_rankings(store)
+        table, path = write_waic_rankings(store, pareto_k_threshold=glm_settings.config().thresholds.max_pareto_k)
     ranked = table[table["excluded"] == ""]
     return MaterializeResult(
         data_version=DataVersion(sha256_file(path)[:16]),

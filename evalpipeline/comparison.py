@@ -33,7 +33,7 @@ Sources and choices:
   posterior draws of the per-model effects (the "joint suite-level GLM's
   model contrasts" of the issue).
 * Which suite GLM: the first of ``ComparisonSettings.suite_glms`` whose fit
-  exists and passed the gating diagnostics (``evalpipeline.fits.GATING``).
+  exists and passed the gating diagnostics (``DiagnosticThresholds.gating``).
   Failed and not-applicable fits are never used; they are listed in
   ``fits.parquet`` with the reason. The GLM's model effect is ``expit`` of the
   model's location on the logit scale (the summary's ``prob_*`` columns).
@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fits import GATING, SUITE_TABLE, read_outcome
+from evalpipeline.fits import SUITE_TABLE, read_outcome
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError
@@ -291,8 +291,9 @@ def suite_fit_status(lake: Lake, suite: str, preference=DEFAULT_SUITE_GLMS) -> t
             continue
         failed = ""
         if outcome.status != "not applicable" and outcome.diagnostics is not None and not outcome.passed:
-            bad = outcome.diagnostics["diagnostic"].isin(GATING) & ~outcome.diagnostics["passed"].astype(bool)
-            failed = ", ".join(outcome.diagnostics.loc[bad, "diagnostic"].astype(str).tolist())
+            from evalpipeline.models.fit import gating_failures  # imports JAX: only when a fit failed
+
+            failed = ", ".join(gating_failures(outcome.diagnostics))
         rows.append({"suite": suite, "glm": outcome.glm, "status": outcome.status,
                      "passed": None if outcome.status == "not applicable" else bool(outcome.passed),
                      "failed": failed, "reason": outcome.reason or "", "used": False})

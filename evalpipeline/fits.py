@@ -35,17 +35,6 @@ from evalpipeline.pipeline import NoDataError, read_samples
 PARTITION_TABLE = "glm_fits"
 SUITE_TABLE = "glm_suite_fits"
 FIT_FILES = ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json")
-#: Diagnostics a fit must pass to be used downstream (issue 4's defaults). Pareto-k is computed
-#: and reported but does not gate: it says how far PSIS-LOO can be trusted for the model (its
-#: rows carry the warning), not whether the sampler converged; a model with one parameter per
-#: item, such as item_difficulty, routinely has k > 0.7 at perfectly converged fits.
-GATING = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
-
-
-def gating_passed(diagnostics: pd.DataFrame) -> bool:
-    """Every gating diagnostic passed."""
-    gating = diagnostics[diagnostics["diagnostic"].isin(GATING)]
-    return bool(len(gating)) and bool(gating["passed"].all())
 
 
 @dataclass
@@ -181,9 +170,8 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         )
     write_fit(fit, directory)
     _write_predictive_checks(fit, data, directory)
-    passed = gating_passed(fit.diagnostics)
-    _write_provenance(directory, {**provenance, "status": "fitted", "passed": passed})
-    return FitOutcome(glm, "fitted", directory, passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+    _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
+    return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
 
 
 def _write_predictive_checks(fit, data, directory: Path) -> None:
@@ -271,13 +259,16 @@ def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
     return groups
 
 
-def waic_rankings(lake: Lake) -> pd.DataFrame:
+def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> pd.DataFrame:
     """WAIC and PSIS-LOO rankings of the candidate GLMs of every partition and every suite.
 
     Only fits that passed their diagnostics are compared; the others appear
     with ``excluded`` saying why, so a failing fit is reported, never used.
+    LOO rows count the units whose Pareto-k exceeds ``pareto_k_threshold``
+    (``[glm.thresholds] max_pareto_k``).
     """
     from evalpipeline.models import compare_fits, read_fit
+    from evalpipeline.models.fit import gating_failures
 
     rows = []
     for scope, model, suite, folder in _fit_groups(lake):
@@ -290,19 +281,19 @@ def waic_rankings(lake: Lake) -> pd.DataFrame:
             if outcome.status == "not applicable":
                 rows.append({**base, "excluded": f"not applicable: {outcome.reason}"})
             elif not outcome.passed:
-                bad = ~outcome.diagnostics["passed"] & outcome.diagnostics["diagnostic"].isin(GATING)
-                failed = outcome.diagnostics.loc[bad, "diagnostic"].tolist()
+                failed = gating_failures(outcome.diagnostics)
                 rows.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
             else:
                 usable[outcome.glm] = read_fit(glm_dir)
-        table = compare_fits(usable) if len(usable) >= 2 else _single(usable)
+        table = (compare_fits(usable, pareto_k_threshold=pareto_k_threshold) if len(usable) >= 2
+                 else _single(usable, pareto_k_threshold))
         for record in table.to_dict("records"):
             glm = record.pop("model")
             rows.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
     return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
 
 
-def _single(usable: dict) -> pd.DataFrame:
+def _single(usable: dict, pareto_k_threshold: float) -> pd.DataFrame:
     """The criteria of a lone usable candidate: nothing to compare it with, so rank 0, weight 1."""
     import warnings
 
@@ -314,21 +305,21 @@ def _single(usable: dict) -> pd.DataFrame:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             waic, loo = az.waic(fit.idata), az.loo(fit.idata, pointwise=True)
-        high = int(np.sum(loo.pareto_k.values > 0.7))
+        high = int(np.sum(loo.pareto_k.values > pareto_k_threshold))
         rows.append({
             "model": name, "waic_rank": 0, "elpd_waic": float(waic.elpd_waic), "waic_se": float(waic.se),
             "p_waic": float(waic.p_waic), "d_waic": 0.0, "waic_dse": 0.0, "waic_weight": 1.0,
             "waic_warning": bool(waic.warning), "loo_rank": 0, "elpd_loo": float(loo.elpd_loo), "loo_se": float(loo.se),
             "p_loo": float(loo.p_loo), "d_loo": 0.0, "loo_dse": 0.0, "loo_weight": 1.0, "n_pareto_k_high": high,
-            "pareto_k_threshold": 0.7, "loo_warning": high > 0, "n_units": int(fit.idata.log_likelihood["obs"].shape[-1]),
+            "pareto_k_threshold": pareto_k_threshold, "loo_warning": high > 0, "n_units": int(fit.idata.log_likelihood["obs"].shape[-1]),
         })
     return pd.DataFrame(rows)
 
 
-def write_waic_rankings(lake: Lake) -> tuple[pd.DataFrame, Path]:
+def write_waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> tuple[pd.DataFrame, Path]:
     """Write the rankings table and one WAIC plot per suite (HiBayES Figure 8 layout) of the
     suite-level candidates, at ``waic_rankings/plots/suite=<key>.png``."""
-    table = waic_rankings(lake)
+    table = waic_rankings(lake, pareto_k_threshold=pareto_k_threshold)
     path = lake.root / "waic_rankings" / "rankings.parquet"
     write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
     write_waic_plots(lake, table)

@@ -145,7 +145,8 @@ def load_glm_config(path: Path | None = None):
         min_ess_tail = 400
         max_divergences = 0
         min_bfmi = 0.3
-        max_pareto_k = 0.7
+        max_pareto_k = 0.7           # warns; gates too with gate_pareto_k = true
+        gate_pareto_k = false
 
         [glm.priors.binomial]        # keyword arguments of the model function (evalpipeline.models.glm)
         sigma_subdomain_scale = 0.1

@@ -38,5 +38,9 @@ class GlmSettings(ConfigurableResource):
         from evalpipeline.models import configure_jax
 
         cache = self.compilation_cache_dir or os.environ.get("EVALPIPELINE_JAX_CACHE") or str(Path(lake_root) / ".cache" / "jax")
-        configure_jax(compilation_cache_dir=cache)
+        # chain_method = "parallel" needs one host device per core before JAX starts its backend
+        # (in a step process that is now); if JAX started earlier the fit falls back to vectorized
+        # and its metadata says so
+        parallel = self.config().settings.chain_method == "parallel"
+        configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None)
         return process_fitter()

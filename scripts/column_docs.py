@@ -18,7 +18,7 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
     from evalpipeline.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
     from evalpipeline.fits import RANKING_COLUMNS
     from evalpipeline.models.fit import SUMMARY_COLUMNS
-    from evalpipeline.reliability.lake import EXPECTED_RELIABILITY_COLUMNS
+    from evalpipeline.reliability.lake import RELIABILITY_COLUMNS
     from evalpipeline.schema import column_docs
     from evalpipeline.stats.posteriors import POSTERIOR_COLUMNS
     from evalpipeline.status import FAILURE_COLUMNS
@@ -32,7 +32,9 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
         ("Model profile", "model_profile/model=<key>/profile.parquet", PROFILE_COLUMNS),
         ("GLM summaries", "glm_fits/model=<key>/suite=<key>/<glm>/summary.parquet, glm_suite_fits/suite=<key>/<glm>/summary.parquet", SUMMARY_COLUMNS),
         ("WAIC/LOO rankings", "waic_rankings/rankings.parquet", RANKING_COLUMNS),
-        ("Expected reliability", "reliability/model=<key>/suite=<key>/expected_reliability.parquet, model_reliability/model=<key>/expected_reliability.parquet", EXPECTED_RELIABILITY_COLUMNS),
+        *[(f"Reliability: {name.replace('_', ' ')}",
+           f"reliability/model=<key>/suite=<key>/{name}.parquet, model_reliability/model=<key>/{name}.parquet", columns)
+          for name, columns in RELIABILITY_COLUMNS.items()],
         ("Ingest accounting", "ingest_accounting/accounting.parquet", ACCOUNTING_COLUMNS),
         ("Run failures", "run_status/failures/<run_id>.parquet", FAILURE_COLUMNS),
     ]

@@ -60,6 +60,26 @@ def test_suite_data_indices_labels_and_covariates():
     assert arrays["unit_mask"].sum() == data.n_units and len(arrays["unit_mask"]) == layout_for(data).units >= data.n_units
 
 
+
+@pytest.mark.parametrize("use_difficulty, expected", [(False, set()), (True, {"category_effect", "category_sigma"})])
+def test_suite_null_keeps_difficulty_only_when_asked(use_difficulty, expected):
+    """hibayes-paper.txt contradicts itself on the null GLM: the text drops task difficulty, Eq. 6
+    keeps diff_difficulty. Either way reasoning slopes and subdomains are out, LLM and task effects in."""
+    import jax
+    from numpyro.handlers import seed, trace
+
+    from evalpipeline.models.glm import suite_null
+
+    rows = [{"model": m, "subdomain": s, "item_id": f"{s}{i}", "epoch": 1, "score": 1.0, "correct": True,
+             "cov_effort": e, "cov_difficulty": "hard" if i else "easy"}
+            for m in ("m1", "m2") for s in ("x", "y") for i in range(3) for e in (0, 2)]
+    data = GlmData.from_samples(_samples(rows))
+    arrays = {k: jax.numpy.asarray(v) for k, v in build_arrays(data, layout_for(data), {}).items()}
+    sites = set(trace(seed(suite_null, 0)).get_trace(arrays, use_difficulty=use_difficulty))
+    assert {"model", "task", "obs"} <= sites
+    assert not sites & {"slope", "slope_mu", "subdomain_dev", "domain_dev"}
+    assert sites & {"category_effect", "category_sigma"} == expected
+
 def test_item_difficulty_needs_repeats():
     once = GlmData.from_counts(pd.DataFrame({"item_id": list("abc"), "k": [1, 0, 1], "n": [1, 1, 1]}))
     thrice = GlmData.from_counts(pd.DataFrame({"item_id": list("abc"), "k": [1, 0, 3], "n": [3, 3, 3]}))
@@ -133,3 +153,38 @@ def test_success_rate_check_flags_missing_bimodality():
     assert bad[bad.stat == "bin_share"]["observed"].sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="shape"):
         success_rate_check(data, binomial_like[:, :5])
+
+
+def _two_domains(rates, n):
+    return GlmData.from_counts(pd.DataFrame({"domain": ["a", "b"], "k": [round(r * n) for r in rates], "n": [n, n]}))
+
+
+def test_centring_follows_information_and_the_spread_of_the_groups():
+    from evalpipeline.models.glm import choose_centring, group_spread
+
+    scales = {"domain": 0.1}
+    # use case 1's shape: two domains measured precisely and far apart -> the data pin each one: centred
+    apart = _two_domains((0.47, 0.84), 5000)
+    assert group_spread(apart, "domain") > 0.5
+    assert choose_centring(apart, scales) == {"domain": "centred"}
+    # as precisely measured but alike: sigma may be ~0, the centred funnel -> non-centred
+    alike = _two_domains((0.60, 0.61), 5000)
+    assert group_spread(alike, "domain") == 0.0
+    assert choose_centring(alike, scales) == {"domain": "non_centred"}
+    # far apart but barely measured: the prior, not the data, decides -> non-centred
+    assert choose_centring(_two_domains((0.2, 0.8), 10), scales) == {"domain": "non_centred"}
+    assert choose_centring(alike, scales, mode="centred") == {"domain": "centred"}
+    with pytest.raises(ValueError, match="centring"):
+        choose_centring(alike, scales, mode="sideways")
+
+
+def test_group_spread_recovers_a_planted_sd_from_below():
+    from evalpipeline.models.glm import group_spread
+
+    rng = np.random.default_rng(11)
+    logits = rng.normal(0.0, 0.8, size=40)
+    frame = pd.DataFrame({"domain": "d", "subdomain": [f"s{i}" for i in range(40)], "n": 4000})
+    frame["k"] = rng.binomial(4000, 1 / (1 + np.exp(-logits)))
+    spread = group_spread(GlmData.from_counts(frame), "subdomain")
+    sd = np.std(logits, ddof=1)
+    assert 0.6 * sd < spread < sd  # a lower bound, not far below

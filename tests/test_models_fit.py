@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter, GlmData, compare_fits, fit_glm, read_fit, write_fit
+from evalpipeline.models.fit import SAMPLING_DIAGNOSTICS, gating_failures
 from evalpipeline.models.glm import layout_for
 
 FITTER = Fitter()
@@ -153,7 +154,7 @@ def test_centred_funnel_fails_and_is_retried_with_higher_target_accept(agentic_f
     assert len(bad.attempts) == 2
     assert not bad.attempts[0]["passed"] and "divergences" in bad.attempts[0]["failed"]
     assert [a["target_accept"] for a in bad.attempts] == [0.8, 0.95]
-    assert bad.passed == bad.attempts[1]["passed"] == bool(bad.diagnostics["passed"].all())
+    assert bad.passed == bad.attempts[1]["passed"] == (gating_failures(bad.diagnostics) == [])
     good = fit_glm("binomial", data, SETTINGS, seed_key="funnel|auto", fitter=FITTER)
     assert good.metadata["parameterisation"]["subdomain"] == "non_centred"  # auto picks non-centred here
     divergences = good.diagnostics.set_index("diagnostic").loc["divergences", "value"]
@@ -165,9 +166,24 @@ def test_thresholds_decide_passed(agentic_fits):
     diagnostics = fits["binomial"].diagnostics.set_index("diagnostic")
     assert set(diagnostics.index) == {"divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi", "pareto_k"}
     from evalpipeline.models import diagnose
-    impossible = diagnose(fits["binomial"].idata, DiagnosticThresholds(min_ess_bulk=1e9))
-    assert not impossible.set_index("diagnostic").loc["ess_bulk", "passed"]
-    assert impossible.set_index("diagnostic").loc["divergences", "passed"] == diagnostics.loc["divergences", "passed"]
+    impossible = diagnose(fits["binomial"].idata, DiagnosticThresholds(min_ess_bulk=1e9)).set_index("diagnostic")
+    assert not impossible.loc["ess_bulk", "passed"] and impossible.loc["ess_bulk", "threshold"] == 1e9
+    # the other rows are judged against their own (default) thresholds, on the same values
+    assert impossible["value"].equals(diagnostics["value"])
+    assert impossible.loc["divergences", "passed"] == (diagnostics.loc["divergences", "value"] <= 0)
+    assert "ess_bulk" in gating_failures(impossible.reset_index())
+
+
+def test_pareto_k_warns_by_default_and_gates_when_configured(agentic_fits):
+    _, fits = agentic_fits
+    from evalpipeline.models import diagnose
+    strict = DiagnosticThresholds(max_pareto_k=-1.0)  # every fit has some k above -1
+    warned = diagnose(fits["binomial"].idata, strict)
+    assert not warned.set_index("diagnostic").loc["pareto_k", "passed"]
+    assert "pareto_k" not in gating_failures(warned)
+    gated = diagnose(fits["binomial"].idata, DiagnosticThresholds(max_pareto_k=-1.0, gate_pareto_k=True))
+    assert "pareto_k" in gating_failures(gated)
+    assert set(gated.loc[gated["gates"], "diagnostic"]) == set(SAMPLING_DIAGNOSTICS) | {"pareto_k"}
 
 
 # -- reproducibility and persistence --------------------------------------------------------------

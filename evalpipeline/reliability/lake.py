@@ -27,18 +27,67 @@ from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, assess_reliability
-from evalpipeline.reliability.pipeline import Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
+from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
-EXPECTED_RELIABILITY_COLUMNS = {
+_WHERE = {
     "level": "subdomain, domain or llm (the operational-profile aggregate)",
     "domain": "HIP-LLM domain ((all) at the LLM level)",
     "subdomain": "subdomain ((all) above the subdomain level)",
-    "n": "number of future tasks n of R(n) = p^n",
-    "lower": "lower envelope of E[R(n)] over the credal set of priors",
-    "upper": "upper envelope of E[R(n)] over the credal set of priors",
-    "method": "exact (Beta moments) or monte_carlo",
 }
+#: Every table a reliability folder holds, column by column (README "Output tables").
+RELIABILITY_COLUMNS = {
+    "expected_reliability": {
+        **_WHERE,
+        "n": "number of future tasks n of R(n) = p^n",
+        "lower": "lower envelope of E[R(n)] over the credal set of priors",
+        "upper": "upper envelope of E[R(n)] over the credal set of priors",
+        "method": "exact: Beta moments, combined across subdomains and domains by the binomial expansion",
+    },
+    "cdf_envelopes": {
+        **_WHERE,
+        "x": "value of the non-failure probability (theta_ij, p_i or p_L)",
+        "cdf_lower": "min over the credal set of Pr(p <= x | data)",
+        "cdf_upper": "max over the credal set of Pr(p <= x | data)",
+    },
+    "quantile_envelopes": {
+        **_WHERE,
+        "quantile": "probability q of the posterior quantile (0.05, 0.5, 0.95)",
+        "lower": "min over the credal set of the q-quantile of p",
+        "upper": "max over the credal set of the q-quantile of p",
+        "method": "exact (grid mixture of Beta CDFs) or monte_carlo (draws, above the subdomain level)",
+    },
+    "target_probability": {
+        **_WHERE,
+        "n": "number of future tasks",
+        "r": "target reliability r of P(R(n) >= r)",
+        "lower": "min over the credal set of Pr(p^n >= r | data)",
+        "upper": "max over the credal set of Pr(p^n >= r | data)",
+        "method": "exact or monte_carlo, as for the quantiles",
+    },
+    "configurations": {
+        "domain": "HIP-LLM domain",
+        "config": "index of the hyperparameter configuration in the domain's credal set",
+        "a": "mu ~ Beta(a, b): a",
+        "b": "mu ~ Beta(a, b): b",
+        "c": "nu ~ Gamma(c, rate d): shape c",
+        "d": "nu ~ Gamma(c, rate d): rate d",
+        "is_corner": "the configuration is a corner of the box (always included)",
+        "posterior_mean": "posterior mean of the domain's p_i under this configuration",
+        "posterior_median": "posterior median of p_i under this configuration",
+    },
+    "weights": {
+        "domain": "HIP-LLM domain",
+        "subdomain": "subdomain",
+        "n": "trials N_ij",
+        "k": "successes C_ij",
+        "omega": "Omega_ij: the subdomain's weight within its domain (operational profile)",
+        "domain_weight": "W_i: the domain's weight at the LLM level",
+        "op": "W_i * Omega_ij: the flat operational profile",
+    },
+    "counts": COUNTS_COLUMNS,
+}
+EXPECTED_RELIABILITY_COLUMNS = RELIABILITY_COLUMNS["expected_reliability"]
 
 TAXONOMY_ENV = "EVALPIPELINE_TAXONOMY"
 DEFAULT_TAXONOMY = "taxonomy.toml"
