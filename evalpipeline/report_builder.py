@@ -9,9 +9,11 @@ Writes ``<lake>/report/index.html`` with :func:`evalpipeline.report.render_repor
   its plot) when present, and every fit that was excluded or failed;
 * per model (from ``model_profile/model=<key>/``): the profile table and the
   forest plot across suites;
-* optional sections when their tables exist: reliability
-  (``reliability/``, ``model_reliability/``: every Parquet table and PNG
-  found) and ingest accounting (``ingest_accounting/accounting.parquet``).
+* reliability where it was computed: per suite, each model's HIP-LLM
+  envelopes on it (``reliability/``: E[R(n)], median and 5-95% quantile
+  envelopes, P(R(n) >= r)); per model, the same under the operational profile
+  with the CDF and E[R(n)] plots (``model_reliability/``);
+* ingest accounting when its table exists (``ingest_accounting/accounting.parquet``).
 
 Images are referenced by paths relative to the report, so the lake folder
 can be moved or opened offline. Output depends only on the lake's files and
@@ -38,7 +40,8 @@ LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high",
 PROFILE_SHOWN = ("scope", "suite", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
                  "clt_low", "clt_high", "rank", "n_models", "p_best", "n", "glm", "glm_mean", "glm_hpdi_low",
                  "glm_hpdi_high")
-MAX_OPTIONAL_ROWS = 50
+RANKINGS_SHOWN = ("scope", "model", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic", "waic_dse", "waic_weight",
+                  "p_waic", "loo_rank", "elpd_loo", "n_pareto_k_high", "loo_warning")
 
 READING_GUIDE = (
     "How to read this page. Every success rate comes with its posterior mean and 95% highest posterior density "
@@ -117,6 +120,7 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
         else:
             pair_section = [Paragraph("Only one model was evaluated on this suite: no pairwise comparison.")]
     blocks += pair_section
+    blocks += _suite_reliability_table(lake, folder.name.split("=", 1)[1])
     blocks += _image(folder / "plots" / "glm_forest.png", report_path, f"Suite GLM forest plot of {suite}",
                      "Suite GLM per-model effects with the empirical mean ± SEM.")
     subsections = []
@@ -125,9 +129,9 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
         mine = rankings[rankings["suite"] == suite]
         ranked = mine[mine["excluded"].fillna("") == ""]
         if len(ranked):
-            fit_blocks.append(Table(_shown(ranked, ("scope", "model", "glm", "criterion", "rank", "elpd", "se",
-                                                    "elpd_diff", "dse", "weight", "warning")),
-                                    caption="WAIC / LOO rankings of the candidate GLMs"))
+            fit_blocks.append(Table(_shown(ranked, RANKINGS_SHOWN),
+                                    caption="WAIC / LOO rankings of the candidate GLMs (elpd: higher is better; "
+                                            "d_waic and its dse: distance to the best)"))
         excluded = mine[mine["excluded"].fillna("") != ""]
         if len(excluded):
             fit_blocks.append(Table(_shown(excluded, ("scope", "model", "glm", "excluded")),
@@ -159,18 +163,68 @@ def _model_section(model: str, folder: Path, report_path: Path) -> Section:
     return Section(f"Model: {model}", blocks)
 
 
-def _optional_tables(lake: Lake, table: str, report_path: Path) -> list:
-    folder = lake.root / table
-    blocks: list = []
-    for path in sorted(folder.rglob("*.parquet")):
-        frame = pd.read_parquet(path)
-        caption = path.relative_to(folder).as_posix()
-        if len(frame) > MAX_OPTIONAL_ROWS:
-            caption += f" (first {MAX_OPTIONAL_ROWS} of {len(frame)} rows)"
-        blocks.append(Table(frame.head(MAX_OPTIONAL_ROWS), caption=caption))
-    for path in sorted(folder.rglob("*.png")):
-        blocks += _image(path, report_path, path.relative_to(folder).as_posix(), path.relative_to(folder).as_posix())
+def _top_level(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the highest level present: the LLM under its operational profile, else its domain."""
+    for level in ("llm", "domain"):
+        if (frame["level"] == level).any():
+            return frame[frame["level"] == level]
+    return frame.iloc[0:0]
+
+
+def _reliability_summary(folder: Path) -> pd.DataFrame | None:
+    """One row per domain (or the LLM): E[R(n)] envelopes for each n, the median and 5-95% envelopes,
+    and P(R(n) >= r) for the largest n -- from the reliability tables in ``folder``."""
+    paths = {name: folder / f"{name}.parquet" for name in ("expected_reliability", "quantile_envelopes", "target_probability")}
+    if not all(p.exists() for p in paths.values()):
+        return None
+    expected = _top_level(pd.read_parquet(paths["expected_reliability"]))
+    quantiles = _top_level(pd.read_parquet(paths["quantile_envelopes"]))
+    target = _top_level(pd.read_parquet(paths["target_probability"]))
+    rows = []
+    for domain, part in expected.groupby("domain", sort=True):
+        row = {"level": part["level"].iloc[0], "domain": domain}
+        q = quantiles[quantiles["domain"] == domain].set_index("quantile")
+        for quantile, name in ((0.05, "q05"), (0.5, "median"), (0.95, "q95")):
+            if quantile in q.index:
+                row[f"{name}_lower"], row[f"{name}_upper"] = q.loc[quantile, "lower"], q.loc[quantile, "upper"]
+        for r in part.itertuples():
+            row[f"E[R({r.n})]"] = f"[{r.lower:.3f}, {r.upper:.3f}]"
+        t = target[target["domain"] == domain]
+        if len(t):
+            last = t[t["n"] == t["n"].max()].iloc[0]
+            row[f"P(R({last.n}) >= {last.r:g})"] = f"[{last.lower:.3f}, {last.upper:.3f}]"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _model_reliability_blocks(lake: Lake, model_key: str, model: str, report_path: Path) -> list:
+    folder = lake.root / "model_reliability" / f"model={model_key}"
+    summary = _reliability_summary(folder)
+    if summary is None:
+        return []
+    blocks: list = [
+        Paragraph("Reliability (HIP-LLM): the probability of succeeding on the next n tasks drawn from the "
+                  "operational profile, R(n) = p^n, as [lower, upper] envelopes over the credal set of priors. "
+                  "A wide envelope means the data do not yet outweigh the choice of prior."),
+        Table(summary, caption=f"Reliability of {model} (envelopes over the credal set)"),
+    ]
+    for name, what in (("cdf_envelopes", "CDF envelopes of the success probability"),
+                       ("expected_reliability", "E[R(n)] envelopes against n")):
+        blocks += _image(folder / "plots" / f"{name}.png", report_path, f"{what} of {model}", what)
     return blocks
+
+
+def _suite_reliability_table(lake: Lake, suite_key: str) -> list:
+    rows = []
+    for model, folder in _partition_dirs(lake.root / "reliability", "model"):
+        summary = _reliability_summary(folder / f"suite={suite_key}")
+        if summary is not None:
+            rows.append(summary.assign(model=model))
+    if not rows:
+        return []
+    table = pd.concat(rows, ignore_index=True)
+    table = table[["model", *[c for c in table.columns if c != "model"]]]
+    return [Table(table, caption="Reliability on this suite (HIP-LLM, the suite's subdomains pooled in its domain)")]
 
 
 def report_sections(lake: Lake, report_path: Path) -> list[Section]:
@@ -184,12 +238,10 @@ def report_sections(lake: Lake, report_path: Path) -> list[Section]:
         sections += [_suite_section(lake, suite, folder, report_path, rankings) for suite, folder in suites]
     else:
         sections.append(Section("Suites", [Paragraph("No suite comparison has been computed yet.")]))
-    sections += [_model_section(model, folder, report_path) for model, folder in models]
-    for table, heading in (("reliability", "Reliability"), ("model_reliability", "Model reliability")):
-        if (lake.root / table).exists():
-            blocks = _optional_tables(lake, table, report_path)
-            if blocks:
-                sections.append(Section(heading, blocks))
+    for model, folder in models:
+        section = _model_section(model, folder, report_path)
+        reliability = _model_reliability_blocks(lake, folder.name.split("=", 1)[1], model, report_path)
+        sections.append(Section(section.heading, [*section.blocks, *reliability], section.subsections))
     accounting = lake.root / "ingest_accounting" / "accounting.parquet"
     if accounting.exists():
         sections.append(Section("Ingest accounting", [

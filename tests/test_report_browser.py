@@ -5,7 +5,9 @@ when missing. The page is checked with a copy of it carrying a small checker
 script (the report itself has no JavaScript): after the load event every
 ``<img>`` must be complete with a natural width, i.e. no broken image. A
 screenshot of the unmodified page is kept in tests/artefacts/ (git-ignored
-by the .gitignore the test writes there).
+by the .gitignore the test writes there): ``report_screenshot.png`` of the report
+``build_report`` writes over a lake, ``every_plot_screenshot.png`` of a page with
+every plot the package draws.
 """
 
 from __future__ import annotations
@@ -106,6 +108,33 @@ def build_lake_report(lake: Path, *, missing_image: bool = False) -> tuple[Path,
     return report, len(blocks)
 
 
+def screenshot_to_artefacts(chromium: str, page: Path, tmp_path: Path, name: str) -> None:
+    """Render ``page`` to a PNG, check it is not blank, and keep it in tests/artefacts/ as ``name``."""
+    screenshot = tmp_path / name
+    run_chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,2400", page.as_uri())
+    with PILImage.open(screenshot) as shot:
+        assert shot.size == (1280, 2400)
+        pixels = np.asarray(shot.convert("L"))
+    assert pixels.std() > 20, "the screenshot is blank"
+    ARTEFACTS.mkdir(exist_ok=True)
+    (ARTEFACTS / ".gitignore").write_text("*\n")
+    shutil.copyfile(screenshot, ARTEFACTS / name)
+
+
+def test_the_lake_report_renders_with_every_image_in_chromium(chromium, tmp_path):
+    """The report the ``report`` asset writes (build_report over a lake of comparisons and reliability)."""
+    from evalpipeline.report_builder import build_report
+    from tests.test_report_builder import make_report_lake
+
+    report = build_report(make_report_lake(tmp_path / "lake"), "2026-01-02T03:04:05")
+    expected = re.findall(r'<img src="([^"]+)"', report.read_text(encoding="utf-8"))
+    images = image_check(chromium, report, tmp_path)
+    assert len(images) == len(expected) >= 7
+    broken = [image["src"] for image in images if not image["complete"] or image["width"] <= 0]
+    assert not broken, f"broken images: {broken}"
+    screenshot_to_artefacts(chromium, report, tmp_path, "report_screenshot.png")
+
+
 def test_report_shows_every_plot_in_chromium_and_keep_a_screenshot(chromium, tmp_path):
     report, n_images = build_lake_report(tmp_path / "lake")
     images = image_check(chromium, report, tmp_path)
@@ -117,15 +146,7 @@ def test_report_shows_every_plot_in_chromium_and_keep_a_screenshot(chromium, tmp
     png_widths = sorted(PILImage.open(p).width for p in (tmp_path / "lake" / "plots").rglob("*.png"))
     assert widths == png_widths
 
-    screenshot = tmp_path / "report.png"
-    run_chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,2400", report.as_uri())
-    with PILImage.open(screenshot) as shot:
-        assert shot.size == (1280, 2400)
-        pixels = np.asarray(shot.convert("L"))
-    assert pixels.std() > 20, "the screenshot is blank"
-    ARTEFACTS.mkdir(exist_ok=True)
-    (ARTEFACTS / ".gitignore").write_text("*\n")
-    shutil.copyfile(screenshot, ARTEFACTS / "report_screenshot.png")
+    screenshot_to_artefacts(chromium, report, tmp_path, "every_plot_screenshot.png")
 
 
 def test_image_check_catches_a_broken_image(chromium, tmp_path):

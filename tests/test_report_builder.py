@@ -19,10 +19,14 @@ MODELS = ("vendor/big model", "small <b>&co")
 SUITES = ("arith", "one model suite")
 
 
-@pytest.fixture(scope="module")
-def report_lake(tmp_path_factory):
+def make_report_lake(root: Path) -> Lake:
+    """A lake as the pipeline leaves it for the report: comparisons of two suites and two models, and
+    HIP-LLM reliability (per partition and per model, with plots) for the first model."""
+    from evalpipeline.reliability import ReliabilitySettings
+    from evalpipeline.reliability.lake import ReliabilityConfig, model_reliability, partition_reliability, write_reliability_plots
+
     rng = np.random.default_rng(2)
-    lake = Lake(tmp_path_factory.mktemp("lake"))
+    lake = Lake(root)
     difficulty = rng.normal(0, 1, 15)
     write_samples(lake, MODELS[0], SUITES[0], planted_scores(rng, difficulty, 2.0))
     write_samples(lake, MODELS[1], SUITES[0], planted_scores(rng, difficulty, -1.0))
@@ -32,7 +36,19 @@ def report_lake(tmp_path_factory):
         build_suite_comparison(lake, suite, settings)
     for model in MODELS:
         build_model_profile(lake, model, settings)
+    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf_points=41),
+                               taxonomy_path=str(root / "no-taxonomy.toml"))
+    for suite in SUITES:
+        result, directory = partition_reliability(lake, MODELS[0], suite, config)
+        write_reliability_plots(result, directory, f"{MODELS[0]} x {suite}")
+    result, directory = model_reliability(lake, MODELS[0], config)
+    write_reliability_plots(result, directory, MODELS[0])
     return lake
+
+
+@pytest.fixture(scope="module")
+def report_lake(tmp_path_factory):
+    return make_report_lake(tmp_path_factory.mktemp("lake"))
 
 
 def _image_sources(text: str) -> list[str]:
@@ -49,14 +65,25 @@ def test_report_has_every_suite_and_model_and_no_broken_image(report_lake):
         assert f"Model: {html.escape(name)}" in text
     assert "<b>&co" not in text  # names are escaped, never markup
     sources = _image_sources(text)
-    # two suites: leaderboard (both), pairwise (the two-model suite); two model forest plots
-    assert len(sources) == 5
+    # two suites: leaderboard (both), pairwise (the two-model suite); two model forest plots; the first
+    # model's reliability CDF and E[R(n)] plots
+    assert len(sources) == 7
+    assert sum("model_reliability" in src for src in sources) == 2
     for src in sources:
         assert not src.startswith("/") and "://" not in src
         assert (path.parent / unquote(src)).resolve().is_file(), src
     assert "near-certain better than" in text  # the planted gap, said in words
     assert "Only one model was evaluated on this suite" in text
     assert "Ingest accounting" not in text  # optional section absent without its table
+    # reliability in words and numbers: per suite (the model that has it) and per model
+    assert text.count("Reliability on this suite") == 2
+    assert f"Reliability of {html.escape(MODELS[0])}" in text and f"Reliability of {html.escape(MODELS[1])}" not in text
+    assert re.search(r"E\[R\(60\)\]", text) and re.search(r"\[0\.\d{3}, 0\.\d{3}\]", text)
+    # the WAIC/LOO table shows the rankings' own columns (none here: no fits in this lake)
+    from evalpipeline.fits import RANKING_COLUMNS
+    from evalpipeline.report_builder import RANKINGS_SHOWN
+
+    assert set(RANKINGS_SHOWN) <= set(RANKING_COLUMNS)
 
 
 def test_report_is_deterministic_and_shows_optional_tables(report_lake):

@@ -140,7 +140,9 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
     require_probabilities(values, "P(A > B)", what)
 
     size = len(rows)
-    figure = new_figure(2.2 + 0.75 * size, 1.6 + 0.6 * size)
+    # room for the tick labels and the colourbar, so two models' labels and the title are not clipped
+    label = max(len(r) for r in rows)
+    figure = new_figure(max(5.5, 3.0 + 0.75 * size + 0.07 * label), 2.0 + 0.6 * size + 0.05 * label)
     axes = figure.add_subplot()
     image = axes.imshow(np.ma.masked_invalid(values), cmap="RdBu", vmin=0.0, vmax=1.0)
     for i in range(size):
@@ -155,7 +157,7 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
     axes.set_ylabel("model A")
     figure.colorbar(image, ax=axes, label=value_label, shrink=0.8)
     if title:
-        axes.set_title(title)
+        axes.set_title(title, wrap=True)
     return figure
 
 
