@@ -23,10 +23,12 @@ from assets.errors import permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import (
+    FIT_PLOTS,
     RANKING_COLUMNS,
     FitOutcome,
     fit_partition_glm,
     fit_suite_glm,
+    waic_plot_path,
     write_waic_rankings,
 )
 from evalpipeline.keys import from_partition_key
@@ -108,8 +110,10 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
         "diagnostics": MetadataValue.md(outcome.diagnostics.round(4).to_markdown(index=False)),
         "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
     }
-    if (outcome.directory / "predictive.png").exists():
-        meta["posterior_predictive_plot"] = png_markdown(outcome.directory / "predictive.png", "predictive check")
+    for name, caption in (("forest", "forest plot"), ("trace", "trace and rank plots"), ("predictive", "predictive check")):
+        path = outcome.directory / FIT_PLOTS[name]
+        if path.exists():
+            meta[f"plot_{name}"] = png_markdown(path, caption)
     return MaterializeResult(data_version=DataVersion(sha256_file(outcome.summary_path)[:16]), metadata=meta)
 
 
@@ -220,6 +224,11 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
     with permanent_errors():
         table, path = write_waic_rankings(store, pareto_k_threshold=glm_settings.config().thresholds.max_pareto_k)
     ranked = table[table["excluded"] == ""]
+    plots = {
+        f"plot_waic_{suite}": png_markdown(waic_plot_path(store, suite), f"WAIC comparison on {suite}")
+        for suite in sorted(ranked.loc[ranked["scope"] == "suite", "suite"].unique())
+        if waic_plot_path(store, suite).exists()
+    }
     return MaterializeResult(
         data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
@@ -230,5 +239,6 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
                 table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]].to_markdown(index=False)
                 or "none"
             ),
+            **plots,
         },
     )

@@ -9,6 +9,8 @@ Layout::
         diagnostics.parquet   divergences, r-hat, ESS, BFMI, Pareto-k, each with threshold and verdict
         fit.json              attempts, parameterisation, settings, seed
         provenance.json       what the fit was made from: input table hash + code/settings version
+        predictive.parquet    prior and posterior predictive checks of the success-rate distribution
+        predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit
     <lake>/waic_rankings/rankings.parquet, plots/suite=<key>.png
 
 A fit whose provenance matches its inputs is reused, not refitted, so a rerun
@@ -170,6 +172,7 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         )
     write_fit(fit, directory)
     _write_predictive_checks(fit, data, directory)
+    _write_fit_plots(fit, data, directory)
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
 
@@ -190,6 +193,57 @@ def _write_predictive_checks(fit, data, directory: Path) -> None:
     figure = success_rate_distribution(data.observed_rates(), simulated, n_trials=trials,
                                        title=f"{fit.name}: per-item success rates, observed vs posterior predictive")
     save_png(figure, directory / "predictive.png")
+
+
+#: Per-fit plots beside the predictive check, shown in the fit asset's metadata and linked from the lake.
+FIT_PLOTS = {"forest": "forest.png", "trace": "trace.png", "predictive": "predictive.png"}
+#: at most this many posterior quantities in a trace plot (hyperparameters first)
+TRACE_VARIABLES = 6
+
+
+def _write_fit_plots(fit, data, directory: Path) -> None:
+    """HiBayES Figure 4 and Figures 5/6 for one fit: ``trace.png`` (per-chain densities, traces and rank
+    plots of the hyperparameters and location effects) and ``forest.png`` (posterior success rate with
+    both HPDIs per location parameter -- overall, LLM, domain, subdomain -- beside the empirical mean
+    +/- SEM of the same group of attempts)."""
+    import numpy as np
+
+    from evalpipeline.plots import forest_plot, save_png, trace_rank_plot
+
+    posterior = fit.idata.posterior
+    names = [v for v in posterior.data_vars if not v.endswith("_raw") and v != "p"]
+    names = sorted(names, key=lambda v: (posterior[v].ndim > 2, names.index(v)))[:TRACE_VARIABLES]
+    save_png(trace_rank_plot(fit.idata, names, title=f"{fit.name}: traces, per-chain densities and rank plots"),
+             directory / FIT_PLOTS["trace"])
+
+    summary = fit.summary
+    rows = summary[summary["scale"] == "location"].copy()
+    if rows.empty:
+        return
+    units = data.units
+    labels, empirical = [], []
+    for row in rows.itertuples():
+        keys = {c: getattr(row, c) for c in ("model", "domain", "subdomain")
+                if c in units.columns and getattr(row, c) not in (None, "(none)") and not pd.isna(getattr(row, c))}
+        group = units
+        for column, value in keys.items():
+            group = group[group[column].astype(str) == str(value)]
+        k, n = float(group["k"].sum()), float(group["n"].sum())
+        empirical.append((k / n, np.sqrt(k / n * (1 - k / n) / n)) if n > 0 else (np.nan, np.nan))
+        labels.append(" / ".join(str(v) for v in keys.values()) or row.parameter)
+    hpdi, outer = ("prob_hpdi", "prob_hpdi2")
+    masses = (float(rows["hpdi_mass"].iloc[0]), float(rows["hpdi2_mass"].iloc[0]))
+    if masses[1] < masses[0]:  # the thick interval is the narrower mass
+        hpdi, outer, masses = outer, hpdi, masses[::-1]
+    frame = pd.DataFrame({
+        "label": labels, "level": rows["parameter"].to_numpy(),
+        "posterior_mean": rows["prob_mean"].to_numpy(),
+        "hpdi_low": rows[f"{hpdi}_low"].to_numpy(), "hpdi_high": rows[f"{hpdi}_high"].to_numpy(),
+        "outer_low": rows[f"{outer}_low"].to_numpy(), "outer_high": rows[f"{outer}_high"].to_numpy(),
+        "empirical_mean": [e[0] for e in empirical], "empirical_sem": [e[1] for e in empirical],
+    })
+    save_png(forest_plot(frame, title=f"{fit.name}: posterior success rates", hpdi_label=f"{masses[0]:.0%} HPDI",
+                         outer_label=f"{masses[1]:.0%} HPDI"), directory / FIT_PLOTS["forest"])
 
 
 def _stored(directory: Path, provenance: dict) -> FitOutcome | None:

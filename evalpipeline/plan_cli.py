@@ -1,6 +1,6 @@
 """``evalpipeline plan ...``: planning an eval from the command line (no lake needed).
 
-    evalpipeline plan power --baseline 0.7 --gap 0.05 [--gap 0.025] --n 100 200 400 [--threshold 0.95]
+    evalpipeline plan power --baseline 0.7 --gap 0.05 [--gap 0.025] --n 100 200 400 [--threshold 0.95] [--plot FILE.png]
     evalpipeline plan sample-size --baseline 0.7 --gap 0.05 [--power 0.8] [--threshold 0.95]
     evalpipeline plan repeats [--questions 80] [--repeats 1 2 3 5 10 30] [--mean 0.75] [--concentration 6]
 
@@ -32,6 +32,7 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
     power.add_argument("--threshold", type=float, default=0.95, help="decision bar on P(B > A) (default 0.95)")
     power.add_argument("--trials", type=int, default=3000, help="simulated evals per cell (default 3000)")
     power.add_argument("--seed", type=int, default=0)
+    power.add_argument("--plot", metavar="FILE.png", help="also draw the power curves (power against n per gap) here")
     power.set_defaults(handler=_power)
 
     size = commands.add_parser("sample-size", help="smallest eval reaching a target power")
@@ -72,7 +73,17 @@ def _power(args) -> int:
             if not 0 < args.baseline + gap < 1:
                 raise ValueError(f"baseline + gap must stay inside (0, 1), got {args.baseline} + {gap}")
         table = power_table(args.baseline, args.gap, args.n, threshold=args.threshold, trials=args.trials, seed=args.seed)
-        return table[["baseline", "gap", "n_questions", "threshold", "power", "power_se"]].to_string(index=False, float_format="%.3f")
+        text = table[["baseline", "gap", "n_questions", "threshold", "power", "power_se"]].to_string(index=False, float_format="%.3f")
+        if args.plot:
+            from evalpipeline.plots import power_curve, save_png
+
+            curves = table.rename(columns={"n_questions": "n"})[["gap", "n", "power"]].assign(
+                power_low=(table["power"] - 1.96 * table["power_se"]).clip(0, 1),
+                power_high=(table["power"] + 1.96 * table["power_se"]).clip(0, 1))
+            save_png(power_curve(curves, log_x=True, title=f"baseline {args.baseline}: P(B > A) >= {args.threshold}"),
+                     args.plot)
+            text += f"\npower curves: {args.plot}"
+        return text
 
     return _run(build, args)
 

@@ -40,6 +40,12 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     assert first.status == "fitted" and first.passed
     checks = pd.read_parquet(first.directory / "predictive.parquet")
     assert set(checks["check"]) == {"prior", "posterior"} and (first.directory / "predictive.png").exists()
+    # HiBayES Figures 4-6 per fit: traces/ranks and the forest of success rates beside the empirical means
+    from PIL import Image
+
+    for name in ("trace.png", "forest.png"):
+        with Image.open(first.directory / name) as image:
+            assert image.format == "PNG" and image.width > 300, name
     again = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
     assert again.status == "reused"  # same inputs, code and settings: no sampling
     assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v2").status == "fitted"

@@ -70,6 +70,18 @@ def test_plan_cli_prints_tables(capsys):
     assert "questions per model" in capsys.readouterr().out
 
 
+def test_plan_cli_draws_the_power_curves(capsys, tmp_path):
+    from PIL import Image
+
+    plot = tmp_path / "power.png"
+    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--gap", "0.1",
+                                 "--n", "50", "200", "800", "--trials", "300", "--plot", str(plot)])
+    assert args.handler(args) == 0
+    assert f"power curves: {plot}" in capsys.readouterr().out
+    with Image.open(plot) as image:
+        assert image.format == "PNG" and image.width > 300
+
+
 def test_plan_cli_rejects_bad_input(capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["plan", "power", "--baseline", "1.5", "--gap", "0.05"])
