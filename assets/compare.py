@@ -4,6 +4,7 @@
 from datetime import datetime, timezone
 
 from dagster import (
+    AllPartitionMapping,
     AssetDep,
     AssetExecutionContext,
     DataVersion,
@@ -80,7 +81,10 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> Mate
 @asset(
     partitions_def=model_partitions,
     deps=[
-        AssetDep("eval_samples", partition_mapping=one_dimension("model"))
+        AssetDep("eval_samples", partition_mapping=one_dimension("model")),
+        # rank, P(best) and the GLM columns come from every suite's leaderboard, and they move when any
+        # model on the suite changes (which suites a model is on is data, so: all of them)
+        AssetDep("suite_comparison", partition_mapping=AllPartitionMapping()),
     ],
     group_name="compare",
     kinds={"parquet", "matplotlib"},

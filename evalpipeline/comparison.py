@@ -65,7 +65,7 @@ import pyarrow as pa
 from evalpipeline.fits import SUITE_TABLE, read_outcome
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError
+from evalpipeline.pipeline import NoDataError, read_samples
 from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
 from evalpipeline.stats.intervals import beta_hpdi, beta_posterior, clt_flags, clt_interval
@@ -540,12 +540,26 @@ def _hpdi_of_draws(draws: np.ndarray, mass: float) -> tuple[float, float]:
     return float(x[start]), float(x[start + width - 1])
 
 
+def _suite_board(lake: Lake, suite: str, settings: ComparisonSettings) -> pd.DataFrame:
+    """The suite's leaderboard as ``suite_comparison`` stored it (what the ``model_profile`` asset
+    depends on), else computed the same way (a notebook user who built no suite comparison)."""
+    stored = suite_comparison_dir(lake, suite) / "leaderboard.parquet"
+    if stored.exists():
+        return pd.read_parquet(stored)
+    _fits, glm = suite_fit_status(lake, suite, settings.suite_glms)
+    effects = draws = None
+    if glm is not None:
+        effects, draws = glm_model_effects(lake, suite, glm)
+    return suite_leaderboard_table(read_suite_samples(lake, suite), suite, settings, glm, effects, draws)
+
+
 def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
     """One row per suite ``model`` was evaluated on, plus the two cross-suite rows (see the module docstring).
 
-    Computed from the sample tables and stored GLM fits with the same
-    functions as the suite comparison, so a profile never waits for (or
-    disagrees with) a suite's ``suite_comparison``.
+    The suite rows are the model's rows of each suite's leaderboard (stored by
+    :func:`build_suite_comparison`, else computed), so a profile agrees with the
+    suite comparisons it is shown beside; rank and P(best) depend on every model
+    on the suite, which is why the ``model_profile`` asset depends on them all.
     """
     settings = settings or ComparisonSettings()
     suites = sorted(suite for m, suite in lake.partitions("samples") if m == model)
@@ -553,13 +567,12 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
         raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}")
     rows, pooled_scores, per_suite = [], [], []
     for suite in suites:
-        samples = read_suite_samples(lake, suite)
-        _fits, glm = suite_fit_status(lake, suite, settings.suite_glms)
-        effects = draws = None
-        if glm is not None:
-            effects, draws = glm_model_effects(lake, suite, glm)
-        board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws).set_index("model")
-        mine = samples[(samples["model"] == model) & _counted(samples)]
+        board = _suite_board(lake, suite, settings).set_index("model")
+        if model not in board.index:
+            raise NoDataError(f"the leaderboard of suite {suite!r} has no row for {model!r}: it predates the "
+                              "model's samples; rebuild the suite comparison first")
+        samples = read_samples(lake, model, suite)
+        mine = samples[_counted(samples)]
         pooled_scores.append(mine["score"].to_numpy(dtype=float))
         entry = board.loc[model]
         per_suite.append((entry["posterior_a"], entry["posterior_b"], entry["observed_mean"], entry["n_items"]))

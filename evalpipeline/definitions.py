@@ -100,8 +100,9 @@ def run_main_job(
     then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
 
     With ``only_changed``, partitions whose sources the lake already holds are not rerun
-    (the nightly behaviour), nor are the suites and models none of the rerun partitions
-    feed; the lake-wide tables always refresh (cheaply: unchanged fits are reused).
+    (the nightly behaviour), nor are the suites none of the rerun partitions feed, nor the
+    models evaluated on none of those suites; the lake-wide tables always refresh (cheaply:
+    unchanged fits are reused).
     """
     instance = instance or local_instance()
     _fail_orphaned_runs(instance, echo)
@@ -112,9 +113,10 @@ def run_main_job(
     for error in discovery.unreadable:
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
     pairs = sorted(discovery.changed if only_changed else discovery.partitions)
-    # only the suites and models the rerun partitions feed (all of them on a full run)
+    # only the suites the rerun partitions feed, and the models on those suites (a new model moves every
+    # rank and P(best) on its suites); all of them on a full run
     suites = sorted({s for _, s in pairs} if only_changed else discovery.suites)
-    models = sorted({m for m, _ in pairs} if only_changed else discovery.models)
+    models = sorted({m for m, s in discovery.partitions if s in suites} if only_changed else discovery.models)
     _register(instance, "model", {to_partition_key(m) for m in discovery.models})
     _register(instance, "suite", {to_partition_key(s) for s in discovery.suites})
     echo(

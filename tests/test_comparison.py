@@ -192,6 +192,27 @@ def test_model_profile(planted_lake):
     assert (folder / "profile.parquet").exists() and (folder / "plots" / "forest.png").exists()
 
 
+def test_model_profile_agrees_with_the_stored_leaderboards(planted_lake, tmp_path):
+    """Suite rows are the model's rows of the leaderboards suite_comparison stored (the asset's deps)."""
+    import shutil
+
+    from evalpipeline.comparison import suite_comparison_dir
+
+    build_suite_comparison(planted_lake, "quiz")
+    stored = pd.read_parquet(suite_comparison_dir(planted_lake, "quiz") / "leaderboard.parquet").set_index("model")
+    row = build_model_profile(planted_lake, "strong/one").set_index("suite").loc["quiz"]
+    for column in ("rank", "p_best", "expected_rank", "posterior_mean", "hpdi_low", "hpdi_high", "n"):
+        assert row[column] == stored.loc["strong/one", column], column
+    # a leaderboard written before the model had samples on the suite is refused, not misread
+    lake = Lake(tmp_path / "copy")
+    shutil.copytree(planted_lake.root, lake.root)
+    path = suite_comparison_dir(lake, "quiz") / "leaderboard.parquet"
+    board = pd.read_parquet(path)
+    board[board["model"] != "strong/one"].to_parquet(path)
+    with pytest.raises(NoDataError, match="predates"):
+        build_model_profile(lake, "strong/one")
+
+
 # ---------------------------------------------------------------- accuracy of the faster quadrature
 
 
