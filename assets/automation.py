@@ -1,10 +1,10 @@
 """Automation conditions shared by the downstream assets."""
 
 
-from dagster import AutomationCondition
+from dagster import AssetSelection, AutomationCondition
 
 
-def refresh_when_inputs_change() -> AutomationCondition:
+def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_missing: bool = True) -> AutomationCondition:
     """Eager refresh that reacts to changed *data*, not to every rerun upstream.
 
     Like ``AutomationCondition.eager()``, but an upstream materialisation only
@@ -12,17 +12,39 @@ def refresh_when_inputs_change() -> AutomationCondition:
     and a changed code version counts too. Missing upstream partitions do not
     block: a model never evaluated on a suite is simply absent downstream.
     One evaluation tick folds any number of upstream updates into one
-    request per downstream partition, and an asset waits while an upstream
-    asset is requested in the same tick or running (``model_profile`` reads the
-    ``suite_comparison`` that eval_samples' change also triggers: it runs once,
-    after it, not twice).
+    request per downstream partition, and an asset waits a tick while an upstream
+    asset's own inputs were just updated: a change of samples reaches ``report``
+    through the suite GLMs, ``suite_comparison`` and ``model_profile`` one tick
+    after another, and report runs once, after the last of them.
+
+    ``ignore``: upstream assets whose changes do not trigger a refresh by
+    themselves because they reach the asset through another dependency too,
+    and ``when_missing=False``: a missing partition waits for that dependency
+    instead of running at once. ``model_profile`` reads its samples and the
+    suites' leaderboards, which change whenever those samples do (a new
+    model's included): reacting to the samples too would run it before the
+    leaderboards are refreshed and again after.
     """
     inputs_changed = AutomationCondition.any_deps_match(AutomationCondition.data_version_changed())
+    if ignore is not None:
+        inputs_changed = inputs_changed.ignore(ignore)
+    trigger = inputs_changed | AutomationCondition.code_version_changed()
+    if when_missing:
+        trigger = AutomationCondition.newly_missing() | trigger
+    # an upstream asset whose own inputs were just updated is about to refresh (in another run,
+    # so will_be_requested cannot see it): wait a tick rather than run now and again after it
+    upstream_about_to_refresh = AutomationCondition.any_deps_match(
+        AutomationCondition.any_deps_match(AutomationCondition.newly_updated())
+    )
     return (
-        (AutomationCondition.newly_missing() | inputs_changed | AutomationCondition.code_version_changed())
-        .since_last_handled()
-        .with_label("missing, inputs changed or code changed")
-        & ~AutomationCondition.any_deps_match(AutomationCondition.will_be_requested())
+        trigger.since_last_handled().with_label("missing, inputs changed or code changed")
+        & ~upstream_about_to_refresh
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
     )
+
+
+def refresh_partition_when_inputs_change() -> AutomationCondition:
+    """:func:`refresh_when_inputs_change` for model x suite assets: never for a combination without
+    samples (a model not evaluated on a suite), which would only fail with 'no data'."""
+    return refresh_when_inputs_change() & ~AutomationCondition.any_deps_missing()

@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 
 from dagster import (
     AllPartitionMapping,
+    AssetSelection,
     AssetDep,
     AssetExecutionContext,
     DataVersion,
@@ -90,7 +91,7 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> Mate
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=code_version(_STATS_MODULES),
-    automation_condition=refresh_when_inputs_change(),
+    automation_condition=refresh_when_inputs_change(ignore=AssetSelection.assets("eval_samples"), when_missing=False),
     description=(
         "One model across every suite it was evaluated on: one row per suite (posterior mean, HPDI, "
         "conventional intervals, its rank and P(best) among the suite's models, the suite GLM's estimate) "

@@ -11,7 +11,7 @@ from dagster import (
     asset,
 )
 
-from assets.automation import refresh_when_inputs_change
+from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.errors import permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
@@ -64,7 +64,7 @@ def _result(result, directory, title: str) -> MaterializeResult:
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
     code_version=_version(),
-    automation_condition=refresh_when_inputs_change(),
+    automation_condition=refresh_partition_when_inputs_change(),
     description=(
         "HIP-LLM reliability of one model on one suite: the suite's subdomains pooled in its domain by a "
         "hierarchical Beta-Binomial under a credal set of priors. Lower/upper CDF envelopes of the success "

@@ -52,6 +52,36 @@ def test_code_location_loads_and_every_asset_is_described():
     assert "evalpipeline" not in {m.split(".")[0] for m in _dagster_importers()}
 
 
+def test_automation_skips_combinations_without_samples_and_profiles_wait_for_leaderboards():
+    """New samples for 3 of 4 model x suite combinations (a new model on one suite): the partition
+    fits are requested for those 3 only (never for the combination without samples, which could only
+    fail), and the assets that read the suite GLMs (suite comparison, model profiles, report) wait for
+    them instead of running now and again after them."""
+    from dagster import AssetMaterialization, DataVersion, MultiPartitionKey, evaluate_automation_conditions
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m1"])
+    instance.add_dynamic_partitions("suite", ["s1", "s2"])
+    present = [("m1", "s1"), ("m1", "s2"), ("m2", "s1")]
+    first = evaluate_automation_conditions(defs, instance)  # the sensor's first tick: a baseline
+    instance.add_dynamic_partitions("model", ["m2"])  # a new model, evaluated on s1 only: m2 x s2 newly missing
+    for model, suite in present:
+        instance.report_runless_asset_event(AssetMaterialization(
+            "eval_samples", partition=MultiPartitionKey({"model": model, "suite": suite}),
+            tags={DATA_VERSION_TAG: DataVersion(f"{model}{suite}").value}))
+    result = evaluate_automation_conditions(defs, instance, cursor=first.cursor)
+    requested = {key.to_user_string(): set(map(str, result.get_requested_partitions(key))) for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    combos = {str(MultiPartitionKey({"model": m, "suite": s})) for m, s in present}
+    for asset in ("glm_binomial", "reliability"):
+        assert requested[asset] == combos, (asset, requested[asset])
+    assert requested["suite_glm_binomial"] == {"s1", "s2"}
+    # one tick at a time down the graph: what reads the suite GLMs waits while they refresh
+    for waiting in ("model_profile", "suite_comparison", "report"):
+        assert requested[waiting] == set(), (waiting, requested[waiting])
+    instance.dispose()
+
+
 def test_every_fit_asset_has_diagnostic_checks_and_a_code_version():
     from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 
