@@ -458,7 +458,7 @@ def _pairwise_figure(pairs: pd.DataFrame, suite: str):
 
 
 def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, glm: str):
-    from evalpipeline.plots import forest_plot
+    from evalpipeline.plots import forest_plot, nest_inside
 
     observed = board.set_index("model")
     sem = np.sqrt(observed["observed_mean"] * (1 - observed["observed_mean"]) / observed["n"].where(observed["n"] > 0))
@@ -470,8 +470,8 @@ def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, g
         "label": order["model"].to_numpy(),
         "level": "model",
         "posterior_mean": order["glm_mean"].to_numpy(),
-        "hpdi_low": order[f"{inner}_low"].to_numpy(),
-        "hpdi_high": order[f"{inner}_high"].to_numpy(),
+        **dict(zip(("hpdi_low", "hpdi_high"), nest_inside(order[f"{inner}_low"], order[f"{inner}_high"],
+                                                        order[f"{outer}_low"], order[f"{outer}_high"]))),
         "outer_low": order[f"{outer}_low"].to_numpy(),
         "outer_high": order[f"{outer}_high"].to_numpy(),
         "empirical_mean": order["model"].map(observed["observed_mean"]).to_numpy(float),

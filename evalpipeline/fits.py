@@ -208,7 +208,7 @@ def _write_fit_plots(fit, data, directory: Path) -> None:
     +/- SEM of the same group of attempts)."""
     import numpy as np
 
-    from evalpipeline.plots import forest_plot, save_png, trace_rank_plot
+    from evalpipeline.plots import forest_plot, nest_inside, save_png, trace_rank_plot
 
     posterior = fit.idata.posterior
     names = [v for v in posterior.data_vars if not v.endswith("_raw") and v != "p"]
@@ -235,11 +235,12 @@ def _write_fit_plots(fit, data, directory: Path) -> None:
     masses = (float(rows["hpdi_mass"].iloc[0]), float(rows["hpdi2_mass"].iloc[0]))
     if masses[1] < masses[0]:  # the thick interval is the narrower mass
         hpdi, outer, masses = outer, hpdi, masses[::-1]
+    outer_low, outer_high = rows[f"{outer}_low"].to_numpy(), rows[f"{outer}_high"].to_numpy()
+    inner_low, inner_high = nest_inside(rows[f"{hpdi}_low"], rows[f"{hpdi}_high"], outer_low, outer_high)
     frame = pd.DataFrame({
         "label": labels, "level": rows["parameter"].to_numpy(),
         "posterior_mean": rows["prob_mean"].to_numpy(),
-        "hpdi_low": rows[f"{hpdi}_low"].to_numpy(), "hpdi_high": rows[f"{hpdi}_high"].to_numpy(),
-        "outer_low": rows[f"{outer}_low"].to_numpy(), "outer_high": rows[f"{outer}_high"].to_numpy(),
+        "hpdi_low": inner_low, "hpdi_high": inner_high, "outer_low": outer_low, "outer_high": outer_high,
         "empirical_mean": [e[0] for e in empirical], "empirical_sem": [e[1] for e in empirical],
     })
     save_png(forest_plot(frame, title=f"{fit.name}: posterior success rates", hpdi_label=f"{masses[0]:.0%} HPDI",

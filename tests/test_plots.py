@@ -445,3 +445,17 @@ def test_plots_import_neither_pyplot_nor_dagster():
             "bad = [m for m in ('matplotlib.pyplot', 'dagster') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nest_inside_clips_a_sampled_inner_hpdi_into_the_outer_one():
+    """HPDIs of 89% and 95% from the same draws can cross by Monte Carlo error; forest_plot refuses
+    crossed intervals, so they are nested before drawing (the upper edge here, as in a real fit)."""
+    from evalpipeline.plots import forest_plot, nest_inside
+
+    low, high = nest_inside([0.40, 0.10], [0.61, 0.30], [0.38, 0.05], [0.60, 0.35])
+    assert low.tolist() == [0.40, 0.10] and high.tolist() == [0.60, 0.30]
+    rows = pd.DataFrame({"label": ["a", "b"], "posterior_mean": [0.5, 0.2], "hpdi_low": low, "hpdi_high": high,
+                         "outer_low": [0.38, 0.05], "outer_high": [0.60, 0.35]})
+    forest_plot(rows)  # renders
+    with pytest.raises(ValueError, match="exceeds outer_high"):
+        forest_plot(rows.assign(hpdi_high=[0.61, 0.30]))

@@ -38,6 +38,13 @@ FOREST_OPTIONAL = {
 LEVEL_ORDER = ("overall", "domain", "subdomain")
 
 
+def nest_inside(low, high, outer_low, outer_high) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` clipped into ``(outer_low, outer_high)``: two HPDIs estimated from the same
+    finite draws need not nest exactly (Monte Carlo error at the edges), which forest_plot refuses."""
+    outer_low, outer_high = np.asarray(outer_low, dtype=float), np.asarray(outer_high, dtype=float)
+    return np.maximum(np.asarray(low, dtype=float), outer_low), np.minimum(np.asarray(high, dtype=float), outer_high)
+
+
 def forest_plot(
     rows: pd.DataFrame,
     *,
