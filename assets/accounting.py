@@ -1,13 +1,15 @@
 """Asset ``ingest_accounting``: where every input row of the lake went."""
 
 
-from dagster import AssetExecutionContext, MaterializeResult, asset
+from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 
 from assets.automation import refresh_when_inputs_change
+from assets.errors import TRANSIENT_RETRY
 from assets.metadata import column_schema, table_metadata
 from evalpipeline.accounting import ACCOUNTING_COLUMNS
 from evalpipeline.accounting import ingest_accounting as account_rows
-from evalpipeline.lake import write_parquet_atomic
+from evalpipeline.lake import sha256_file, write_parquet_atomic
+from evalpipeline.versions import code_version
 from resources import LakeResource
 
 import pyarrow as pa
@@ -16,9 +18,11 @@ import pyarrow as pa
 @asset(
     deps=["eval_samples"],
     group_name="validate",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"parquet"},
     owners=["team:evalpipeline"],
     automation_condition=refresh_when_inputs_change(),
+    code_version=code_version(["evalpipeline.accounting"]),
     description=(
         "Row accounting across the lake: per model x suite, rows ingested, rows flagged errored or "
         "limit-hit, rows quarantined by reason class, and every log that could not be read at all. "
@@ -33,6 +37,8 @@ def ingest_accounting(context: AssetExecutionContext, lake: LakeResource) -> Mat
     write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
     unreadable = int((table["model"] == "(unreadable file)").sum())
     return MaterializeResult(
+        # the content hash: the report downstream refreshes only when the accounting changed
+        data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
             **table_metadata(table, path),
             "rows_ingested": int(table["rows_ingested"].sum()),

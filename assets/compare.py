@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_when_inputs_change
-from assets.errors import permanent_errors
+from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_partitions, one_dimension, suite_partitions
@@ -42,6 +42,7 @@ _STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline
         *[a.key for a in SUITE_GLM_ASSETS],
     ],
     group_name="compare",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=code_version(_STATS_MODULES),
@@ -88,6 +89,7 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> Mate
         AssetDep("suite_comparison", partition_mapping=AllPartitionMapping()),
     ],
     group_name="compare",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=code_version(_STATS_MODULES),
@@ -115,6 +117,7 @@ def model_profile(context: AssetExecutionContext, lake: LakeResource) -> Materia
 @asset(
     deps=["suite_comparison", "model_profile", "waic_rankings", "ingest_accounting", "reliability", "model_reliability"],
     group_name="report",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"html"},
     owners=["team:evalpipeline"],
     code_version=code_version(["evalpipeline.report", "evalpipeline.report_builder"]),

@@ -9,16 +9,14 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    Backoff,
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    RetryPolicy,
     asset,
 )
 
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
-from assets.errors import permanent_errors
+from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import (
@@ -134,7 +132,7 @@ def _fit_asset_arguments(name: str, glm: str, automation_condition) -> dict:
         pool=FIT_POOL,
         code_version=glm_version(glm),
         check_specs=_checks(name),
-        retry_policy=RetryPolicy(max_retries=1, delay=10, backoff=Backoff.EXPONENTIAL),
+        retry_policy=TRANSIENT_RETRY,
         automation_condition=automation_condition,
         metadata={"dagster/column_schema": column_schema(SUMMARY_COLUMNS)},
     )
@@ -206,6 +204,7 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
 @asset(
     deps=[a.key for a in PARTITION_GLM_ASSETS + SUITE_GLM_ASSETS],
     group_name="compare",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"arviz", "parquet"},
     owners=["team:evalpipeline"],
     # not gated on every fit's checks: a failed fit is listed as excluded here, and one failure

@@ -10,7 +10,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_when_inputs_change
-from assets.errors import permanent_errors
+from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.keys import from_partition_key
@@ -25,6 +25,7 @@ from resources import LakeResource, PosteriorSettings
     partitions_def=model_suite_partitions,
     deps=["eval_samples"],
     group_name="fit",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"parquet", "scipy"},
     owners=["team:evalpipeline"],
     description=(
@@ -68,6 +69,7 @@ def accuracy_posteriors(
         )
     ],
     group_name="compare",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"parquet"},
     owners=["team:evalpipeline"],
     automation_condition=refresh_when_inputs_change(),

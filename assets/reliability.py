@@ -12,7 +12,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
-from assets.errors import permanent_errors
+from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
 from evalpipeline.keys import from_partition_key
@@ -61,6 +61,7 @@ def _result(result, directory, title: str) -> MaterializeResult:
     partitions_def=model_suite_partitions,
     deps=["eval_samples"],
     group_name="fit",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
     code_version=_version(),
@@ -89,6 +90,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
         )
     ],
     group_name="fit",
+    retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
     code_version=_version(),

@@ -6,15 +6,13 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    Backoff,
     DataVersion,
     MaterializeResult,
     MetadataValue,
-    RetryPolicy,
     asset,
 )
 
-from assets.errors import permanent_errors
+from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
 from evalpipeline.pipeline import ingest_partition, partition_validator, read_samples
@@ -51,7 +49,7 @@ VALIDATION_CHECKS = [
     check_specs=VALIDATION_CHECKS,
     code_version=code_version(["evalpipeline.ingest", "evalpipeline.schema", "evalpipeline.validate"]),
     # Transient I/O failures (a log still being copied, a busy network share) get two more tries.
-    retry_policy=RetryPolicy(max_retries=2, delay=5, backoff=Backoff.EXPONENTIAL),
+    retry_policy=TRANSIENT_RETRY,
 )
 def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettings):
     model, suite = model_suite_names(context.partition_key)

@@ -144,7 +144,8 @@ def _register(instance: DagsterInstance, root: Path) -> tuple[list[str], list[st
 
 
 def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, str]:
-    """Evaluate the nightly schedule built for ``partition_assets`` now: partition key -> reason."""
+    """Evaluate the nightly schedule built for ``partition_assets`` now: partition key -> reason
+    (with ``[assets]`` appended when the run is limited to some of the job's assets)."""
     from assets.jobs import ingest_and_fit_job
     from assets.schedules import build_nightly_schedule
     from resources import IngestSettings, LakeResource
@@ -157,7 +158,9 @@ def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, 
     ) as context:
         result = schedule(context)  # the evaluation function itself (evaluate_tick needs a repository)
     requests = [] if isinstance(result, SkipReason) else list(result)
-    return {str(r.partition_key): r.tags["evalpipeline/reason"] for r in requests}
+    return {str(r.partition_key): r.tags["evalpipeline/reason"]
+            + (f" {sorted(k.to_user_string() for k in r.asset_selection)}" if r.asset_selection else "")
+            for r in requests}
 
 
 
@@ -254,13 +257,14 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     assert _nightly_requests(instance, partition_assets) == {}
 
     # A prior of the binomial GLM changes: every partition's glm_binomial was made with the old
-    # one, so every partition is requested, for that asset alone.
+    # one, so every partition is requested, for that asset alone (the run selects only it).
     from assets.fits import partition_glm_asset
 
     (root / "evalpipeline.toml").write_text(CONFIG + "[glm.priors.binomial]\nsigma_subdomain_scale = 0.2\n")
     edited = partition_glm_asset("binomial")
     partition_assets = [a for a in partition_assets if a.key != edited.key] + [edited]
-    assert _nightly_requests(instance, partition_assets) == {p: "glm_binomial code changed" for p in partitions}
+    stale = "glm_binomial code changed ['glm_binomial']"
+    assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions}
 
     # Once one partition is refitted with the new prior, only the other three remain stale.
     from dagster import materialize
@@ -272,9 +276,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     done = materialize([edited], instance=instance, partition_key=MultiPartitionKey({"model": model, "suite": suite}),
                        resources=defs.resources)
     assert done.success
-    assert _nightly_requests(instance, partition_assets) == {
-        p: "glm_binomial code changed" for p in partitions - {refitted}
-    }
+    assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions - {refitted}}
 
 
 @pytest.mark.slow

@@ -82,6 +82,24 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
     instance.dispose()
 
 
+def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input():
+    from dagster import Backoff, Failure
+
+    from assets.errors import permanent_errors
+    from evalpipeline.pipeline import NoDataError
+
+    for assets_def in defs.assets:
+        policy = assets_def.op.retry_policy
+        assert policy is not None and policy.max_retries >= 2 and policy.backoff == Backoff.EXPONENTIAL, assets_def.key
+    with pytest.raises(Failure) as failure:
+        with permanent_errors():
+            raise NoDataError("no sources for model 'x'")
+    assert failure.value.allow_retries is False and "no sources" in failure.value.description
+    with pytest.raises(OSError):  # transient: propagates to the retry policy
+        with permanent_errors():
+            raise OSError("share busy")
+
+
 def test_every_fit_asset_has_diagnostic_checks_and_a_code_version():
     from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 
@@ -177,6 +195,37 @@ def test_failing_validation_blocks_the_downstream_fit(tmp_path):
     assert (meta["rows_read"].value, meta["rows_ingested"].value, meta["rows_quarantined"].value) == (4, 0, 4)
     assert result.asset_materializations_for_node("accuracy_posteriors") == []
     assert not (tmp_path / "lake" / "accuracy_posteriors").exists()
+
+
+def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_path):
+    """A run that fails (a model x suite with no sources: a permanent error, not retried) ends up in
+    run_status/failures with its run id, asset, partition and error, as people reading Parquet see it."""
+    from dagster import DagsterEventType, build_run_status_sensor_context
+
+    from assets.status import record_run_failures
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["mockllm%2Fghost"])
+    instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
+    resources = _resources(tmp_path / "lake", landing)
+    result = materialize([eval_samples], partition_key=model_suite_key("mockllm/ghost", "unit suite"),
+                         instance=instance, resources=resources, raise_on_error=False)
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    failure = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                   e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
+    with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_instance=instance,
+                                         dagster_run=run, dagster_event=failure,
+                                         resources={"lake": resources["lake"]}) as context:
+        record_run_failures(context.for_run_failure())
+    table = read_run_failures(Lake(tmp_path / "lake"))
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["run_id"], row["asset"], row["partition"]) == (run.run_id, "eval_samples", "mockllm%2Fghost|unit%20suite")
+    assert "NoDataError" in row["error_summary"] and "mockllm/ghost" in row["error_summary"]
+    instance.dispose()
 
 
 def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landing, tmp_path):
