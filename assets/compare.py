@@ -15,6 +15,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_when_inputs_change
+from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, png_markdown, table_metadata
@@ -56,8 +57,12 @@ _STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline
     ),
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
-def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
-    suite = from_partition_key(context.partition_key)
+def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
+    yield from emit(context, [PartitionResult(key, _comparison(lake, key)) for key in context.partition_keys])
+
+
+def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
+    suite = from_partition_key(key)
     with permanent_errors():
         result = build_suite_comparison(lake.lake(), suite)
     board = result.leaderboard
@@ -101,8 +106,12 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource) -> Mate
     ),
     metadata={"dagster/column_schema": column_schema(PROFILE_COLUMNS)},
 )
-def model_profile(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
-    model = from_partition_key(context.partition_key)
+def model_profile(context: AssetExecutionContext, lake: LakeResource):
+    yield from emit(context, [PartitionResult(key, _profile(lake, key)) for key in context.partition_keys])
+
+
+def _profile(lake: LakeResource, key: str) -> MaterializeResult:
+    model = from_partition_key(key)
     store = lake.lake()
     with permanent_errors():
         profile = build_model_profile(store, model)

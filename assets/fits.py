@@ -16,6 +16,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
+from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
@@ -155,16 +156,16 @@ def partition_glm_asset(glm: str):
         ),
     )
     def _glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
-        model, suite = model_suite_names(context.partition_key)
         store = lake.lake()
-        with permanent_errors():
-            outcome = fit_partition_glm(
-                store, model, suite, glm, glm_settings.config(), version=glm_version(glm),
-                fitter=glm_settings.fitter(store.root), progress=context.log.info,
-            )
-        label = f"{model} x {suite}"
-        yield _materialization(outcome, label)
-        yield from _check_results(outcome, label)
+        config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+        for key in context.partition_keys:
+            model, suite = model_suite_names(key)
+            with permanent_errors():
+                outcome = fit_partition_glm(store, model, suite, glm, config, version=glm_version(glm),
+                                            fitter=fitter, progress=context.log.info)
+            label = f"{model} x {suite}"
+            results.append(PartitionResult(key, _materialization(outcome, label), list(_check_results(outcome, label))))
+        yield from emit(context, results)
 
     return _glm_asset
 
@@ -184,15 +185,15 @@ def suite_glm_asset(glm: str):
         ),
     )
     def _suite_glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
-        suite = from_partition_key(context.partition_key)
         store = lake.lake()
-        with permanent_errors():
-            outcome = fit_suite_glm(
-                store, suite, glm, glm_settings.config(), version=glm_version(glm),
-                fitter=glm_settings.fitter(store.root), progress=context.log.info,
-            )
-        yield _materialization(outcome, suite)
-        yield from _check_results(outcome, suite)
+        config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+        for key in context.partition_keys:
+            suite = from_partition_key(key)
+            with permanent_errors():
+                outcome = fit_suite_glm(store, suite, glm, config, version=glm_version(glm),
+                                        fitter=fitter, progress=context.log.info)
+            results.append(PartitionResult(key, _materialization(outcome, suite), list(_check_results(outcome, suite))))
+        yield from emit(context, results)
 
     return _suite_glm_asset
 

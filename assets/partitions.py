@@ -16,8 +16,11 @@ def model_suite_key(model: str, suite: str) -> MultiPartitionKey:
     return MultiPartitionKey({"model": to_partition_key(model), "suite": to_partition_key(suite)})
 
 
-def model_suite_names(partition_key: MultiPartitionKey) -> tuple[str, str]:
-    """(model, suite) display names of a model x suite partition key."""
+def model_suite_names(partition_key: MultiPartitionKey | str) -> tuple[str, str]:
+    """(model, suite) display names of a model x suite partition key (or its string form, as the
+    keys of a range run come)."""
+    if not isinstance(partition_key, MultiPartitionKey):
+        partition_key = model_suite_partitions.get_partition_key_from_str(str(partition_key))
     keys = partition_key.keys_by_dimension
     return from_partition_key(keys["model"]), from_partition_key(keys["suite"])
 
@@ -34,3 +37,71 @@ def one_dimension(dimension: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)
         return MultiToSingleDimensionPartitionMapping(partition_dimension_name=dimension)
+
+
+def range_blocks(pairs, model_order: list[str], suite_order: list[str], max_per_run: int) -> list[list[tuple[str, str]]]:
+    """Cover the (model key, suite key) ``pairs`` exactly with blocks that are partition ranges.
+
+    A range of model x suite partitions is every model between its ends (in the
+    dynamic partitions' order) times every suite between its ends, so a block is
+    a run of adjacent models sharing a run of adjacent suites, all present in
+    ``pairs``. Blocks hold at most ``max_per_run`` partitions. Returns each
+    block's pairs in range order (first and last are the range's ends).
+    """
+    if max_per_run < 1:
+        raise ValueError(f"max_per_run must be at least 1, got {max_per_run}")
+    wanted = set(pairs)
+    suite_pos = {s: i for i, s in enumerate(suite_order)}
+    segments_by_model = {}
+    for model in model_order:
+        present = sorted(suite_pos[s] for m, s in wanted if m == model)
+        segments, start = [], None
+        for index, position in enumerate(present):
+            if start is None:
+                start = position
+            if index + 1 == len(present) or present[index + 1] != position + 1:
+                segments.append((start, position))
+                start = None
+        segments_by_model[model] = tuple(segments)
+    blocks: list[list[tuple[str, str]]] = []
+    model_index = 0
+    while model_index < len(model_order):
+        segments = segments_by_model[model_order[model_index]]
+        if not segments:
+            model_index += 1
+            continue
+        end = model_index
+        while end + 1 < len(model_order) and segments_by_model[model_order[end + 1]] == segments:
+            end += 1
+        models = model_order[model_index:end + 1]
+        for first, last in segments:
+            width = last - first + 1
+            if width > max_per_run:  # one model's suites alone exceed a run: split the suites
+                for model in models:
+                    for lo in range(first, last + 1, max_per_run):
+                        hi = min(lo + max_per_run - 1, last)
+                        blocks.append([(model, suite_order[i]) for i in range(lo, hi + 1)])
+                continue
+            per_run = max(1, max_per_run // width)
+            for lo in range(0, len(models), per_run):
+                blocks.append([(m, suite_order[i]) for m in models[lo:lo + per_run] for i in range(first, last + 1)])
+        model_index = end + 1
+    return blocks
+
+
+def key_blocks(keys, order: list[str], max_per_run: int) -> list[list[str]]:
+    """Cover single-dimension partition ``keys`` with ranges of adjacent keys (in ``order``) of at
+    most ``max_per_run`` keys each."""
+    if max_per_run < 1:
+        raise ValueError(f"max_per_run must be at least 1, got {max_per_run}")
+    wanted = set(keys)
+    blocks: list[list[str]] = []
+    for key in order:
+        if key not in wanted:
+            if blocks and blocks[-1] is not None:
+                blocks.append(None)  # a gap closes the block
+            continue
+        if not blocks or blocks[-1] is None or len(blocks[-1]) >= max_per_run:
+            blocks.append([])
+        blocks[-1].append(key)
+    return [b for b in blocks if b]

@@ -10,6 +10,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_when_inputs_change
+from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
@@ -36,10 +37,13 @@ from resources import LakeResource, PosteriorSettings
     metadata={"dagster/column_schema": column_schema(POSTERIOR_COLUMNS)},
     code_version=code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors"]),
 )
-def accuracy_posteriors(
-    context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings
-) -> MaterializeResult:
-    model, suite = model_suite_names(context.partition_key)
+def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings):
+    yield from emit(context, [PartitionResult(key, _posteriors(lake, key, posterior_settings))
+                              for key in context.partition_keys])
+
+
+def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
+    model, suite = model_suite_names(key)
     with permanent_errors():
         table, path = write_accuracy_posteriors(
             lake.lake(),
@@ -80,8 +84,12 @@ def accuracy_posteriors(
     ),
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
-def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
-    suite = from_partition_key(context.partition_key)
+def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource):
+    yield from emit(context, [PartitionResult(key, _leaderboard(lake, key)) for key in context.partition_keys])
+
+
+def _leaderboard(lake: LakeResource, key: str) -> MaterializeResult:
+    suite = from_partition_key(key)
     with permanent_errors():
         board, path = write_suite_leaderboard(lake.lake(), suite)
     return MaterializeResult(

@@ -11,6 +11,7 @@ from dagster import (
     asset,
 )
 
+from assets.batch import PartitionResult, emit
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
@@ -75,10 +76,14 @@ def _result(result, directory, title: str) -> MaterializeResult:
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def reliability(context: AssetExecutionContext, lake: LakeResource):
-    model, suite = model_suite_names(context.partition_key)
-    with permanent_errors():
-        result, directory = partition_reliability(lake.lake(), model, suite, load_reliability_config())
-    return _result(result, directory, f"{model} x {suite}")
+    config = load_reliability_config()
+    results = []
+    for key in context.partition_keys:
+        model, suite = model_suite_names(key)
+        with permanent_errors():
+            result, directory = partition_reliability(lake.lake(), model, suite, config)
+        results.append(PartitionResult(key, _result(result, directory, f"{model} x {suite}")))
+    yield from emit(context, results)
 
 
 @asset(
@@ -103,7 +108,11 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def model_reliability(context: AssetExecutionContext, lake: LakeResource):
-    model = from_partition_key(context.partition_key)
-    with permanent_errors():
-        result, directory = assess_model(lake.lake(), model, load_reliability_config())
-    return _result(result, directory, model)
+    config = load_reliability_config()
+    results = []
+    for key in context.partition_keys:
+        model = from_partition_key(key)
+        with permanent_errors():
+            result, directory = assess_model(lake.lake(), model, config)
+        results.append(PartitionResult(key, _result(result, directory, model)))
+    yield from emit(context, results)

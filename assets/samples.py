@@ -12,10 +12,11 @@ from dagster import (
     asset,
 )
 
+from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
-from evalpipeline.pipeline import ingest_partition, partition_validator, read_samples
+from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
 from evalpipeline.lake import sha256_file
 from evalpipeline.validate import SUITE_NAME, check_names
@@ -52,24 +53,31 @@ VALIDATION_CHECKS = [
     retry_policy=TRANSIENT_RETRY,
 )
 def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettings):
-    model, suite = model_suite_names(context.partition_key)
+    keys = list(context.partition_keys)
+    pairs = [model_suite_names(key) for key in keys]
     store = lake.lake()
     with permanent_errors():
-        account, report = ingest_partition(
+        report = ingest_partitions(
             store,
             lake.landing_dir(),
-            model,
-            suite,
+            pairs,
             ingest_settings.options(),
             progress=context.log.info,
             validator=partition_validator(store, ingest_settings.validation()),
         )
     for line in report.summary_lines():
         context.log.info(line)
+    yield from emit(context, [_partition_result(store, key, pair, report) for key, pair in zip(keys, pairs)])
+
+
+def _partition_result(store, key: str, pair: tuple[str, str], report) -> PartitionResult:
+    model, suite = pair
+    account = report.partitions[pair]
     samples = read_samples(store, model, suite)
     path = store.table_path("samples", "samples.parquet", model, suite)
     validation = account.validation
-    yield MaterializeResult(
+    reasons = account.quarantine_reasons
+    result = MaterializeResult(
         # The content hash: downstream refreshes only when the table's bytes changed.
         data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
@@ -87,18 +95,20 @@ def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_sett
             "logs": account.logs,
             "unchanged": not account.samples_written,
             "quarantine_reasons": MetadataValue.md(
-                "\n".join(f"- {n} x {r}" for r, n in sorted(report.quarantine_reasons.items())) or "none"
+                "\n".join(f"- {n} x {r}" for r, n in sorted(reasons.items())) or "none"
             ),
             "preview": MetadataValue.md(
                 samples.drop(columns=["metadata_json", "log_path", "log_sha256"]).head(10).to_markdown(index=False)
             ),
-        }
+        },
     )
     partition = f"{model} x {suite}"
+    checks = []
     for outcome in validation.checks:
         metadata = {"partition": partition, "description": outcome.description, "observed": str(outcome.observed)}
         if len(outcome.examples):
             metadata["examples"] = MetadataValue.md(outcome.examples.head(5).to_markdown(index=False))
-        yield AssetCheckResult(
+        checks.append(AssetCheckResult(
             check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
-        )
+        ))
+    return PartitionResult(key, result, checks)

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
     run.add_argument("--only-changed", action="store_true",
                      help="rerun only partitions with new or changed logs (the nightly behaviour)")
+    run.add_argument("--partitions-per-run", type=_positive_int, default=60, metavar="N",
+                     help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
+                          "orchestration whatever it holds, and a failure fails its whole batch")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="an Inspect .eval/.json log, or a folder searched recursively")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
@@ -67,12 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         from evalpipeline.definitions import run_main_job  # the composition root owns Dagster
 
-        return run_main_job(only_changed=args.only_changed)
+        return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run)
     if args.command == "plan":
         return args.handler(args)
     return _ingest(args)

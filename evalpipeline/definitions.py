@@ -16,20 +16,28 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-from dagster import AssetSelection, AutomationConditionSensorDefinition, DagsterInstance, DefaultSensorStatus, Definitions
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DagsterInstance,
+    DefaultSensorStatus,
+    Definitions,
+    MultiPartitionKey,
+)
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.accounting import ingest_accounting
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import ingest_and_fit_job, lake_job, model_job, suite_job
-from assets.partitions import model_suite_key
+from assets.partitions import key_blocks, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
 from assets.schedules import build_nightly_schedule
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
-from evalpipeline.keys import to_partition_key
+from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
@@ -89,15 +97,25 @@ def local_instance() -> DagsterInstance:
     return DagsterInstance.from_config(str(home))
 
 
+#: Partitions a run of `evalpipeline run` covers at most: a Dagster run costs seconds of
+#: orchestration whatever it holds, and a failure fails its whole batch.
+DEFAULT_PARTITIONS_PER_RUN = 60
+
+
 def run_main_job(
     *,
     instance: DagsterInstance | None = None,
     echo: Callable[[str], None] = print,
     only_changed: bool = False,
+    partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
 ) -> int:
-    """Materialise the whole graph for the logs in the landing folder, in four stages: each
-    model x suite partition (ingest, conjugate posteriors, GLM fits), each suite, each model,
-    then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
+    """Materialise the whole graph for the logs in the landing folder, in four stages: the
+    model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites,
+    the models, then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
+
+    Each stage runs its partitions in batches: one Dagster run per range of up to
+    ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
+    run is paid once per batch, not once per partition.
 
     With ``only_changed``, partitions whose sources the lake already holds are not rerun
     (the nightly behaviour), nor are the suites none of the rerun partitions feed, nor the
@@ -128,23 +146,36 @@ def run_main_job(
     per_suite_job = defs.resolve_job_def(suite_job.name)
     per_model_job = defs.resolve_job_def(model_job.name)
     lake_wide_job = defs.resolve_job_def(lake_job.name)
-    steps = [(partition_job, model_suite_key(m, s), f"{m} x {s}") for m, s in pairs]
-    steps += [(per_suite_job, to_partition_key(s), f"suite {s}") for s in suites]
-    steps += [(per_model_job, to_partition_key(m), f"model {m}") for m in models]
+    model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
+    steps = []
+    for block in range_blocks([(to_partition_key(m), to_partition_key(s)) for m, s in pairs], model_order, suite_order,
+                              partitions_per_run):
+        keys = [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block]
+        steps.append((partition_job, keys, _label(block, lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}")))
+    for block in key_blocks([to_partition_key(s) for s in suites], suite_order, partitions_per_run):
+        steps.append((per_suite_job, block, _label(block, lambda k: f"suite {from_partition_key(k)}")))
+    for block in key_blocks([to_partition_key(m) for m in models], model_order, partitions_per_run):
+        steps.append((per_model_job, block, _label(block, lambda k: f"model {from_partition_key(k)}")))
     steps += [(lake_wide_job, None, "lake-wide tables")]
     failures = 0
-    for number, (job, partition_key, label) in enumerate(steps, start=1):
+    for number, (job, keys, label) in enumerate(steps, start=1):
         echo(f"[{number}/{len(steps)}] {job.name} {label} ...")
         started = time.perf_counter()
+        tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+        partition_key = None
+        if keys and len(keys) == 1:
+            partition_key = keys[0]
+        elif keys:  # a range run: the assets compute every partition of context.partition_keys
+            tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
         result = job.execute_in_process(
             instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(),
-            tags={HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())},
+            tags=tags,
         )
         ok = result.success
         failures += not ok
         echo(f"[{number}/{len(steps)}] {job.name} {label}: {'ok' if ok else 'FAILED'} ({time.perf_counter() - started:.1f}s)")
         if not ok:
-            _report_failure(store, result, job.name, str(partition_key or ""), echo)
+            _report_failure(store, result, job.name, ",".join(keys or []), echo)
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
@@ -158,6 +189,13 @@ def run_main_job(
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+def _label(block: list, name: Callable) -> str:
+    """How a run's partitions are named in the progress lines."""
+    if len(block) == 1:
+        return name(block[0])
+    return f"{len(block)} partitions ({name(block[0])} .. {name(block[-1])})"
 
 
 def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None]) -> None:

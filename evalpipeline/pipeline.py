@@ -17,6 +17,7 @@ from evalpipeline.ingest import (
     PartitionAccount,
     IngestOptions,
     Validator,
+    already_ingested,
     consolidate_partition,
     find_log_files,
     ingest_paths,
@@ -41,23 +42,55 @@ def ingest_partition(
     progress: Callable[[str], None] | None = None,
     validator: Validator | None = None,
 ) -> tuple[PartitionAccount, IngestReport]:
-    """Ingest every source in ``landing`` that holds rows for ``model`` x ``suite``.
+    """Ingest every source in ``landing`` that holds rows for ``model`` x ``suite``
+    (:func:`ingest_partitions` for one pair)."""
+    report = ingest_partitions(lake, landing, [(model, suite)], options, progress=progress, validator=validator)
+    return report.partitions[(model, suite)], report
 
-    Records of the partition ingested earlier from elsewhere (``evalpipeline
-    ingest PATH``) stay part of it. Raises :class:`NoDataError` when neither
-    exists.
+
+def ingest_partitions(
+    lake: Lake,
+    landing: Path,
+    pairs,
+    options: IngestOptions | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    validator: Validator | None = None,
+) -> IngestReport:
+    """Bring the model x suite partitions ``pairs`` up to date with the sources in ``landing``.
+
+    The landing folder is scanned once; each source holding rows for a requested
+    pair is staged once, and only if the lake does not already hold its exact
+    bytes (a source with several partitions is staged once for all of them).
+    Every partition a staged source touches is consolidated (so none is left with
+    new records but an old table), and so is every requested pair. Records of a
+    partition ingested earlier from elsewhere (``evalpipeline ingest PATH``) stay
+    part of it. Raises :class:`NoDataError` naming the pairs that have neither a
+    source nor staged records.
     """
     options = options or IngestOptions()
+    wanted = {tuple(p) for p in pairs}
     files = find_log_files(landing) if Path(landing).exists() else []
     found, _unreadable = scan_sources(files, options)  # unreadable files belong to no partition
-    mine = [Path(source.path) for source, parts in found if any((p.model, p.suite) == (model, suite) for p in parts)]
-    staged = list(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
-    if not mine and not staged:
-        raise NoDataError(f"no sources for model {model!r} x suite {suite!r} in {landing} or in the lake {lake.root}")
-    report = ingest_paths(mine, lake, options, progress=progress, validator=validator)
-    if (model, suite) not in report.partitions:  # every landing source failed: rebuild from what is staged
-        report.partitions[(model, suite)], _ = consolidate_partition(lake, model, suite, validator)
-    return report.partitions[(model, suite)], report
+    to_stage, with_source = [], set()
+    for source, parts in found:
+        mine = {(p.model, p.suite) for p in parts} & wanted
+        if not mine:
+            continue
+        with_source |= mine
+        if not already_ingested(lake, source, parts):
+            to_stage.append(Path(source.path))
+    missing = sorted(pair for pair in wanted - with_source
+                     if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")))
+    if missing:
+        names = ", ".join(f"model {m!r} x suite {s!r}" for m, s in missing)
+        raise NoDataError(f"no sources for {names} in {landing} or in the lake {lake.root}")
+    report = ingest_paths(to_stage, lake, options, progress=progress, validator=validator)
+    for model, suite in sorted(wanted - set(report.partitions)):  # unchanged sources, or every one failed
+        report.partitions[(model, suite)], reasons = consolidate_partition(lake, model, suite, validator)
+        for reason, count in reasons.items():
+            report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
+    return report
 
 
 def partition_validator(lake: Lake, settings=None, *, data_docs: bool = True) -> Validator:

@@ -300,7 +300,10 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert run_main_job() == 0
     out = capsys.readouterr().out
-    assert "[12/12] lake_reports lake-wide tables: ok" in out and "FAILED" not in out
+    # one run per stage: the 6 partitions, the 3 suites and the 2 models are each one range run
+    assert "[1/4] ingest_and_fit 6 partitions (mockllm/atlas-large x " in out
+    assert "[2/4] suite_analysis 3 partitions (suite " in out and "[3/4] model_analysis 2 partitions (model " in out
+    assert "[4/4] lake_reports lake-wide tables: ok" in out and "FAILED" not in out
     assert "skipped (unreadable, recorded under file_errors/): landing/broken.eval: cannot read" in out
     assert len(list((lake / "file_errors").glob("*.json"))) == 1
     files = _lake_files(lake)

@@ -93,6 +93,8 @@ class PartitionAccount:
     validation: Any = None
     #: Rows moved to quarantine because they failed a row-level validation check.
     rows_failed_validation: int = 0
+    #: The partition's quarantine reasons, generalised (without the sample each names), with counts.
+    quarantine_reasons: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -391,6 +393,7 @@ def consolidate_partition(
     for reason, item_id, epoch in zip(quarantined["reason"], quarantined["item_id"], quarantined["epoch"]):
         general = _general_reason(reason, item_id, epoch)
         reasons[general] = reasons.get(general, 0) + 1
+    account.quarantine_reasons = dict(reasons)
     return account, reasons
 
 

@@ -1,0 +1,83 @@
+"""One step, many partitions: what an asset yields when its run covers a range of partitions.
+
+`evalpipeline run` materialises many model x suite (and suite, and model)
+partitions per Dagster run -- a run per partition costs seconds of
+orchestration alone, more than most partitions' work -- by giving each run a
+partition range (the ``dagster/asset_partition_range_*`` tags). An asset then
+computes every partition of ``context.partition_keys`` and hands its
+per-partition results to :func:`emit`:
+
+* one partition: its ``MaterializeResult`` and check results, unchanged;
+* several: each partition's metadata is attached to that partition's
+  materialisation (``context.add_asset_metadata(..., partition_key=...)``); the
+  data version is one hash over the partitions' own versions (Dagster gives a
+  range run one data version for all its partitions); each check is reported
+  once for the run, failing if it failed for any partition, with the failing
+  partitions and their details in its metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+)
+
+
+@dataclass
+class PartitionResult:
+    """What an asset computed for one partition of its run."""
+
+    key: str
+    result: MaterializeResult
+    checks: list[AssetCheckResult] = field(default_factory=list)
+
+
+def emit(context: AssetExecutionContext, results: list[PartitionResult]) -> Iterator:
+    """Yield the events of a step that computed ``results`` (one per partition of its run)."""
+    if len(results) == 1:
+        yield results[0].result
+        yield from results[0].checks
+        return
+    versions = []
+    for item in results:
+        context.add_asset_metadata(dict(item.result.metadata or {}), partition_key=item.key)
+        version = item.result.data_version.value if item.result.data_version else ""
+        versions.append(f"{item.key}={version}")
+    digest = hashlib.sha256("\n".join(sorted(versions)).encode()).hexdigest()[:16]
+    yield MaterializeResult(data_version=DataVersion(digest), metadata={"partitions_in_run": len(results)})
+    yield from _combined_checks(results)
+
+
+def _combined_checks(results: Iterable[PartitionResult]) -> Iterator[AssetCheckResult]:
+    by_name: dict[str, list[tuple[str, AssetCheckResult]]] = {}
+    for item in results:
+        for check in item.checks:
+            by_name.setdefault(check.check_name, []).append((item.key, check))
+    for name, outcomes in by_name.items():
+        failed = [(key, check) for key, check in outcomes if not check.passed]
+        severity = (AssetCheckSeverity.ERROR
+                    if any(c.severity == AssetCheckSeverity.ERROR for _k, c in failed or outcomes)
+                    else AssetCheckSeverity.WARN)
+        metadata = {"partitions": len(outcomes), "partitions_failed": len(failed)}
+        if failed:
+            lines = []
+            for key, check in failed[:50]:
+                details = ", ".join(f"{k}: {_plain(v)}" for k, v in (check.metadata or {}).items() if k != "examples")
+                lines.append(f"- `{key}`: {details}")
+            if len(failed) > 50:
+                lines.append(f"- ... and {len(failed) - 50} more")
+            metadata["failed"] = MetadataValue.md("\n".join(lines))
+        yield AssetCheckResult(check_name=name, passed=not failed, severity=severity, metadata=metadata)
+
+
+def _plain(value) -> str:
+    return str(getattr(value, "value", value))[:200]
