@@ -38,8 +38,8 @@ from evalpipeline.versions import code_version
 from resources import LakeResource
 from resources.fit import GlmSettings
 
-#: Fitting steps share this concurrency pool (limit in dagster_home/dagster.yaml): each fit
-#: already runs its chains on the machine's cores.
+#: Fitting steps share this concurrency pool (limit in dagster_home/dagster.yaml, one per core:
+#: each fit runs its chains vectorised in one process).
 FIT_POOL = "glm_fit"
 
 DIAGNOSTIC_DOCS = {
