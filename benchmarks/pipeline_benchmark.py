@@ -19,17 +19,18 @@ vs ``reused`` (a no-op rerun must fit nothing).
 model, suite, domain, subdomain, item_id, score; planted accuracies
 ``logit p = ability(model) - hardness(suite)``), runs the full rebuild, then adds
 one model's file and runs ``only_changed=True``. It prints both wall times, the
-per-stage and per-partition cost, and peak RSS. When ``--models`` is below the
-leaderboard size (100) the 100-model numbers are extrapolated linearly per stage
-and labelled EXTRAPOLATED; everything else is MEASURED.
+per-stage and per-asset cost, and peak RSS. When ``--models`` is below the
+leaderboard size (100) the 100-model numbers are extrapolated per asset (linear
+in the models, quadratic for the pairwise comparison) and labelled EXTRAPOLATED;
+everything else is MEASURED.
 
 ``--glm fast`` is the end-to-end test's setting (tests/test_dagster.py): candidate
 GLMs binomial + suite_binomial, 4 chains x (500 warmup + 500 draws), thresholds
 relaxed to what 2000 draws can show. ``--glm paper`` is the defaults (every
 candidate, 2000 + 2000). The JAX compilation cache lives in the temporary work
 folder (cold start, compilation counted) unless ``--jax-cache`` names one.
-Everything runs in this process (``execute_in_process``), so ``ru_maxrss`` of
-this process is the pipeline's peak.
+Everything runs in this process (``execute_in_process``), so this process's peak
+resident memory (VmHWM) is the pipeline's peak.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shutil
 import statistics
 import sys
@@ -183,10 +183,12 @@ def print_assets(instance, run_ids) -> None:
     print(f"{'sum of steps':<28} {sum(c for _s, c in steps.values()):5d} {sum(s for s, _c in steps.values()):9.1f}")
 
 
-def peak_rss_mib() -> tuple[float, float]:
-    """ru_maxrss of this process and of its waited-for children, MiB (Linux reports KiB)."""
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process (VmHWM), MiB: everything runs in it (execute_in_process).
+    Not ru_maxrss of the children: Linux carries ru_maxrss over fork+exec, so a child reports at
+    least its parent's peak."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 
 
 def source_version() -> str:
@@ -242,8 +244,7 @@ def run_demo(args, work: Path) -> int:
     for timed in (plain, changed):
         print(f"\nstages of the {timed.label} rerun:")
         print_stages(timed)
-    self_mib, children_mib = peak_rss_mib()
-    print(f"\npeak RSS: this process {self_mib:.0f} MiB, children {children_mib:.0f} MiB; {load()}")
+    print(f"\npeak RSS of this process: {peak_rss_mib():.0f} MiB; {load()}")
     warn_if_code_changed(version)
     ok = fitted_total == 0 and not (first.returncode or plain.returncode or changed.returncode)
     print("no-op reruns fitted nothing: " + ("yes" if fitted_total == 0 else f"NO ({fitted_total} fits)"))
@@ -301,11 +302,10 @@ def run_scale(args, work: Path) -> int:
           f"GLM materialisations {counts}")
     print_stages(new)
     warn_if_code_changed(version)
-    self_mib, children_mib = peak_rss_mib()
-    print(f"\npeak RSS (MEASURED): this process {self_mib:.0f} MiB, children {children_mib:.0f} MiB")
+    print(f"\npeak RSS (MEASURED): {peak_rss_mib():.0f} MiB")
 
     if (args.models, args.suites) != (LEADERBOARD["models"], LEADERBOARD["suites"]) or args.items != LEADERBOARD["items"]:
-        extrapolate(args, full, new)
+        extrapolate(args, full, new, instance)
     else:
         print(f"\ntargets (MEASURED): full rebuild {full.seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
               f"({'met' if full.seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.seconds:.0f} s vs "
@@ -313,59 +313,45 @@ def run_scale(args, work: Path) -> int:
     return 1 if (full.returncode or new.returncode) else 0
 
 
-def extrapolate(args, full: Timed, new: Timed) -> None:
-    """Linear extrapolation to 100 models x 6 suites, stage by stage.
+#: How each asset's cost grows with the number of models on a fixed set of suites: partition-level
+#: work and per-model work linearly; a suite GLM with its units (models x items), linearly; the
+#: pairwise comparison with the pairs, quadratically; lake-wide tables with the fits they read.
+SCALING = {
+    "eval_samples": 1, "accuracy_posteriors": 1, "reliability": 1, "glm_binomial": 1, "glm_beta_binomial": 1,
+    "glm_null": 1, "glm_item_difficulty": 1, "suite_leaderboard": 1, "suite_glm_binomial": 1,
+    "suite_glm_beta_binomial": 1, "suite_glm_nested": 1, "suite_glm_null": 1, "suite_comparison": 2,
+    "model_reliability": 1, "model_profile": 1, "ingest_accounting": 1, "waic_rankings": 1, "report": 1,
+}
 
-    Assumptions (stated in the output): a partition costs what the measured partitions cost
-    (first run with compilation + median of the rest for each further one; items per suite as
-    measured); per-suite work grows linearly with the models on the suite; per-model runs cost
-    the same each; lake-wide work grows linearly with partitions.
+
+def extrapolate(args, full: Timed, new: Timed, instance) -> None:
+    """Per-asset extrapolation to 100 models on the measured suites, from the measured step times.
+
+    Every run is a batch (one run per stage here), so the measured step time of an asset is its
+    cost for all the measured partitions; it is scaled by (100 / measured models) ** SCALING[asset]
+    (one-off costs such as JAX compilation are scaled too: an upper bound where they dominate).
+    For one new model the per-partition steps cost what they cost for one model (measured), and
+    the suite, model and lake steps are scaled like the full rebuild's.
     """
-    target_models, target_suites = LEADERBOARD["models"], LEADERBOARD["suites"]
-    scale_models = target_models / args.models
-    scale_parts = (target_models * target_suites) / (args.models * args.suites)
-
-    def partition_cost(times: list[float], count: int) -> float:
-        if not times:
-            return 0.0
-        rest = statistics.median(times[1:]) if len(times) > 1 else times[0]
-        return times[0] + rest * (count - 1)
-
-    stages = full.per_stage()
-    parts = stages.get("ingest_and_fit", [])
-    full_est = {
-        "ingest_and_fit": partition_cost(parts, target_models * target_suites),
-        "suite_analysis": sum(stages.get("suite_analysis", [])) * scale_models * target_suites / args.suites,
-        "model_analysis": sum(stages.get("model_analysis", [])) * scale_models,
-        "lake_reports": sum(stages.get("lake_reports", [])) * scale_parts,
-    }
-    overhead = (full.seconds - sum(sum(t) for t in stages.values())) * scale_parts
-    full_total = sum(full_est.values()) + overhead
-
-    added = new.per_stage()
-    grow = (target_models + 1) / (args.models + 1)
-    new_est = {
-        "ingest_and_fit": sum(added.get("ingest_and_fit", [])) * target_suites / args.suites,
-        "suite_analysis": sum(added.get("suite_analysis", [])) * grow * target_suites / args.suites,
-        "model_analysis": sum(added.get("model_analysis", [])) * grow,
-        "lake_reports": sum(added.get("lake_reports", [])) * grow,
-    }
-    new_overhead = (new.seconds - sum(sum(t) for t in added.values())) * grow
-    new_total = sum(new_est.values()) + new_overhead
-
-    median_part = statistics.median(parts[1:]) if len(parts) > 1 else (parts[0] if parts else float("nan"))
-    print(f"\nper-partition cost (MEASURED): first {parts[0] if parts else float('nan'):.1f} s (includes JAX compilation "
-          f"when the cache is cold), median of the rest {median_part:.2f} s; per-suite run "
-          f"{statistics.median(stages.get('suite_analysis', [float('nan')])):.2f} s at {args.models} models; per-model run "
-          f"{statistics.median(stages.get('model_analysis', [float('nan')])):.2f} s")
-    print(f"\nEXTRAPOLATED to {target_models} models x {target_suites} suites x {args.items} items "
-          f"(linear per stage from the measured run above; not measured;"
-          f" an upper bound where the measured runs are dominated by fixed costs such as JAX compilation):")
-    print(f"{'stage':<16} {'full rebuild s':>15} {'one new model s':>16}")
-    for stage in STAGES:
-        print(f"{stage:<16} {full_est[stage]:15.0f} {new_est[stage]:16.1f}")
-    print(f"{'(discovery etc.)':<16} {overhead:15.0f} {new_overhead:16.1f}")
-    print(f"{'total':<16} {full_total:15.0f} {new_total:16.1f}")
+    factor = LEADERBOARD["models"] / args.models
+    grow = (LEADERBOARD["models"] + 1) / (args.models + 1)
+    full_steps, new_steps = per_asset(instance, full.run_ids), per_asset(instance, new.run_ids)
+    partition_level = {"eval_samples", "accuracy_posteriors", "reliability", "glm_binomial", "glm_beta_binomial",
+                       "glm_null", "glm_item_difficulty"}
+    print(f"\nEXTRAPOLATED to {LEADERBOARD['models']} models x {args.suites} suites x {args.items} items, per asset "
+          f"(measured step seconds x (models ratio) ** exponent; not measured):")
+    print(f"{'asset':<26} {'exp':>3} {'measured s':>10} {'full s':>9} {'new-model s':>11}")
+    full_total = new_total = 0.0
+    for name in sorted(set(full_steps) | set(new_steps), key=lambda n: -full_steps.get(n, (0, 0))[0]):
+        exponent = SCALING.get(name, 1)
+        measured = full_steps.get(name, (0.0, 0))[0]
+        full_s = measured * factor ** exponent
+        added = new_steps.get(name, (0.0, 0))[0]
+        new_s = added if name in partition_level else added * grow ** exponent
+        full_total += full_s
+        new_total += new_s
+        print(f"{name:<26} {exponent:3d} {measured:10.1f} {full_s:9.0f} {new_s:11.1f}")
+    print(f"{'total':<26} {'':>3} {sum(v[0] for v in full_steps.values()):10.1f} {full_total:9.0f} {new_total:11.1f}")
     print(f"targets (EXTRAPOLATED): full rebuild {full_total:.0f} s vs {TARGET_FULL_S:.0f} s "
           f"({'met' if full_total < TARGET_FULL_S else 'MISSED'}); one new model {new_total:.0f} s vs "
           f"{TARGET_NEW_MODEL_S:.0f} s ({'met' if new_total < TARGET_NEW_MODEL_S else 'MISSED'})")
