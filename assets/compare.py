@@ -61,14 +61,20 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
     yield from emit(context, [PartitionResult(key, _comparison(lake, key)) for key in context.partition_keys])
 
 
+#: Verdict sentences previewed in the UI (a 100-model suite has 4,950 pairs: the rest are in the table).
+VERDICTS_SHOWN = 50
+
+
 def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
     suite = from_partition_key(key)
     with permanent_errors():
         result = build_suite_comparison(lake.lake(), suite)
     board = result.leaderboard
-    verdicts = "\n".join(
-        f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in result.pairwise.itertuples()
-    ) or "(one model: nothing to compare)"
+    shown = result.pairwise.head(VERDICTS_SHOWN)
+    verdicts = "\n".join(f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in shown.itertuples()) \
+        or "(one model: nothing to compare)"
+    if len(result.pairwise) > len(shown):
+        verdicts += f"\n\n... and {len(result.pairwise) - len(shown)} more pairs in pairwise.parquet"
     metadata = {
         **table_metadata(board[["rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low",
                                 "wilson_high", "clt_low", "clt_high", "p_best", "expected_rank", "n"]],
@@ -78,6 +84,8 @@ def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
         "glm_used": result.glm or "none passed",
         "verdicts": MetadataValue.md(verdicts),
         "pairwise": MetadataValue.path(str(result.directory / "pairwise.parquet")),
+        "pairs_computed": result.pairwise.attrs.get("pairs_computed", len(result.pairwise)),
+        "pairs_reused": result.pairwise.attrs.get("pairs_reused", 0),
     }
     for name, path in result.plots.items():
         metadata[f"plot_{name}"] = png_markdown(path, name)

@@ -416,10 +416,13 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
 
 def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
                          glm: str | None = None, effects: pd.DataFrame | None = None,
-                         glm_draws: np.ndarray | None = None) -> pd.DataFrame:
-    """:func:`evalpipeline.stats.compare.pairwise_table` plus suite, headline P and the GLM contrast."""
+                         glm_draws: np.ndarray | None = None, previous: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`evalpipeline.stats.compare.pairwise_table` plus suite, headline P and the GLM contrast.
+
+    ``previous``: the suite's earlier pairwise table; its unchanged pairs are reused."""
     pairs = pairwise_table(samples, prior=settings.prior, level=settings.mass, n_draws=settings.pairwise_draws,
-                           seed=settings.seed, probit=settings.probit)
+                           seed=settings.seed, probit=settings.probit, previous=previous)
+    reuse = dict(pairs.attrs)
     pairs.insert(0, "suite", suite)
     pairs["p_a_better"] = np.where(pairs["verdict_source"] == "paired", pairs["p_a_better_paired"],
                                    pairs["p_a_better_independent"]).astype(float)
@@ -434,7 +437,9 @@ def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: Comparison
             else:
                 values.append(math.nan)
         pairs["p_a_better_glm"] = values
-    return pairs[list(PAIRWISE_TABLE_COLUMNS)]
+    pairs = pairs[list(PAIRWISE_TABLE_COLUMNS)]
+    pairs.attrs.update(reuse)
+    return pairs
 
 
 # ------------------------------------------------------------------ plots
@@ -481,7 +486,19 @@ def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, g
                        outer_label=f"{max(mass, second):.0%} HPDI")
 
 
+def _previous_table(path: Path) -> pd.DataFrame | None:
+    """The table an earlier run wrote, for reuse; None when there is none or it cannot be read
+    (then everything is recomputed, which is always correct)."""
+    try:
+        return pd.read_parquet(path) if path.exists() else None
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
+    if frame.attrs:  # pyarrow stores DataFrame.attrs in the file: run statistics would change its bytes
+        frame = frame.copy(deep=False)
+        frame.attrs = {}
     write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
 
 
@@ -508,9 +525,10 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     if glm is not None:
         effects, draws = glm_model_effects(lake, suite, glm)
     board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws)
-    pairs = suite_pairwise_table(samples, suite, settings, glm, effects, draws)
-
     directory = suite_comparison_dir(lake, suite)
+    pairs = suite_pairwise_table(samples, suite, settings, glm, effects, draws,
+                                 previous=_previous_table(directory / "pairwise.parquet"))
+
     _write_table(board, directory / "leaderboard.parquet")
     _write_table(pairs, directory / "pairwise.parquet")
     _write_table(fits, directory / "fits.parquet")

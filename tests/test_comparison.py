@@ -98,6 +98,7 @@ def test_rerun_writes_identical_bytes(planted_lake):
     before = {p: p.read_bytes() for p in files}
     mtimes = {p: p.stat().st_mtime_ns for p in files}
     second = build_suite_comparison(planted_lake, "quiz")
+    assert second.pairwise.attrs == {"pairs_computed": 0, "pairs_reused": len(second.pairwise)}  # read back
     assert sorted(second.directory.rglob("*.*")) == files
     assert {p: p.read_bytes() for p in files} == before
     assert {p: p.stat().st_mtime_ns for p in files} == mtimes  # unchanged files are not rewritten

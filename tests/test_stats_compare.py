@@ -161,6 +161,36 @@ def test_pairwise_table_on_planted_models():
 
 
 @pytest.mark.slow
+def test_pairwise_table_reuses_exactly_the_unchanged_pairs(tmp_path):
+    rng = np.random.default_rng(5)
+    samples = _samples(rng, {"m1": 0.4, "m2": 0.6, "m3": 0.7, "m4": 0.8}, n_items=12, epochs=1)
+    first = pairwise_table(samples)
+    assert first.attrs == {"pairs_computed": 6, "pairs_reused": 0}
+    # through Parquet, as the lake stores it, with rows in another order
+    first.sample(frac=1, random_state=0).to_parquet(tmp_path / "pairwise.parquet", index=False)
+    previous = pd.read_parquet(tmp_path / "pairwise.parquet")
+
+    # a new model: only its 4 pairs are computed, and the table equals a fresh one
+    grown = pd.concat([samples, _samples(rng, {"m5": 0.5}, n_items=12, epochs=1)], ignore_index=True)
+    reused = pairwise_table(grown, previous=previous)
+    assert reused.attrs == {"pairs_computed": 4, "pairs_reused": 6}
+    pd.testing.assert_frame_equal(reused, pairwise_table(grown))
+
+    # one changed score of m2: its 3 pairs are recomputed, and the result matches a fresh table
+    changed = samples.copy()
+    row = changed.index[(changed.model == "m2")][0]
+    changed.loc[row, "score"] = 1.0 - changed.loc[row, "score"]
+    again = pairwise_table(changed, previous=previous)
+    assert again.attrs == {"pairs_computed": 3, "pairs_reused": 3}
+    pd.testing.assert_frame_equal(again, pairwise_table(changed))
+
+    # other settings: nothing is reused
+    assert pairwise_table(samples, previous=previous, level=0.9).attrs["pairs_computed"] == 6
+    # row order of the samples does not matter
+    assert pairwise_table(samples.iloc[::-1], previous=previous).attrs["pairs_computed"] == 0
+
+
+@pytest.mark.slow
 def test_pairwise_table_graded_scores_skip_probit_and_unshared_items_fall_back():
     rng = np.random.default_rng(4)
     samples = _samples(rng, {"a": 0.5, "b": 0.55}, n_items=10, epochs=1, graded=True)

@@ -39,6 +39,7 @@ Choices:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 
@@ -448,7 +449,13 @@ PAIRWISE_COLUMNS = {
     "prior_a": "Beta prior a (independent posteriors and HPDIs)",
     "prior_b": "Beta prior b",
     "level": "interval probability",
+    "inputs_hash": "content hash of both models' counted rows and the comparison settings; a rerun reuses the row "
+                   "when it is unchanged",
 }
+
+#: Part of every pair's inputs hash: bump it when a pair row's computation changes, so that rows
+#: computed by the old code are recomputed rather than reused.
+PAIR_ROW_VERSION = "1"
 
 
 def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
@@ -474,12 +481,20 @@ def pairwise_table(
     n_draws: int = 100_000,
     seed: int = 0,
     probit: bool = True,
+    previous: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per unordered pair of models on one suite (columns: ``PAIRWISE_COLUMNS``).
 
     ``samples``: the canonical sample rows of every model on the suite
     (``model, item_id, epoch, score``; rows with an error or limit, if those
     columns exist, and unscored rows are dropped).
+
+    ``previous``: an earlier table of the suite (with its ``inputs_hash``). A
+    row depends only on its two models' counted rows and the settings (the
+    A/B orientation too), so a pair whose inputs hash is unchanged is copied
+    from it instead of recomputed: adding a model costs its new pairs, not
+    every pair again. ``frame.attrs`` records ``pairs_computed`` and
+    ``pairs_reused``.
     """
     frame = _countable_rows(samples)
     models = sorted(frame["model"].unique())
@@ -487,11 +502,39 @@ def pairwise_table(
     posterior_mean = {m: beta_posterior(totals.loc[m, "sum"], totals.loc[m, "size"], prior) for m in models}
     posterior_mean = {m: a / (a + b) for m, (a, b) in posterior_mean.items()}
     by_item = frame.groupby(["model", "item_id"])["score"].agg(["sum", "size", "mean"])
-    rows = []
+    fingerprints = _model_fingerprints(frame)
+    settings = repr((PAIR_ROW_VERSION, tuple(float(x) for x in prior), float(level), int(n_draws), int(seed), bool(probit)))
+    reusable = {}
+    if previous is not None and len(previous) and "inputs_hash" in previous.columns:
+        reusable = {(a, b, h): row for a, b, h, row in zip(previous["model_a"], previous["model_b"],
+                                                          previous["inputs_hash"], previous[list(PAIRWISE_COLUMNS)].to_dict("records"))}
+    rows, computed = [], 0
     for first, second in itertools.combinations(models, 2):
         model_a, model_b = sorted((first, second), key=lambda m: (-posterior_mean[m], m))
-        rows.append(_pair_row(frame, by_item, totals, model_a, model_b, prior, level, n_draws, seed, probit))
-    return pd.DataFrame(rows, columns=list(PAIRWISE_COLUMNS))
+        inputs_hash = _digest(settings, first, fingerprints[first], second, fingerprints[second])
+        row = reusable.get((model_a, model_b, inputs_hash))
+        if row is None:
+            row = _pair_row(frame, by_item, totals, model_a, model_b, prior, level, n_draws, seed, probit)
+            row["inputs_hash"] = inputs_hash
+            computed += 1
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=list(PAIRWISE_COLUMNS))
+    table.attrs.update(pairs_computed=computed, pairs_reused=len(rows) - computed)
+    return table
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _model_fingerprints(frame: pd.DataFrame) -> dict[str, str]:
+    """A content hash of each model's counted rows (item, epoch, score), independent of row order."""
+    ordered = frame.sort_values(["model", "item_id", "epoch"], kind="stable")
+    hashes = pd.util.hash_pandas_object(ordered[["item_id", "epoch", "score"]], index=False).to_numpy()
+    result = {}
+    for model, positions in ordered.groupby("model", sort=True).indices.items():
+        result[model] = hashlib.blake2b(hashes[positions].tobytes(), digest_size=16).hexdigest()
+    return result
 
 
 def _pair_row(frame, by_item, totals, model_a, model_b, prior, level, n_draws, seed, probit) -> dict:
