@@ -20,10 +20,10 @@ from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.reliability.lake import (
     EXPECTED_RELIABILITY_COLUMNS,
+    ReliabilityOutput,
+    assess_model,
+    assess_partition,
     load_reliability_config,
-    model_reliability as assess_model,
-    partition_reliability,
-    write_reliability_plots,
 )
 from evalpipeline.versions import code_version
 from resources import LakeResource
@@ -34,8 +34,8 @@ def _version() -> str:
     return code_version(["evalpipeline.reliability"], load_reliability_config().describe())
 
 
-def _result(result, directory, title: str) -> MaterializeResult:
-    plots = write_reliability_plots(result, directory, title)
+def _result(output: ReliabilityOutput) -> MaterializeResult:
+    result, directory, plots = output.result, output.directory, output.plots
     expected = result.expected_reliability
     top = expected[expected["level"] == ("llm" if (expected["level"] == "llm").any() else "domain")]
     target = result.target_probability
@@ -54,6 +54,7 @@ def _result(result, directory, title: str) -> MaterializeResult:
             "cdf_envelopes_plot": png_markdown(plots["cdf_envelopes"], "CDF envelopes"),
             "expected_reliability_plot": png_markdown(plots["expected_reliability"], "E[R(n)] envelopes"),
             "folder": MetadataValue.path(str(directory)),
+            "status": output.status,
         },
     )
 
@@ -76,13 +77,13 @@ def _result(result, directory, title: str) -> MaterializeResult:
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def reliability(context: AssetExecutionContext, lake: LakeResource):
-    config = load_reliability_config()
+    config, code = load_reliability_config(), _version()
     results = []
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
         with permanent_errors():
-            result, directory = partition_reliability(lake.lake(), model, suite, config)
-        results.append(PartitionResult(key, _result(result, directory, f"{model} x {suite}")))
+            output = assess_partition(lake.lake(), model, suite, config, code=code)
+        results.append(PartitionResult(key, _result(output)))
     yield from emit(context, results)
 
 
@@ -108,11 +109,11 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def model_reliability(context: AssetExecutionContext, lake: LakeResource):
-    config = load_reliability_config()
+    config, code = load_reliability_config(), _version()
     results = []
     for key in context.partition_keys:
         model = from_partition_key(key)
         with permanent_errors():
-            result, directory = assess_model(lake.lake(), model, config)
-        results.append(PartitionResult(key, _result(result, directory, model)))
+            output = assess_model(lake.lake(), model, config, code=code)
+        results.append(PartitionResult(key, _result(output)))
     yield from emit(context, results)

@@ -119,3 +119,42 @@ def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
     assert list(pd.read_parquet(paths["expected_reliability"])["method"].unique()) == ["exact"]
     other = write_reliability(assess_reliability(counts, SMALL.replace(seed=6)), tmp_path / "three")
     assert digest(other["quantile_envelopes"]) != digest(paths["quantile_envelopes"])
+
+
+def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_path):
+    from evalpipeline.lake import Lake
+    from evalpipeline.reliability import ReliabilitySettings
+    from evalpipeline.reliability.lake import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
+    from tests.test_comparison import planted_scores, write_samples
+
+    rng = np.random.default_rng(8)
+    lake = Lake(tmp_path / "lake")
+    scores = planted_scores(rng, rng.normal(0, 1, 12), 1.0)
+    write_samples(lake, "m", "s", scores)
+    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
+                               taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+
+    def files(directory):
+        return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+    first = assess_partition(lake, "m", "s", config, code="v1")
+    assert first.status == "computed" and (first.directory / INPUTS_FILE).exists()
+    stored = files(first.directory)
+    again = assess_partition(lake, "m", "s", config, code="v1")
+    assert again.status == "reused" and files(again.directory) == stored
+    pd.testing.assert_frame_equal(again.result.expected_reliability, first.result.expected_reliability)
+    assert assess_model(lake, "m", config, code="v1").status == "computed"
+    assert assess_model(lake, "m", config, code="v1").status == "reused"
+
+    # whatever produced the outputs changes, they are recomputed: code, settings, data, a missing file
+    assert assess_partition(lake, "m", "s", config, code="v2").status == "computed"
+    assert assess_partition(lake, "m", "s", config, code="v2").status == "reused"
+    other = ReliabilityConfig(config.settings.replace(n_draws=300), taxonomy_path=config.taxonomy_path)
+    assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
+    (first.directory / "plots" / "cdf_envelopes.png").unlink()
+    assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
+    flipped = scores.copy()
+    flipped[0, 0] = 1.0 - flipped[0, 0]
+    write_samples(lake, "m", "s", flipped)
+    assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
+    assert assess_model(lake, "m", config, code="v1").status == "computed"

@@ -23,7 +23,7 @@ def make_report_lake(root: Path) -> Lake:
     """A lake as the pipeline leaves it for the report: comparisons of two suites and two models, and
     HIP-LLM reliability (per partition and per model, with plots) for the first model."""
     from evalpipeline.reliability import ReliabilitySettings
-    from evalpipeline.reliability.lake import ReliabilityConfig, model_reliability, partition_reliability, write_reliability_plots
+    from evalpipeline.reliability.lake import ReliabilityConfig, assess_model, assess_partition
 
     rng = np.random.default_rng(2)
     lake = Lake(root)
@@ -39,10 +39,8 @@ def make_report_lake(root: Path) -> Lake:
     config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf_points=41),
                                taxonomy_path=str(root / "no-taxonomy.toml"))
     for suite in SUITES:
-        result, directory = partition_reliability(lake, MODELS[0], suite, config)
-        write_reliability_plots(result, directory, f"{MODELS[0]} x {suite}")
-    result, directory = model_reliability(lake, MODELS[0], config)
-    write_reliability_plots(result, directory, MODELS[0])
+        assess_partition(lake, MODELS[0], suite, config)
+    assess_model(lake, MODELS[0], config)
     return lake
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evalpipeline.keys import from_partition_key, to_partition_key
-from evalpipeline.lake import Lake, write_parquet_atomic
+from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, assess_reliability
 from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
@@ -153,8 +154,7 @@ def _seed(key: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
 
 
-def partition_reliability(lake: Lake, model: str, suite: str, config: ReliabilityConfig) -> tuple[ReliabilityResult, Path]:
-    """Envelopes for one model on one suite: the suite's subdomains pooled within its domain."""
+def _partition_inputs(lake: Lake, model: str, suite: str, config: ReliabilityConfig):
     samples = read_samples(lake, model, suite)
     domain = config.taxonomy().domain_of(suite)
     counts = counts_from_samples(samples, success_threshold=config.success_threshold, domain=domain)
@@ -162,15 +162,10 @@ def partition_reliability(lake: Lake, model: str, suite: str, config: Reliabilit
     if counts.empty:
         raise NoDataError(f"{model!r} x {suite!r}: no countable attempts for the reliability assessment")
     settings = config.settings.replace(seed=_seed(f"{model}|{suite}|reliability"))
-    result = assess_reliability(counts, settings)
-    directory = lake.partition_dir("reliability", model, suite)
-    write_reliability(result, directory)
-    write_parquet_atomic(pa.Table.from_pandas(counts, preserve_index=False), directory / "counts.parquet")
-    return result, directory
+    return counts, settings, lake.partition_dir("reliability", model, suite)
 
 
-def model_reliability(lake: Lake, model: str, config: ReliabilityConfig) -> tuple[ReliabilityResult, Path]:
-    """Envelopes for one model across every suite it was evaluated on, with the configured profile."""
+def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
     key = to_partition_key(model)
     files = sorted(lake.root.glob(f"samples/model={key}/suite=*/samples.parquet"))
     if not files:
@@ -185,11 +180,71 @@ def model_reliability(lake: Lake, model: str, config: ReliabilityConfig) -> tupl
     settings = config.settings.replace(seed=_seed(f"{model}|reliability"))
     if taxonomy.profile.domain_weights is not None or taxonomy.profile.subdomain_weights:
         settings = settings.replace(profile=taxonomy.profile)
+    return counts, settings, lake.root / "model_reliability" / f"model={key}"
+
+
+# -- reuse: a rerun over unchanged counts and settings reads the stored outputs back -----------
+
+#: Written last into an output folder: the hash of what produced it (counts, settings with the
+#: seed, the reliability code). Removed first when the folder is rewritten.
+INPUTS_FILE = "inputs.json"
+PLOT_FILES = {"cdf_envelopes": "plots/cdf_envelopes.png", "expected_reliability": "plots/expected_reliability.png"}
+
+
+@dataclass
+class ReliabilityOutput:
+    """An assessment in the lake: its tables (computed now or read back), folder, plots, status."""
+
+    result: ReliabilityResult
+    directory: Path
+    plots: dict[str, Path]
+    status: str  # "computed" or "reused"
+
+
+def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
+    """Envelopes for one model on one suite (the suite's subdomains pooled within its domain),
+    written with their plots; the stored outputs are reused when the counts, the settings (seed
+    included) and ``code`` (the reliability code version) are those that produced them."""
+    counts, settings, directory = _partition_inputs(lake, model, suite, config)
+    return _assess_or_reuse(counts, settings, directory, f"{model} x {suite}", code)
+
+
+def assess_model(lake: Lake, model: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
+    """Envelopes for one model across every suite it was evaluated on, with the configured
+    operational profile; plots and reuse as :func:`assess_partition`."""
+    counts, settings, directory = _model_inputs(lake, model, config)
+    return _assess_or_reuse(counts, settings, directory, model, code)
+
+
+def _inputs_hash(counts: pd.DataFrame, settings: ReliabilitySettings, code: str) -> str:
+    digest = hashlib.sha256(pd.util.hash_pandas_object(counts.reset_index(drop=True), index=True).to_numpy().tobytes())
+    digest.update(repr(list(counts.columns)).encode())
+    digest.update(json.dumps(settings.to_dict(), sort_keys=True, default=str).encode())
+    digest.update(code.encode())
+    return digest.hexdigest()[:32]
+
+
+def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str) -> ReliabilityOutput:
+    inputs_hash = _inputs_hash(counts, settings, code)
+    plots = {name: directory / path for name, path in PLOT_FILES.items()}
+    tables = [directory / f"{name}.parquet" for name in RELIABILITY_COLUMNS]
+    marker = directory / INPUTS_FILE
+    try:
+        recorded = json.loads(marker.read_text()).get("inputs_hash")
+    except (OSError, ValueError):
+        recorded = None
+    if recorded == inputs_hash and all(p.exists() for p in [*tables, *plots.values(), directory / "metadata.json"]):
+        frames = {name: pd.read_parquet(directory / f"{name}.parquet") for name in RELIABILITY_COLUMNS if name != "counts"}
+        metadata = json.loads((directory / "metadata.json").read_text())
+        return ReliabilityOutput(ReliabilityResult(**frames, settings=settings, metadata=metadata), directory, plots,
+                                 "reused")
+    marker.unlink(missing_ok=True)  # a crash while rewriting must not leave a matching marker behind
     result = assess_reliability(counts, settings)
-    directory = lake.root / "model_reliability" / f"model={key}"
     write_reliability(result, directory)
     write_parquet_atomic(pa.Table.from_pandas(counts, preserve_index=False), directory / "counts.parquet")
-    return result, directory
+    write_reliability_plots(result, directory, title)
+    write_bytes_atomic(json.dumps({"inputs_hash": inputs_hash}).encode(), marker)
+    return ReliabilityOutput(result, directory, plots, "computed")
 
 
 def write_reliability_plots(result: ReliabilityResult, directory: Path, title: str) -> dict[str, Path]:
@@ -201,8 +256,7 @@ def write_reliability_plots(result: ReliabilityResult, directory: Path, title: s
     cdf["series"] = cdf["subdomain"].where(cdf["level"] == "subdomain", cdf["domain"])
     cdf.loc[cdf["level"] == "llm", "series"] = "LLM"
     # one panel per level, levels that merely repeat another (one subdomain, one domain) included
-    paths = {"cdf_envelopes": directory / "plots" / "cdf_envelopes.png",
-             "expected_reliability": directory / "plots" / "expected_reliability.png"}
+    paths = {name: directory / path for name, path in PLOT_FILES.items()}
     save_png(reliability_cdf_envelopes(cdf[["panel", "series", "x", "cdf_lower", "cdf_upper"]],
                                        title=f"{title}: CDF envelopes of the success probability"),
              paths["cdf_envelopes"])
