@@ -11,12 +11,18 @@ Both honour ``EVALPIPELINE_LAKE`` (lake root, default ``data/lake``);
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pathlib import Path
 
 from evalpipeline.config import lake_root
 from evalpipeline.ingest.detect import FORMATS
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, e.g. a container's share)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -45,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--partitions-per-run", type=_positive_int, default=60, metavar="N",
                      help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
                           "orchestration whatever it holds, and a failure fails its whole batch")
+    run.add_argument("--workers", type=_positive_int, default=available_cores(), metavar="N",
+                     help="worker processes that execute a stage's runs side by side (default: the cores "
+                          f"available, {available_cores()} here); 1 runs everything in this process")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="an Inspect .eval/.json log, or a folder searched recursively")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
@@ -82,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from evalpipeline.definitions import run_main_job  # the composition root owns Dagster
 
-        return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run)
+        return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run,
+                            workers=args.workers)
     if args.command == "plan":
         return args.handler(args)
     return _ingest(args)

@@ -8,9 +8,11 @@ that ``make ui`` shows the same runs and materialisations afterwards.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -108,6 +110,7 @@ def run_main_job(
     echo: Callable[[str], None] = print,
     only_changed: bool = False,
     partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
+    workers: int = 1,
 ) -> int:
     """Materialise the whole graph for the logs in the landing folder, in four stages: the
     model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites,
@@ -115,7 +118,10 @@ def run_main_job(
 
     Each stage runs its partitions in batches: one Dagster run per range of up to
     ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
-    run is paid once per batch, not once per partition.
+    run is paid once per batch, not once per partition. With ``workers`` > 1 (and a
+    persistent instance), a stage's runs are split into at least ``workers`` batches and
+    executed side by side in that many spawned worker processes, one run each at a time:
+    the stages stay in order, and a worker imports JAX and compiles samplers once.
 
     With ``only_changed``, partitions whose sources the lake already holds are not rerun
     (the nightly behaviour), nor are the suites none of the rerun partitions feed, nor the
@@ -142,40 +148,59 @@ def run_main_job(
         f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
     )
 
-    partition_job = defs.resolve_job_def(ingest_and_fit_job.name)
-    per_suite_job = defs.resolve_job_def(suite_job.name)
-    per_model_job = defs.resolve_job_def(model_job.name)
-    lake_wide_job = defs.resolve_job_def(lake_job.name)
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
-    steps = []
-    for block in range_blocks([(to_partition_key(m), to_partition_key(s)) for m, s in pairs], model_order, suite_order,
-                              partitions_per_run):
-        keys = [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block]
-        steps.append((partition_job, keys, _label(block, lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}")))
-    for block in key_blocks([to_partition_key(s) for s in suites], suite_order, partitions_per_run):
-        steps.append((per_suite_job, block, _label(block, lambda k: f"suite {from_partition_key(k)}")))
-    for block in key_blocks([to_partition_key(m) for m in models], model_order, partitions_per_run):
-        steps.append((per_model_job, block, _label(block, lambda k: f"model {from_partition_key(k)}")))
-    steps += [(lake_wide_job, None, "lake-wide tables")]
+    workers = max(1, workers)
+    if instance.root_directory is None:  # an ephemeral instance lives in this process only
+        workers = 1
+
+    def per_run(count: int) -> int:
+        # with several workers, split a stage so that each has a share to run
+        return max(1, min(partitions_per_run, -(-count // workers)))
+
+    partition_keys = [(to_partition_key(m), to_partition_key(s)) for m, s in pairs]
+    stages = [
+        [(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
+          _label(block, lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"))
+         for block in range_blocks(partition_keys, model_order, suite_order, per_run(len(pairs)))],
+        [(suite_job.name, block, _label(block, lambda k: f"suite {from_partition_key(k)}"))
+         for block in key_blocks([to_partition_key(s) for s in suites], suite_order, per_run(len(suites)))],
+        [(model_job.name, block, _label(block, lambda k: f"model {from_partition_key(k)}"))
+         for block in key_blocks([to_partition_key(m) for m in models], model_order, per_run(len(models)))],
+        [(lake_job.name, None, "lake-wide tables")],
+    ]
+    total = sum(len(stage) for stage in stages)
     failures = 0
-    for number, (job, keys, label) in enumerate(steps, start=1):
-        echo(f"[{number}/{len(steps)}] {job.name} {label} ...")
-        started = time.perf_counter()
-        tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-        partition_key = None
-        if keys and len(keys) == 1:
-            partition_key = keys[0]
-        elif keys:  # a range run: the assets compute every partition of context.partition_keys
-            tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
-        result = job.execute_in_process(
-            instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(),
-            tags=tags,
-        )
-        ok = result.success
-        failures += not ok
-        echo(f"[{number}/{len(steps)}] {job.name} {label}: {'ok' if ok else 'FAILED'} ({time.perf_counter() - started:.1f}s)")
-        if not ok:
-            _report_failure(store, result, job.name, ",".join(keys or []), echo)
+    numbers = iter(range(1, total + 1))
+    pool = None
+    try:
+        for stage in stages:
+            numbered = [(next(numbers), *step) for step in stage]
+            if workers > 1 and len(stage) > 1:
+                if pool is None:  # spawned once: each worker pays the imports (JAX, GX) once
+                    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                futures = {}
+                for number, job_name, keys, label in numbered:
+                    echo(f"[{number}/{total}] {job_name} {label} ... (worker process)")
+                    futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
+                outcomes = []
+                for future in as_completed(futures):
+                    number, job_name, label = futures[future]
+                    try:
+                        outcome = future.result()
+                    except Exception as error:  # the worker process died (killed, out of memory)
+                        outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
+                    outcomes.append((number, job_name, label, *outcome))
+                    _echo_outcome(echo, total, *outcomes[-1])
+            else:
+                outcomes = []
+                for number, job_name, keys, label in numbered:
+                    echo(f"[{number}/{total}] {job_name} {label} ...")
+                    outcomes.append((number, job_name, label, *_execute_block(job_name, keys, instance=instance)))
+                    _echo_outcome(echo, total, *outcomes[-1])
+            failures += sum(not ok for _, _, _, ok, _, _ in outcomes)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
@@ -189,6 +214,41 @@ def run_main_job(
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+_worker_instances: dict[str, DagsterInstance] = {}
+
+
+def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | None = None, *,
+                   instance: DagsterInstance | None = None) -> tuple[bool, float, list[str]]:
+    """Execute one run of ``job_name`` over ``keys`` (a partition, a range, or None for the
+    unpartitioned lake job) in this process. Returns (succeeded, seconds, lines to print). Runs in
+    a worker process too: there the instance is opened from ``instance_root``, once per worker."""
+    if instance is None:
+        instance = _worker_instances.get(instance_root)
+        if instance is None:
+            instance = _worker_instances[instance_root] = DagsterInstance.from_config(instance_root)
+    started = time.perf_counter()
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    partition_key = None
+    if keys and len(keys) == 1:
+        partition_key = keys[0]
+    elif keys:  # a range run: the assets compute every partition of context.partition_keys
+        tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    result = defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(), tags=tags,
+    )
+    lines: list[str] = []
+    if not result.success:
+        _report_failure(defs.resources["lake"].lake(), result, job_name, ",".join(keys or []), lines.append)
+    return result.success, time.perf_counter() - started, lines
+
+
+def _echo_outcome(echo: Callable[[str], None], total: int, number: int, job_name: str, label: str, ok: bool,
+                  seconds: float, lines: list[str]) -> None:
+    echo(f"[{number}/{total}] {job_name} {label}: {'ok' if ok else 'FAILED'} ({seconds:.1f}s)")
+    for line in lines:
+        echo(line)
 
 
 def _label(block: list, name: Callable) -> str:

@@ -12,7 +12,7 @@ from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import VALIDATION_CHECKS, eval_samples
 from assets.sensors import landing_sensor
-from evalpipeline.definitions import defs, run_main_job
+from evalpipeline.definitions import PID_TAG, defs, run_main_job
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
@@ -317,10 +317,17 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert (lake / "report" / "index.html").exists()
 
     # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.
-    assert run_main_job() == 0
-    out = capsys.readouterr().out
-    assert _lake_files(lake) == files
+    # It runs in two worker processes, which must write what the single process wrote, byte for byte.
     instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
+    runs_before = {run.run_id for run in instance.get_runs()}
+    assert run_main_job(workers=2) == 0
+    out = capsys.readouterr().out
+    assert "[1/7] ingest_and_fit 3 partitions (mockllm/atlas-large x " in out and "(worker process)" in out
+    assert "FAILED" not in out
+    assert _lake_files(lake) == files
+    new_runs = [run for run in instance.get_runs() if run.run_id not in runs_before]
+    worker_pids = {run.tags[PID_TAG] for run in new_runs if run.job_name != "lake_reports"}  # one run: in process
+    assert len(new_runs) == 7 and len(worker_pids) == 2 and str(os.getpid()) not in worker_pids
     event = instance.get_latest_materialization_event(AssetKey("glm_binomial"))
     assert event.asset_materialization.metadata["status"].value == "reused"
     board = pd.read_parquet(lake / "suite_leaderboard")
