@@ -21,6 +21,7 @@ reason, in ``provenance.json`` and has no fit files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -298,7 +299,13 @@ def _ranking_columns() -> dict[str, str]:
         "suite": "suite",
         **compared,
         "excluded": "why a candidate is not ranked (failed diagnostics, not applicable, disabled); empty when ranked",
+        "inputs_hash": "hash of the partition's or suite's stored fit records, the Pareto-k threshold and the "
+                       "ranking code; a rerun reuses the rows when it is unchanged",
     }
+
+
+#: Part of every group's inputs hash (with the ranking code's version): bump it to force a recompute.
+RANKING_VERSION = "1"
 
 
 RANKING_COLUMNS = _ranking_columns()
@@ -314,38 +321,69 @@ def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
     return groups
 
 
-def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> pd.DataFrame:
+def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.DataFrame | None = None) -> pd.DataFrame:
     """WAIC and PSIS-LOO rankings of the candidate GLMs of every partition and every suite.
 
     Only fits that passed their diagnostics are compared; the others appear
     with ``excluded`` saying why, so a failing fit is reported, never used.
     LOO rows count the units whose Pareto-k exceeds ``pareto_k_threshold``
     (``[glm.thresholds] max_pareto_k``).
+
+    ``previous``: the table an earlier run wrote. A partition's or suite's rows
+    are a function of its stored fits (each identified by its provenance
+    record) and the threshold, so a group whose ``inputs_hash`` is unchanged
+    is copied from it rather than recomputed from the posteriors.
+    ``frame.attrs`` records ``groups_computed`` and ``groups_reused``.
     """
     from evalpipeline.models import compare_fits, read_fit
     from evalpipeline.models.fit import gating_failures
 
-    rows = []
+    stored: dict[tuple, list[dict]] = {}
+    if previous is not None and "inputs_hash" in previous.columns:
+        for record in previous[list(RANKING_COLUMNS)].to_dict("records"):
+            stored.setdefault((record["scope"], record["model"], record["suite"], record["inputs_hash"]), []).append(record)
+    from evalpipeline.versions import code_version
+
+    code = code_version(["evalpipeline.models.compare", "evalpipeline.fits"])
+    rows, computed, reused = [], 0, 0
     for scope, model, suite, folder in _fit_groups(lake):
-        usable = {}
-        for glm_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        glm_dirs = sorted(p for p in folder.iterdir() if p.is_dir())
+        inputs_hash = _group_hash(glm_dirs, pareto_k_threshold, code)
+        if (scope, model, suite, inputs_hash) in stored:
+            rows += stored[(scope, model, suite, inputs_hash)]
+            reused += 1
+            continue
+        computed += 1
+        group, usable = [], {}
+        for glm_dir in glm_dirs:
             outcome = read_outcome(glm_dir)
             if outcome is None:
                 continue
             base = {"scope": scope, "model": model, "suite": suite, "glm": outcome.glm}
             if outcome.status == "not applicable":
-                rows.append({**base, "excluded": f"not applicable: {outcome.reason}"})
+                group.append({**base, "excluded": f"not applicable: {outcome.reason}"})
             elif not outcome.passed:
                 failed = gating_failures(outcome.diagnostics)
-                rows.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
+                group.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
             else:
                 usable[outcome.glm] = read_fit(glm_dir)
         table = (compare_fits(usable, pareto_k_threshold=pareto_k_threshold) if len(usable) >= 2
                  else _single(usable, pareto_k_threshold))
         for record in table.to_dict("records"):
             glm = record.pop("model")
-            rows.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
-    return pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+            group.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
+        rows += [{**row, "inputs_hash": inputs_hash} for row in group]
+    frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+    frame.attrs.update(groups_computed=computed, groups_reused=reused)
+    return frame
+
+
+def _group_hash(glm_dirs: list[Path], pareto_k_threshold: float, code: str) -> str:
+    digest = hashlib.sha256(f"{RANKING_VERSION}|{code}|{pareto_k_threshold!r}".encode())
+    for glm_dir in glm_dirs:
+        record = glm_dir / "provenance.json"  # written last by a fit: it identifies the stored fit
+        digest.update(glm_dir.name.encode() + b"\0" + (record.read_bytes() if record.exists() else b"-") + b"\0")
+    return digest.hexdigest()[:32]
 
 
 def _single(usable: dict, pareto_k_threshold: float) -> pd.DataFrame:
@@ -374,9 +412,15 @@ def _single(usable: dict, pareto_k_threshold: float) -> pd.DataFrame:
 def write_waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> tuple[pd.DataFrame, Path]:
     """Write the rankings table and one WAIC plot per suite (HiBayES Figure 8 layout) of the
     suite-level candidates, at ``waic_rankings/plots/suite=<key>.png``."""
-    table = waic_rankings(lake, pareto_k_threshold=pareto_k_threshold)
     path = lake.root / "waic_rankings" / "rankings.parquet"
-    write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
+    try:
+        previous = pd.read_parquet(path) if path.exists() else None
+    except (OSError, ValueError, pa.ArrowException):  # unreadable: recompute everything
+        previous = None
+    table = waic_rankings(lake, pareto_k_threshold=pareto_k_threshold, previous=previous)
+    stored = table.copy(deep=False)
+    stored.attrs = {}  # pyarrow would store the run statistics in the file
+    write_parquet_atomic(pa.Table.from_pandas(stored, preserve_index=False), path)
     write_waic_plots(lake, table)
     return table, path
 

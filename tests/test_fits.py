@@ -64,6 +64,13 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
 
     table, path = write_waic_rankings(lake)
     assert pd.read_parquet(path).equals(table)
+    assert table.attrs == {"groups_computed": 2, "groups_reused": 0}  # the partition and the suite
+    stored = path.read_bytes()
+    again, _ = write_waic_rankings(lake)  # unchanged fits: read back, same bytes
+    assert again.attrs == {"groups_computed": 0, "groups_reused": 2} and path.read_bytes() == stored
+    assert write_waic_rankings(lake, pareto_k_threshold=0.5)[0].attrs["groups_computed"] == 2
+    table, path = write_waic_rankings(lake)
+    assert table.attrs["groups_computed"] == 2 and path.read_bytes() == stored
     partition = table[table["scope"] == "partition"].set_index("glm")
     assert partition.loc["binomial", "excluded"] == "" and np.isfinite(partition.loc["binomial", "elpd_waic"])
     assert partition.loc["null", "excluded"] == "failed diagnostics: r_hat"

@@ -6,9 +6,10 @@ Layout::
     <lake>/model_reliability/model=<key>/              suites mapped to domains by the taxonomy
         cdf_envelopes.parquet, quantile_envelopes.parquet, expected_reliability.parquet,
         target_probability.parquet, configurations.parquet, weights.parquet, counts.parquet,
-        metadata.json
+        metadata.json, plots/*.png, inputs.json (hash of the counts, settings and code)
 
-Seeds derive from the partition (same data, same settings -> same bytes).
+Seeds derive from the partition (same data, same settings -> same bytes), so a folder whose
+inputs.json matches is reused as it is.
 """
 
 from __future__ import annotations
