@@ -6,6 +6,7 @@ from scipy import special, stats
 from evalpipeline.stats.compare import (
     PAIRWISE_COLUMNS,
     bivariate_normal_cdf,
+    bivariate_normal_cdf_grid,
     independent_comparison,
     paired_logit_comparison,
     paired_probit_comparison,
@@ -74,6 +75,39 @@ def test_post_paired_row_is_reproduced_and_narrower():
 def test_bivariate_normal_cdf_matches_scipy(h, k, rho):
     expected = stats.multivariate_normal([0, 0], [[1, rho], [rho, 1]]).cdf([h, k])
     assert float(bivariate_normal_cdf(h, k, rho)) == pytest.approx(expected, abs=1e-6)
+
+
+def test_bivariate_normal_cdf_grid_equals_the_pointwise_rule():
+    # the probit's grid form (cumulative pieces over asin(rho)) against the 24-point rule, cell by cell
+    rng = np.random.default_rng(7)
+    rho = np.clip(2 * stats.beta.ppf((np.arange(32) + 0.5) / 32, 4, 2) - 1, -0.99, 0.99)
+    for _ in range(3):
+        h = -stats.norm.ppf(np.linspace(*sorted(rng.uniform(1e-6, 1 - 1e-6, 2)), 17))
+        k = -stats.norm.ppf(np.linspace(*sorted(rng.uniform(1e-6, 1 - 1e-6, 2)), 13))
+        grid = bivariate_normal_cdf_grid(h, k, rho)
+        pointwise = bivariate_normal_cdf(*np.meshgrid(h, k, rho, indexing="ij"))
+        assert grid.shape == (17, 13, 32)
+        assert np.abs(grid - pointwise).max() < 1e-12
+    with pytest.raises(ValueError, match="rho"):
+        bivariate_normal_cdf_grid([0.0], [0.0], [1.0])
+
+
+def test_binary_logit_likelihood_equals_the_general_pattern_path(monkeypatch):
+    import evalpipeline.stats.compare as compare
+
+    rng = np.random.default_rng(11)
+    base, gap, spread = np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 8, 17)
+    for _ in range(5):
+        n = int(rng.integers(5, 300))
+        y_a = (rng.random(n) < rng.uniform(0.02, 0.98)).astype(float)
+        y_b = (rng.random(n) < rng.uniform(0.02, 0.98)).astype(float)
+        patterns = pd.DataFrame({"ka": y_a, "na": 1.0, "kb": y_b, "nb": 1.0}).value_counts().reset_index(name="count")
+        fast = compare._binary_pattern_log_likelihood(base, gap, spread, patterns)
+        with monkeypatch.context() as patch:
+            patch.setattr(compare, "_binary_pattern_log_likelihood", lambda *args: None)
+            general = compare._logit_pattern_log_likelihood(base, gap, spread, patterns)
+        assert fast is not None and fast.shape == general.shape == (29, 41, 17)
+        assert np.abs(fast - general).max() <= 1e-12 * np.abs(general).max()
 
 
 def _paper_paired_importance_sampling(table, k=300_000, seed=0):
