@@ -63,7 +63,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 import numpyro
 import numpyro.distributions as dist
 import pandas as pd
@@ -228,6 +228,9 @@ def build_arrays(data: GlmData, layout: Layout, centring: dict[str, str]) -> dic
         values = u[column].to_numpy(float)
         numeric[:, j] = values - values.mean()
     arrays["cov_numeric"] = _pad(numeric, layout.units)
+    k, n = u["k"].to_numpy(float), u["n"].to_numpy(float)
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    arrays["log_choose"] = _pad(log_choose.astype(np.float32), layout.units, 0.0)
     categorical = np.zeros((len(u), layout.categorical), np.int32)
     for j, column in enumerate(cats):
         categorical[:, j] = u[f"{column}_idx"].to_numpy(np.int32)
@@ -346,12 +349,30 @@ class _BetaBinomial(dist.BetaBinomial):
         return log_choose + rising_a + rising_b - rising_ab
 
 
+class _BinomialLogits(dist.BinomialLogits):
+    """Binomial(n, sigmoid(eta)) whose log-pmf takes log C(n, k) precomputed.
+
+    ``k eta - n softplus(eta) + log C(n, k)`` equals numpyro's log-pmf; its
+    three gammaln calls per unit are constant in the parameters but were
+    re-evaluated at every leapfrog step (about 45% of a suite GLM's gradient
+    time at 20,000 units on XLA CPU). ``log_choose`` comes from
+    :func:`build_arrays` (computed once, in float64).
+    """
+
+    def __init__(self, logits, total_count, log_choose, *, validate_args=None):
+        self.log_choose = log_choose
+        super().__init__(logits, total_count=total_count, validate_args=validate_args)
+
+    def log_prob(self, value):
+        return value * self.logits - self.total_count * jax.nn.softplus(self.logits) + self.log_choose
+
+
 def _observe(arrays, eta, likelihood: str, phi_concentration: float, phi_rate: float):
     p = numpyro.deterministic("p", jnp.clip(jnp.exp(-jnp.logaddexp(0.0, -eta)), 1e-6, 1 - 1e-6))
     n = arrays["n"]
     k = arrays.get("k_obs")
     if likelihood == "binomial":
-        fn = dist.Binomial(total_count=n, logits=eta)
+        fn = _BinomialLogits(eta, n, arrays["log_choose"]) if "log_choose" in arrays else dist.Binomial(total_count=n, logits=eta)
     else:
         phi = numpyro.sample("phi", dist.Gamma(phi_concentration, phi_rate))
         fn = _BetaBinomial(p * phi, (1.0 - p) * phi, n, arrays["count_grid"])
