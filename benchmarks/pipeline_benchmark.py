@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py demo  [--glm fast|paper] [--jax-cache DIR] [--keep DIR]
     .venv/bin/python benchmarks/pipeline_benchmark.py scale [--models 100] [--suites 6] [--items 200]
                                                             [--glm fast|paper] [--glm-models binomial,...]
+    .venv/bin/python benchmarks/pipeline_benchmark.py suite-steps [--models 100] [--pair-models 25] [--glm fast|paper]
 
 ``demo`` copies data/inspect_logs into a temporary landing folder and runs
 ``run_main_job`` (the four stages: one ``ingest_and_fit`` run per model x suite,
@@ -295,6 +296,13 @@ def run_demo(args, work: Path) -> int:
 
 def write_model_table(landing: Path, index: int, suites: int, items: int, seed: int) -> Path:
     """One model's long table: every suite x item, one attempt each, with planted accuracies."""
+    path = landing / f"model-{index:03d}.parquet"
+    model_table(index, suites, items, seed).to_parquet(path, index=False)
+    return path
+
+
+def model_table(index: int, suites: int, items: int, seed: int) -> pd.DataFrame:
+    """The rows of :func:`write_model_table`."""
     rng = np.random.default_rng([seed, index])
     ability = np.random.default_rng([seed, 10_000 + index]).normal(0.0, 1.0)
     frames = []
@@ -309,9 +317,43 @@ def write_model_table(landing: Path, index: int, suites: int, items: int, seed: 
             "item_id": [f"s{s}-q{i:03d}" for i in range(items)],
             "score": (rng.random(items) < accuracy).astype(float),
         }))
-    path = landing / f"model-{index:03d}.parquet"
-    pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
-    return path
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- suite steps at the leaderboard size --------------------------------------------------------
+
+
+def run_suite_steps(args) -> int:
+    """Measure, at the full size and without extrapolating, the two suite-level steps whose cost
+    grows with the models: one suite's multi-LLM GLM on every model, and the pairwise rows."""
+    from evalpipeline.settings import load_glm_config
+    from evalpipeline.models import GlmData
+    from evalpipeline.models.fit import fit_glm
+    from evalpipeline.stats.compare import pairwise_table
+
+    suite = pd.concat([model_table(i, 1, args.items, args.seed) for i in range(args.models)], ignore_index=True)
+    suite = suite.assign(epoch=1, error=None, limit=None)
+    print(f"suite steps: one suite, {args.models} models x {args.items} items = {len(suite)} rows; --glm {args.glm}; "
+          f"{load()}", flush=True)
+    subset = sorted(suite["model"].unique())[: args.pair_models]
+    pairs = len(subset) * (len(subset) - 1) // 2
+    started = time.perf_counter()
+    table = pairwise_table(suite[suite["model"].isin(subset)])
+    seconds = time.perf_counter() - started
+    all_pairs = args.models * (args.models - 1) // 2
+    print(f"pairwise rows (MEASURED): {pairs} pairs of {len(subset)} models in {seconds:.1f} s = "
+          f"{seconds / len(table) * 1000:.0f} ms a pair; a full table of {args.models} models is {all_pairs} pairs "
+          f"= {seconds / len(table) * all_pairs:.0f} s per suite (per-pair cost times pairs)", flush=True)
+    config = load_glm_config()
+    data = GlmData.from_samples(suite, graded=config.graded, graded_threshold=config.graded_threshold)
+    started = time.perf_counter()
+    fit = fit_glm("suite_binomial", data, config.settings, config.thresholds, "suite0|suite_binomial",
+                  priors=config.priors.get("suite_binomial"))
+    seconds = time.perf_counter() - started
+    attempts = ", ".join(f"attempt {a['attempt']} at target accept {a['target_accept']}: {a['seconds']:.1f} s "
+                         f"({'passed' if a['passed'] else 'failed ' + '/'.join(a['failed'])})" for a in fit.attempts)
+    print(f"suite_binomial GLM (MEASURED, compilation included): {data.n_units} units in {seconds:.1f} s; {attempts}")
+    return 0
 
 
 def run_scale(args, work: Path) -> int:
@@ -411,13 +453,16 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["demo", "scale"], help="demo: full demo job + no-op reruns; scale: generated lake")
+    parser.add_argument("mode", choices=["demo", "scale", "suite-steps"],
+                        help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
+                             "and pairwise rows measured at the full size")
     parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
     parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
     parser.add_argument("--models", type=int, default=LEADERBOARD["models"])
     parser.add_argument("--suites", type=int, default=LEADERBOARD["suites"])
     parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
     parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
     parser.add_argument("--keep", type=Path, default=None, help="work in this (new) folder and keep it")
     parser.add_argument("--verbose", action="store_true", help="print each run's line as it finishes")
@@ -430,6 +475,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
         work = args.keep or Path(tmp)
         setup_environment(work, args.glm, glm_models, args.jax_cache)
+        if args.mode == "suite-steps":
+            return run_suite_steps(args)
         return run_demo(args, work) if args.mode == "demo" else run_scale(args, work)
 
 
