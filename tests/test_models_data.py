@@ -188,3 +188,50 @@ def test_group_spread_recovers_a_planted_sd_from_below():
     spread = group_spread(GlmData.from_counts(frame), "subdomain")
     sd = np.std(logits, ddof=1)
     assert 0.6 * sd < spread < sd  # a lower bound, not far below
+
+
+def test_leaderboard_suite_layout_keeps_its_shape_when_one_llm_joins():
+    """100 -> 101 LLMs x 200 items must reuse the compiled sampler, and units are padded by at most 1/8."""
+    from evalpipeline.models.glm import padded_models, padded_units
+
+    def suite(n_models):
+        rows = [{"model": f"m{m:03d}", "subdomain": f"s{i % 4}", "item_id": f"q{i}", "epoch": 1, "score": float((m + i) % 3 == 0),
+                 "correct": None} for m in range(n_models) for i in range(200)]
+        return GlmData.from_samples(_samples(rows))
+
+    assert layout_for(suite(100)) == layout_for(suite(101))
+    assert layout_for(suite(100)).models == 104 and layout_for(suite(100)).units == 20_480
+    for size in (2049, 4000, 8193, 20_000, 123_457):
+        assert size <= padded_units(size) <= size * 1.125
+    assert [padded_models(n) for n in (1, 4, 8, 9, 100)] == [1, 4, 8, 16, 104]
+    assert padded_units(200) == 512  # per-partition fits keep their shared bucket
+
+
+def test_padded_llm_slots_add_only_their_own_standard_normal_prior():
+    """The log joint with 16 LLM slots for 9 LLMs = the one with 9 slots + the N(0, 1) log densities of the empty slots."""
+    import dataclasses
+
+    import jax.numpy as jnp
+    from numpyro.infer.util import log_density
+    from scipy import stats as sstats
+
+    from evalpipeline.models.glm import suite_binomial
+
+    rows = [{"model": f"m{m}", "subdomain": f"s{i % 2}", "item_id": f"q{i}", "epoch": 1, "score": float((m * i) % 5 < 2),
+             "correct": None} for m in range(9) for i in range(12)]
+    data = GlmData.from_samples(_samples(rows))
+    centring = {"model": "non_centred", "subdomain": "non_centred", "item": "non_centred"}
+    padded = layout_for(data)
+    exact = dataclasses.replace(padded, models=9, slope_groups=9)
+    assert padded.models == 16
+    rng = np.random.default_rng(3)
+    params = {"overall": 0.3, "sigma_model": 0.7, "sigma_domain": 0.1, "sigma_subdomain": 0.2, "sigma_task": 0.4,
+              "subdomain_dev_raw": rng.normal(size=padded.subdomains), "task_raw": rng.normal(size=padded.items),
+              "domain_dev_raw": rng.normal(size=padded.domains), "model_raw": rng.normal(size=padded.models)}
+
+    def joint(layout, model_raw):
+        arrays = {k: jnp.asarray(v) for k, v in build_arrays(data, layout, centring).items()}
+        return float(log_density(suite_binomial, (arrays,), {}, dict(params, model_raw=model_raw))[0])
+
+    empty_slots = sstats.norm.logpdf(params["model_raw"][9:]).sum()
+    assert joint(padded, params["model_raw"]) == pytest.approx(joint(exact, params["model_raw"][:9]) + empty_slots, rel=1e-6)
