@@ -294,21 +294,23 @@ def run_demo(args, work: Path) -> int:
 # -- scale ------------------------------------------------------------------------------------
 
 
-def write_model_table(landing: Path, index: int, suites: int, items: int, seed: int) -> Path:
+def write_model_table(landing: Path, index: int, suites: int, items: int, seed: int, item_sd: float = 0.0) -> Path:
     """One model's long table: every suite x item, one attempt each, with planted accuracies."""
     path = landing / f"model-{index:03d}.parquet"
-    model_table(index, suites, items, seed).to_parquet(path, index=False)
+    model_table(index, suites, items, seed, item_sd).to_parquet(path, index=False)
     return path
 
 
-def model_table(index: int, suites: int, items: int, seed: int) -> pd.DataFrame:
-    """The rows of :func:`write_model_table`."""
+def model_table(index: int, suites: int, items: int, seed: int, item_sd: float = 0.0) -> pd.DataFrame:
+    """The rows of :func:`write_model_table`: logit accuracy = ability - suite hardness - item difficulty,
+    item difficulty ~ N(0, item_sd) per suite (0: every item of a suite equally hard, the earlier runs)."""
     rng = np.random.default_rng([seed, index])
     ability = np.random.default_rng([seed, 10_000 + index]).normal(0.0, 1.0)
     frames = []
     for s in range(suites):
         hardness = np.random.default_rng([seed, 20_000 + s]).normal(0.0, 0.7)
-        accuracy = 1.0 / (1.0 + np.exp(-(ability - hardness)))
+        difficulty = np.random.default_rng([seed, 30_000 + s]).normal(0.0, item_sd, items) if item_sd else 0.0
+        accuracy = 1.0 / (1.0 + np.exp(-(ability - hardness - difficulty)))
         frames.append(pd.DataFrame({
             "model": f"bench/model-{index:03d}",
             "suite": f"suite{s}",
@@ -328,12 +330,13 @@ def run_suite_steps(args) -> int:
     grows with the models: one suite's multi-LLM GLM on every model, and the pairwise rows."""
     from evalpipeline.settings import load_glm_config
     from evalpipeline.models import GlmData
-    from evalpipeline.models.fit import fit_glm
+    from evalpipeline.models.fit import configure_jax, fit_glm
     from evalpipeline.stats.compare import pairwise_table
 
-    suite = pd.concat([model_table(i, 1, args.items, args.seed) for i in range(args.models)], ignore_index=True)
+    suite = pd.concat([model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True)
     suite = suite.assign(epoch=1, error=None, limit=None)
     print(f"suite steps: one suite, {args.models} models x {args.items} items = {len(suite)} rows; --glm {args.glm}; "
+          f"item sd {args.item_sd}; "
           f"{load()}", flush=True)
     subset = sorted(suite["model"].unique())[: args.pair_models]
     pairs = len(subset) * (len(subset) - 1) // 2
@@ -345,14 +348,22 @@ def run_suite_steps(args) -> int:
           f"{seconds / len(table) * 1000:.0f} ms a pair; a full table of {args.models} models is {all_pairs} pairs "
           f"= {seconds / len(table) * all_pairs:.0f} s per suite (per-pair cost times pairs)", flush=True)
     config = load_glm_config()
-    data = GlmData.from_samples(suite, graded=config.graded, graded_threshold=config.graded_threshold)
-    started = time.perf_counter()
-    fit = fit_glm("suite_binomial", data, config.settings, config.thresholds, "suite0|suite_binomial",
-                  priors=config.priors.get("suite_binomial"))
-    seconds = time.perf_counter() - started
-    attempts = ", ".join(f"attempt {a['attempt']} at target accept {a['target_accept']}: {a['seconds']:.1f} s "
-                         f"({'passed' if a['passed'] else 'failed ' + '/'.join(a['failed'])})" for a in fit.attempts)
-    print(f"suite_binomial GLM (MEASURED, compilation included): {data.n_units} units in {seconds:.1f} s; {attempts}")
+    # the pipeline's persistent compilation cache, cold: the first fit compiles, the refit with one more
+    # model (what a nightly does when a model joins) reuses it when the padded shape is unchanged
+    configure_jax(compilation_cache_dir=args.jax_cache or Path(tempfile.mkdtemp(prefix="jax-cache-")))
+    joined = pd.concat([suite, model_table(args.models, 1, args.items, args.seed, args.item_sd).assign(
+        epoch=1, error=None, limit=None)], ignore_index=True)
+    for label, rows in ((f"{args.models} models, compilation included", suite),
+                        (f"{args.models + 1} models (one joined), compiled sampler reused if the shape is", joined)):
+        data = GlmData.from_samples(rows, graded=config.graded, graded_threshold=config.graded_threshold)
+        started = time.perf_counter()
+        fit = fit_glm("suite_binomial", data, config.settings, config.thresholds, "suite0|suite_binomial",
+                      priors=config.priors.get("suite_binomial"))
+        seconds = time.perf_counter() - started
+        attempts = ", ".join(f"attempt {a['attempt']} at target accept {a['target_accept']}: {a['seconds']:.1f} s "
+                             f"({'passed' if a['passed'] else 'failed ' + '/'.join(a['failed'])})" for a in fit.attempts)
+        print(f"suite_binomial GLM (MEASURED, {label}): {data.n_units} units in {seconds:.1f} s; "
+              f"centring {fit.metadata['parameterisation']}; {attempts}", flush=True)
     return 0
 
 
@@ -362,7 +373,7 @@ def run_scale(args, work: Path) -> int:
     landing = work / "landing"
     landing.mkdir()
     for index in range(args.models):
-        write_model_table(landing, index, args.suites, args.items, args.seed)
+        write_model_table(landing, index, args.suites, args.items, args.seed, args.item_sd)
     partitions = args.models * args.suites
     instance = local_instance()
     version = source_version()
@@ -376,7 +387,7 @@ def run_scale(args, work: Path) -> int:
     print_assets(instance, full.run_ids)
     print(f"GLM materialisations: {glm_statuses(instance, full.run_ids)}")
 
-    write_model_table(landing, args.models, args.suites, args.items, args.seed)
+    write_model_table(landing, args.models, args.suites, args.items, args.seed, args.item_sd)
     new = Timed("new model", instance, only_changed=True, verbose=args.verbose, workers=args.workers)
     counts = glm_statuses(instance, new.run_ids)
     print(f"\none new model, only_changed=True, {args.models + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
@@ -462,6 +473,8 @@ def main() -> int:
     parser.add_argument("--suites", type=int, default=LEADERBOARD["suites"])
     parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
     parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--item-sd", type=float, default=0.0,
+                        help="sd of planted item difficulties (logit); 0 = none, as in the earlier measurements")
     parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
     parser.add_argument("--keep", type=Path, default=None, help="work in this (new) folder and keep it")
