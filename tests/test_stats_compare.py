@@ -49,6 +49,23 @@ NEW = np.array([1] * 43 + [1] * 16 + [0] * 13 + [0] * 28)
 OLD = np.array([1] * 43 + [0] * 16 + [1] * 13 + [0] * 28)
 
 
+def test_independent_comparison_from_shared_first_draws_equals_drawing_both():
+    # a table draws A's posterior once for all of A's pairs and continues the stream for each B
+    import evalpipeline.stats.compare as compare
+
+    first = compare._first_beta_draws(1 + 14, 1 + 6, 50_000, 3)
+    for k_b, n_b in [(11, 20), (3, 9), (20, 20)]:
+        rng = np.random.default_rng(3)
+        draws_a, draws_b = rng.beta(1 + 14, 1 + 6, 50_000), rng.beta(1 + k_b, 1 + n_b - k_b, 50_000)
+        odds = (draws_a / (1 - draws_a)) / (draws_b / (1 - draws_b))
+        shared = compare._independent_comparison((15.0, 7.0), (1.0 + k_b, 1.0 + n_b - k_b), first, (1.0, 1.0), 0.95)
+        tail = (1 - 0.95) / 2
+        assert [shared["diff_low"], shared["diff_high"]] == list(np.quantile(draws_a - draws_b, [tail, 1 - tail]))
+        assert [shared["odds_ratio_low"], shared["odds_ratio_median"], shared["odds_ratio_high"]] == list(
+            np.quantile(odds, [tail, 0.5, 1 - tail]))
+        assert shared == independent_comparison(14, 20, k_b, n_b, n_draws=50_000, seed=3)
+
+
 def test_post_unpaired_row_is_reproduced():
     assert np.corrcoef(NEW, OLD)[0, 1] == pytest.approx(0.41, abs=0.005)
     result = independent_comparison(59, 100, 56, 100)
@@ -92,6 +109,59 @@ def test_bivariate_normal_cdf_grid_equals_the_pointwise_rule():
         bivariate_normal_cdf_grid([0.0], [0.0], [1.0])
 
 
+def test_bivariate_normal_cdf_grid_blocks_do_not_change_a_bit(monkeypatch):
+    import evalpipeline.stats.compare as compare
+
+    rho = np.clip(2 * stats.beta.ppf((np.arange(32) + 0.5) / 32, 4, 2) - 1, -0.99, 0.99)
+    h, k = -stats.norm.ppf(np.linspace(0.2, 0.7, 17)), -stats.norm.ppf(np.linspace(0.4, 0.9, 13))
+    monkeypatch.setattr(compare, "_BVN_BLOCK_ELEMENTS", 1 << 30)
+    whole = bivariate_normal_cdf_grid(h, k, rho)
+    for block_elements in (1, 10_000, 1 << 17):  # one row a block, two (with a remainder), all
+        monkeypatch.setattr(compare, "_BVN_BLOCK_ELEMENTS", block_elements)
+        np.testing.assert_array_equal(bivariate_normal_cdf_grid(h, k, rho), whole)
+
+
+def _probit_reference(table, prior=(1.0, 1.0), level=0.95):
+    # paired_probit_comparison as first written: axes computed per call, one expression per step, no buffers reused
+    s, t, u, v = (float(x) for x in table)
+    n = s + t + u + v
+
+    def axis(successes):
+        dist = stats.beta(prior[0] + successes, prior[1] + n - successes)
+        return np.linspace(max(dist.ppf(1e-9), 1e-6), min(dist.isf(1e-9), 1 - 1e-6), 64)
+
+    theta_a, theta_b = axis(s + t), axis(s + u)
+    rho = np.clip(2 * stats.beta.ppf((np.arange(32) + 0.5) / 32, 4, 2) - 1, -0.99, 0.99)
+    ta, tb = theta_a[:, None, None], theta_b[None, :, None]
+    p_v = bivariate_normal_cdf_grid(-stats.norm.ppf(theta_a), -stats.norm.ppf(theta_b), rho)
+    p_s, p_t, p_u = ta + tb + p_v - 1, 1 - tb - p_v, 1 - ta - p_v
+    valid = (p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_like = s * np.log(p_s) + t * np.log(p_t) + u * np.log(p_u) + v * np.log(p_v)
+    log_post = (np.where(valid, log_like, -np.inf) + stats.beta.logpdf(theta_a, *prior)[:, None, None]
+                + stats.beta.logpdf(theta_b, *prior)[None, :, None])
+    weights = np.exp(log_post - np.max(log_post))
+    weights /= weights.sum()
+    diff, w = (theta_a[:, None] - theta_b[None, :]).ravel(), weights.sum(axis=2).ravel()
+    order = np.argsort(diff, kind="stable")
+    cdf = np.cumsum(w[order])
+    low, high = np.interp([(1 - level) / 2, (1 + level) / 2], (cdf - w[order] / 2) / cdf[-1], diff[order])
+    return {"p_a_better": w[diff > 0].sum() + 0.5 * w[diff == 0].sum(), "diff_mean": np.sum(diff * w),
+            "diff_low": low, "diff_high": high, "rho_mean": np.sum(weights.sum(axis=(0, 1)) * rho)}
+
+
+@pytest.mark.parametrize("prior", [(1.0, 1.0), (2.0, 0.5)])
+def test_probit_with_cached_axes_and_in_place_steps_equals_the_reference(prior):
+    import evalpipeline.stats.compare as compare
+
+    for table in [(9, 5, 2, 4), (0, 0, 0, 3), (40, 0, 0, 0), (80, 40, 20, 60), (9, 5, 2, 4)]:  # the last from the cache
+        result, reference = paired_probit_comparison(table, prior=prior), _probit_reference(table, prior)
+        for key, value in reference.items():
+            assert result[key] == pytest.approx(value, rel=1e-13, abs=1e-15), (table, key)
+    theta, h, log_prior = compare._probit_theta_axis(14.0, 20.0, prior, 64)
+    assert not (theta.flags.writeable or h.flags.writeable or log_prior.flags.writeable)
+
+
 def test_binary_logit_likelihood_equals_the_general_pattern_path(monkeypatch):
     import evalpipeline.stats.compare as compare
 
@@ -108,6 +178,104 @@ def test_binary_logit_likelihood_equals_the_general_pattern_path(monkeypatch):
             general = compare._logit_pattern_log_likelihood(base, gap, spread, patterns)
         assert fast is not None and fast.shape == general.shape == (29, 41, 17)
         assert np.abs(fast - general).max() <= 1e-12 * np.abs(general).max()
+
+
+def _pattern_frame(y_a, y_b):
+    return pd.DataFrame({"ka": y_a, "na": 1.0, "kb": y_b, "nb": 1.0}).value_counts().reset_index(name="count")
+
+
+def test_binary_patterns_are_value_counts_in_its_order():
+    # the binary path sums the pattern terms in this order, as it did with pandas' patterns
+    import evalpipeline.stats.compare as compare
+
+    rng = np.random.default_rng(12)
+    cases = [([1, 0, 0, 1], [0, 1, 0, 1]),  # each pattern once: ties in order of first appearance
+             ([0, 1, 1, 0, 1], [0, 1, 1, 0, 0]),  # two patterns tied at two
+             ([1, 1, 1], [1, 1, 1])]
+    cases += [(rng.random(n) < rng.uniform(0.05, 0.95), rng.random(n) < rng.uniform(0.05, 0.95)) for n in (5, 9, 200)]
+    for y_a, y_b in cases:
+        y_a, y_b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
+        expected = [(int(ka), int(kb), int(count))
+                    for ka, kb, count in _pattern_frame(y_a, y_b)[["ka", "kb", "count"]].itertuples(index=False)]
+        assert compare._binary_patterns(y_a, y_b) == expected
+
+
+@pytest.mark.parametrize("block_elements", [1 << 17, 20_000])
+def test_binary_log_integrals_equal_the_general_path(monkeypatch, block_elements):
+    # Pass-2-like grids, in one block or several (with a remainder), and a spread so wide that e^-eta overflows.
+    import evalpipeline.stats.compare as compare
+
+    monkeypatch.setattr(compare, "_LOGIT_BLOCK_ELEMENTS", block_elements)
+    rng = np.random.default_rng(13)
+    grids = []
+    for _ in range(3):
+        b0, g0, s0 = rng.uniform(-7, 5), rng.uniform(-5, 3), rng.uniform(0, 3)
+        grids.append((np.linspace(b0, b0 + rng.uniform(0.5, 2), 32), np.linspace(g0, g0 + rng.uniform(0.5, 2), 61),
+                      np.linspace(s0, s0 + rng.uniform(0.5, 3), 24)))
+    grids.append((np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 8, 17)))  # pass 1's
+    grids.append((np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 90, 17)))
+    for base, gap, spread in grids:
+        log_integrals, accuracy = compare._binary_log_integrals(base, gap, spread)
+        # A's accuracy bit for bit as paired_logit_comparison computes it without the binary path
+        eta = base[:, None, None] + spread[None, :, None] * compare._GH_NODES
+        general_accuracy = special.expit(eta[:, None] + gap[None, :, None, None]) @ compare._GH_WEIGHTS
+        np.testing.assert_array_equal(accuracy, general_accuracy)
+        for (ka, kb), fast in log_integrals.items():
+            single = pd.DataFrame({"ka": [float(ka)], "na": [1.0], "kb": [float(kb)], "nb": [1.0], "count": [1]})
+            general = compare._general_pattern_log_likelihood(base, gap, spread, single)  # (B, G, S)
+            assert fast is not None and fast.shape == (len(base), len(spread), len(gap))
+            assert (np.abs(fast.transpose(0, 2, 1) - general) <= 1e-13 * np.maximum(1.0, np.abs(general))).all()
+
+
+def test_binary_path_falls_back_only_when_a_pattern_present_underflows():
+    import evalpipeline.stats.compare as compare
+
+    # a gap of 800 on the log-odds scale: A's wrong answers have probability ~e^-800, which underflows
+    base, gap, spread = np.linspace(-2, 2, 5), np.linspace(790, 800, 3), np.linspace(0, 1, 4)
+    log_integrals, _ = compare._binary_log_integrals(base, gap, spread)
+    assert log_integrals[0, 0] is None and log_integrals[0, 1] is None
+    only_right = _pattern_frame(np.ones(6), np.array([1, 0, 1, 1, 0, 0.0]))
+    fast = compare._binary_pattern_log_likelihood(base, gap, spread, only_right)
+    general = compare._general_pattern_log_likelihood(base, gap, spread, only_right)
+    assert fast is not None and np.abs(fast - general).max() <= 1e-12 * np.abs(general).max()
+    with_wrong = _pattern_frame(np.array([1, 1, 0.0]), np.array([1, 0, 1.0]))
+    assert compare._binary_pattern_log_likelihood(base, gap, spread, with_wrong) is None
+    assert np.isfinite(compare._logit_pattern_log_likelihood(base, gap, spread, with_wrong)).all()
+
+
+def test_coarse_pass_integrals_are_computed_once_and_equal_the_general_path():
+    import evalpipeline.stats.compare as compare
+
+    cached = compare._coarse_binary_log_integrals()
+    assert compare._coarse_binary_log_integrals() is cached
+    assert all(not log_item.flags.writeable for log_item in cached.values())
+    grid = compare._COARSE_BASE, compare._COARSE_GAP, compare._COARSE_SPREAD
+    rng = np.random.default_rng(15)
+    for n in (7, 120):
+        y_a, y_b = (rng.random(n) < 0.7).astype(float), (rng.random(n) < 0.4).astype(float)
+        fast = compare._binary_log_likelihood(cached, compare._binary_patterns(y_a, y_b))
+        general = compare._general_pattern_log_likelihood(*grid, _pattern_frame(y_a, y_b))
+        assert np.abs(fast - general).max() <= 1e-12 * np.abs(general).max()
+    prior = compare._coarse_log_prior(1.5, 1.0, 2.5)
+    np.testing.assert_array_equal(prior, stats.norm.logpdf(grid[0], 0, 1.5)[:, None, None]
+                                  + stats.norm.logpdf(grid[1], 0, 1.0)[None, :, None]
+                                  + stats.halfnorm.logpdf(grid[2], scale=2.5)[None, None, :])
+
+
+def test_paired_logit_binary_path_equals_the_general_path(monkeypatch):
+    # the whole comparison with the binary path (cached pass 1, pass-2 integrals, reused accuracy) and without it
+    import evalpipeline.stats.compare as compare
+
+    rng = np.random.default_rng(16)
+    for n, p_a, p_b in [(30, 0.5, 0.6), (200, 0.9, 0.3)]:
+        y_a, y_b, ones = (rng.random(n) < p_a).astype(float), (rng.random(n) < p_b).astype(float), np.ones(n)
+        fast = paired_logit_comparison(y_a, ones, y_b, ones)
+        with monkeypatch.context() as patch:
+            patch.setattr(compare, "_binary_log_likelihood", lambda *args: None)
+            general = paired_logit_comparison(y_a, ones, y_b, ones)
+        assert fast.keys() == general.keys()
+        for key, value in general.items():
+            assert fast[key] == pytest.approx(value, rel=1e-12, abs=1e-14), key
 
 
 def _paper_paired_importance_sampling(table, k=300_000, seed=0):
@@ -235,3 +403,56 @@ def test_pairwise_table_graded_scores_skip_probit_and_unshared_items_fall_back()
     assert table.loc[0, "n_shared_items"] == 0 and table.loc[0, "verdict_source"] == "independent"
     with pytest.raises(ValueError, match="lack columns"):
         pairwise_table(samples.drop(columns="epoch"))
+
+
+def _reference_row(frame, model_a, model_b):
+    # one pairwise row's numbers from the public functions, with the pandas alignment pairwise_table used to do
+    totals = frame.groupby("model")["score"].agg(["sum", "size"])
+    by_item = frame.groupby(["model", "item_id"])["score"].agg(["sum", "size", "mean"])
+    items_a, items_b = by_item.xs(model_a, level="model"), by_item.xs(model_b, level="model")
+    shared = items_a.index.intersection(items_b.index)
+    ia, ib = items_a.loc[shared], items_b.loc[shared]
+    independent = independent_comparison(totals.loc[model_a, "sum"], totals.loc[model_a, "size"],
+                                         totals.loc[model_b, "sum"], totals.loc[model_b, "size"], n_draws=100_000)
+    row = {"n_shared_items": len(shared), "p_a_better_independent": independent["p_a_better"],
+           "diff_low_independent": independent["diff_low"],
+           "odds_ratio_high_independent": independent["odds_ratio_high"],
+           "t_unpaired_p": unpaired_t_test(frame.loc[frame.model == model_a, "score"],
+                                           frame.loc[frame.model == model_b, "score"])["p_value"],
+           "p_a_better_paired": np.nan, "diff_low_paired": np.nan, "diff_high_paired": np.nan, "t_paired_p": np.nan,
+           "p_a_better_probit": np.nan, "diff_low_probit": np.nan}
+    if len(shared):
+        paired = paired_logit_comparison(ia["sum"], ia["size"], ib["sum"], ib["size"])
+        row.update(p_a_better_paired=paired["p_a_better"], diff_low_paired=paired["diff_low"],
+                   diff_high_paired=paired["diff_high"], t_paired_p=paired_t_test(ia["mean"], ib["mean"])["p_value"])
+        attempts = [frame[frame.model == m].set_index(["item_id", "epoch"])["score"] for m in (model_a, model_b)]
+        attempts = [a[~a.index.duplicated(keep="first")] for a in attempts]
+        wide = pd.concat(attempts, axis=1, join="inner", keys=["a", "b"])
+        wide = wide[wide.index.get_level_values(0).isin(shared)]
+        if len(wide) and np.isin(wide.to_numpy(), (0.0, 1.0)).all():
+            probit = paired_probit_comparison(paired_table(wide["a"], wide["b"]))
+            row.update(p_a_better_probit=probit["p_a_better"], diff_low_probit=probit["diff_low"])
+    return row
+
+
+@pytest.mark.slow
+def test_pairwise_rows_equal_the_public_functions_on_pandas_aligned_inputs():
+    # pairwise_table's per-model numpy arrays, its pair order (grouped by A) and A's shared draws against the
+    # public functions on inputs aligned by pandas: partial overlap, repeated attempts, graded scores, error rows
+    rng = np.random.default_rng(17)
+    samples = _samples(rng, {"low": 0.3, "mid": 0.55, "high": 0.8, "graded": 0.6}, n_items=14, epochs=2)
+    graded = samples.model == "graded"
+    samples.loc[graded, "score"] = np.round(rng.random(graded.sum()), 2)
+    samples = samples[~((samples.model == "mid") & samples.item_id.isin(["q1", "q2", "q3"]))]
+    samples = pd.concat([samples, samples[samples.model == "high"].head(3).assign(score=lambda f: 1 - f.score)])
+    samples["error"] = np.where(rng.random(len(samples)) < 0.05, "boom", None)
+    samples = samples.sample(frac=1, random_state=2)  # rows in no particular order
+    table = pairwise_table(samples)
+    frame = samples[samples["error"].isna()]
+    assert len(table) == 6
+    for _, row in table.iterrows():
+        expected = _reference_row(frame, row["model_a"], row["model_b"])
+        np.testing.assert_array_equal(row[list(expected)].to_numpy(dtype=float),
+                                      np.array(list(expected.values()), dtype=float),
+                                      err_msg=f"{row['model_a']} vs {row['model_b']}")
+

@@ -39,6 +39,7 @@ Choices:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -123,12 +124,32 @@ def independent_comparison(
     """
     a_a, b_a = beta_posterior(k_a, n_a, prior)
     a_b, b_b = beta_posterior(k_b, n_b, prior)
+    return _independent_comparison((a_a, b_a), (a_b, b_b), _first_beta_draws(a_a, b_a, n_draws, seed), prior, level)
+
+
+def _first_beta_draws(a: float, b: float, n_draws: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """A's seeded posterior draws, their odds, and the generator's state after them.
+
+    B's draws continue the same stream from that state, so a table can draw A's
+    once for every pair A is in (same numbers as drawing both per pair).
+    """
     rng = np.random.default_rng(seed)
-    draws_a = rng.beta(a_a, b_a, n_draws)
-    draws_b = rng.beta(a_b, b_b, n_draws)
+    draws = rng.beta(a, b, n_draws)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        odds = draws / (1 - draws)
+    return draws, odds, rng.bit_generator.state
+
+
+def _independent_comparison(posterior_a, posterior_b, first_draws, prior, level: float) -> dict:
+    """:func:`independent_comparison` from the two Beta posteriors and :func:`_first_beta_draws` of A's."""
+    (a_a, b_a), (a_b, b_b) = posterior_a, posterior_b
+    draws_a, odds_a, state = first_draws
+    rng = np.random.default_rng(0)  # any seed: the state is replaced by the one after A's draws
+    rng.bit_generator.state = state
+    draws_b = rng.beta(a_b, b_b, draws_a.size)
     diff = draws_a - draws_b
     with np.errstate(divide="ignore", invalid="ignore"):
-        odds_ratio = (draws_a / (1 - draws_a)) / (draws_b / (1 - draws_b))
+        odds_ratio = odds_a / (draws_b / (1 - draws_b))
     tail = (1 - level) / 2
     diff_low, diff_high = np.quantile(diff, [tail, 1 - tail])
     or_low, or_median, or_high = np.quantile(odds_ratio, [tail, 0.5, 1 - tail])
@@ -197,14 +218,36 @@ def bivariate_normal_cdf_grid(h, k, rho) -> np.ndarray:
     low, high = breaks[:-1], breaks[1:]
     t = low[:, None] + (high - low)[:, None] * (_BVN_PIECE_NODES + 1) / 2  # (pieces, nodes)
     sin_t, cos2_t = np.sin(t), np.cos(t) ** 2
-    squares = (h[:, None] ** 2 + k[None, :] ** 2)[:, :, None, None]
-    product = (h[:, None] * k[None, :])[:, :, None, None]
-    integrand = np.exp(-(squares - 2 * sin_t * product) / (2 * cos2_t))
-    pieces = np.einsum("ijpn,n->ijp", integrand, _BVN_PIECE_WEIGHTS) * (high - low) / 2
-    cumulative = np.concatenate([np.zeros(pieces.shape[:2] + (1,)), np.cumsum(pieces, axis=-1)], axis=-1)
+    two_sin_t, two_cos2_t = 2 * sin_t, 2 * cos2_t
     zero = int(np.searchsorted(breaks, 0.0))
-    integral = cumulative[..., np.searchsorted(breaks, tops)] - cumulative[..., zero:zero + 1]
-    return special.ndtr(h)[:, None, None] * special.ndtr(k)[None, :, None] + integral / (2 * math.pi)
+    top_index = np.searchsorted(breaks, tops)
+    ndtr_h, ndtr_k = special.ndtr(h), special.ndtr(k)
+    result = np.empty((h.size, k.size, rho.size))
+    # Blocks of h rows, each op in place in one buffer: the same arithmetic, element by element, as the
+    # whole grid at once, but the (h, k, pieces, nodes) integrand stays in cache instead of several fresh
+    # 8 MB temporaries.
+    rows = max(1, _BVN_BLOCK_ELEMENTS // max(1, k.size * t.size))
+    buffer = np.empty((min(rows, h.size), k.size) + t.shape)
+    for start in range(0, h.size, rows):
+        hb = h[start:start + rows]
+        integrand = buffer[:hb.size]
+        squares = (hb[:, None] ** 2 + k[None, :] ** 2)[:, :, None, None]
+        product = (hb[:, None] * k[None, :])[:, :, None, None]
+        # exp(-(squares - 2 sin(t) h k) / (2 cos(t)^2))
+        np.multiply(two_sin_t, product, out=integrand)
+        np.subtract(squares, integrand, out=integrand)
+        np.negative(integrand, out=integrand)
+        np.divide(integrand, two_cos2_t, out=integrand)
+        np.exp(integrand, out=integrand)
+        pieces = np.einsum("ijpn,n->ijp", integrand, _BVN_PIECE_WEIGHTS) * (high - low) / 2
+        cumulative = np.concatenate([np.zeros(pieces.shape[:2] + (1,)), np.cumsum(pieces, axis=-1)], axis=-1)
+        integral = cumulative[..., top_index] - cumulative[..., zero:zero + 1]
+        independent_part = ndtr_h[start:start + rows, None, None] * ndtr_k[None, :, None]
+        result[start:start + rows] = independent_part + integral / (2 * math.pi)
+    return result
+
+
+_BVN_BLOCK_ELEMENTS = 1 << 17  # integrand values per block of bivariate_normal_cdf_grid (1 MiB)
 
 
 def paired_table(y_a, y_b) -> tuple[int, int, int, int]:
@@ -216,6 +259,29 @@ def paired_table(y_a, y_b) -> tuple[int, int, int, int]:
         raise ValueError("the bivariate-probit model needs 0/1 outcomes")
     return (int(np.sum(y_a * y_b)), int(np.sum(y_a * (1 - y_b))), int(np.sum((1 - y_a) * y_b)),
             int(np.sum((1 - y_a) * (1 - y_b))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _probit_theta_axis(successes: float, trials: float, prior: tuple[float, float], size: int):
+    """A theta axis of :func:`paired_probit_comparison` (the 1e-9..1-1e-9 quantiles of the marginal Beta
+    posterior), its ``-Phi^-1(theta)`` and its log prior density. Cached: in a table a model's axis is
+    the same in every pair with the same paired attempts, and scipy's quantiles cost more than the grid.
+    """
+    dist = stats.beta(prior[0] + successes, prior[1] + trials - successes)
+    theta = np.linspace(max(dist.ppf(1e-9), 1e-6), min(dist.isf(1e-9), 1 - 1e-6), size)
+    arrays = (theta, -stats.norm.ppf(theta), stats.beta.logpdf(theta, *prior))
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays
+
+
+@functools.lru_cache(maxsize=16)
+def _probit_rho_axis(rho_prior: tuple[float, float], size: int) -> np.ndarray:
+    """The rho axis of :func:`paired_probit_comparison`: prior-quantile midpoints (equal prior mass per cell)."""
+    rho_hat = stats.beta.ppf((np.arange(size) + 0.5) / size, *rho_prior)
+    rho = np.clip(2 * rho_hat - 1, -0.99, 0.99)
+    rho.setflags(write=False)
+    return rho
 
 
 def paired_probit_comparison(
@@ -239,27 +305,32 @@ def paired_probit_comparison(
         raise ValueError(f"table counts must be non-negative with at least one pair, got {table}")
     n = s + t + u + v
     n_theta_a, n_theta_b, n_rho = grid_size
-
-    def axis(successes, size):
-        dist = stats.beta(prior[0] + successes, prior[1] + n - successes)
-        return np.linspace(max(dist.ppf(1e-9), 1e-6), min(dist.isf(1e-9), 1 - 1e-6), size)
-
-    theta_a = axis(s + t, n_theta_a)
-    theta_b = axis(s + u, n_theta_b)
-    rho_hat = stats.beta.ppf((np.arange(n_rho) + 0.5) / n_rho, *rho_prior)
-    rho = np.clip(2 * rho_hat - 1, -0.99, 0.99)
+    prior = tuple(float(x) for x in prior)
+    theta_a, h_a, log_prior_a = _probit_theta_axis(s + t, n, prior, n_theta_a)
+    theta_b, h_b, log_prior_b = _probit_theta_axis(s + u, n, prior, n_theta_b)
+    rho = _probit_rho_axis(tuple(float(x) for x in rho_prior), n_rho)
     # every factor that depends on one axis only is computed on that axis and broadcast
     ta, tb = theta_a[:, None, None], theta_b[None, :, None]
-    p_v = bivariate_normal_cdf_grid(-stats.norm.ppf(theta_a), -stats.norm.ppf(theta_b), rho)
-    p_s = ta + tb + p_v - 1
-    p_t = 1 - tb - p_v
-    p_u = 1 - ta - p_v
+    p_v = bivariate_normal_cdf_grid(h_a, h_b, rho)
+    p_s = np.add(ta + tb, p_v)
+    p_s -= 1
+    p_t = np.subtract(1 - tb, p_v)
+    p_u = np.subtract(1 - ta, p_v)
     valid = (p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0)
+    # s log p_s + t log p_t + u log p_u + v log p_v, left to right, in place: each cell array is read for the last time
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_like = s * np.log(p_s) + t * np.log(p_t) + u * np.log(p_u) + v * np.log(p_v)
-    log_post = np.where(valid, log_like, -np.inf)
-    log_post = log_post + stats.beta.logpdf(theta_a, *prior)[:, None, None] + stats.beta.logpdf(theta_b, *prior)[None, :, None]
-    weights = np.exp(log_post - np.max(log_post))
+        log_post = np.log(p_s, out=p_s)
+        log_post *= s
+        for count, p in ((t, p_t), (u, p_u), (v, p_v)):
+            np.log(p, out=p)
+            p *= count
+            log_post += p
+    log_post[~valid] = -np.inf
+    for log_prior in (log_prior_a[:, None, None], log_prior_b[None, :, None]):
+        if log_prior.any():  # adding a uniform prior's zeros changes nothing
+            log_post += log_prior
+    log_post -= np.max(log_post)
+    weights = np.exp(log_post, out=log_post)
     weights /= weights.sum()
     # theta_A - theta_B does not depend on rho: its distribution is the (theta_A, theta_B) marginal
     marginal = weights.sum(axis=2)
@@ -288,27 +359,117 @@ def _log_sigmoid(x):
     return -np.logaddexp(0.0, -x)
 
 
+def _binary_log_integrals(base, gap, spread) -> tuple[dict, np.ndarray]:
+    """The log item integrals of the four 0/1 outcome patterns on the (base, gap, spread) grid, and A's accuracy.
+
+    ``log_integrals[ka, kb]``: ``log int s(eta_a)^ka s(-eta_a)^(1-ka) s(eta_b)^kb s(-eta_b)^(1-kb) N(item) d item``,
+    (B, S, G), or None where it underflows (< 1e-280). ``accuracy_a``: ``int s(eta_a) N(item) d item``,
+    (B, G, S), A's accuracy on a new item for the accuracy-scale difference.
+
+    * The accuracy is computed exactly as :func:`paired_logit_comparison` does without this path (same
+      sigmoids, same contraction): the accuracy difference ties across grid points where the model is
+      symmetric, and its weighted quantiles depend on the order of those ties, so it must not move by an ulp.
+    * The likelihood reuses those sigmoids, with ``s(-x) = e^-x s(x)`` (a few ulp from ``expit(-x)`` at a
+      tenth of its cost), and one batched matrix product over the nodes per A factor covers both of B's outcomes.
+    * Blocks of base values keep the 4-D arrays in cache; each value is computed as for the whole grid at once.
+    """
+    eta_b = base[:, None, None] + spread[None, :, None] * _GH_NODES  # (B, S, Q)
+    # B's factor times the weights, (B, S, Q, 2): kb = 0, 1
+    b_factors = np.stack([special.expit(-eta_b) * _GH_WEIGHTS, special.expit(eta_b) * _GH_WEIGHTS], axis=-1)
+    items = np.empty((len(base), len(spread), len(gap), 4))  # patterns (ka, kb) = (0, 0), (0, 1), (1, 0), (1, 1)
+    accuracy_a = np.empty((len(base), len(gap), len(spread)))
+    exp_is_finite = np.abs(base).max() + np.abs(spread).max() * np.abs(_GH_NODES).max() + np.abs(gap).max() < 700
+    rows = max(1, _LOGIT_BLOCK_ELEMENTS // max(1, eta_b[0].size * len(gap)))
+    for start in range(0, len(base), rows):
+        block = slice(start, start + rows)
+        eta_a = eta_b[block, None] + gap[None, :, None, None]  # (b, G, S, Q)
+        a_right = special.expit(eta_a)
+        np.matmul(a_right, _GH_WEIGHTS, out=accuracy_a[block])
+        if exp_is_finite:
+            a_wrong = np.exp(np.negative(eta_a, out=eta_a), out=eta_a)
+            a_wrong *= a_right
+        else:
+            a_wrong = special.expit(-eta_a)
+        np.matmul(a_wrong.transpose(0, 2, 1, 3), b_factors[block], out=items[block, ..., 0:2])
+        np.matmul(a_right.transpose(0, 2, 1, 3), b_factors[block], out=items[block, ..., 2:4])
+    underflow = (items < 1e-280).any(axis=(0, 1, 2))
+    with np.errstate(divide="ignore"):
+        logs = np.log(items)
+    log_integrals = {(ka, kb): None if underflow[2 * ka + kb] else logs[..., 2 * ka + kb]
+                     for ka in (0, 1) for kb in (0, 1)}
+    return log_integrals, accuracy_a
+
+
+_LOGIT_BLOCK_ELEMENTS = 1 << 17  # (base, gap, spread, node) values per block of _binary_log_integrals (1 MiB)
+
+
+def _binary_log_likelihood(log_integrals: dict, patterns) -> np.ndarray | None:
+    """``sum count * log_integrals[ka, kb]`` over ``patterns`` ((ka, kb, count) rows), (B, G, S).
+
+    None (take the general path) if the integral of a pattern present underflowed; absent ones do not matter.
+    """
+    total = None
+    for pka, pkb, count in patterns:
+        log_item = log_integrals[pka, pkb]
+        if log_item is None:
+            return None
+        if total is None:
+            total = np.zeros(log_item.shape)
+        total += count * log_item
+    return total.transpose(0, 2, 1)
+
+
 def _binary_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray | None:
     """:func:`_logit_pattern_log_likelihood` for one 0/1 attempt per item and model (n = 1, k in {0, 1}), or None.
 
     The four outcome patterns need the item integrals of ``s(eta_a)^ka s(-eta_a)^(1-ka)``
-    times B's factor: the sigmoids are computed directly (no logs) and each
-    integral is one batched matrix product over the quadrature nodes. Returns
-    None (the caller takes the general path) where an integral underflows.
+    times B's factor (:func:`_binary_log_integrals`: sigmoids without logs, batched
+    matrix products over the quadrature nodes). Returns None (the caller takes the
+    general path) where the integral of a pattern present underflows.
     """
-    eta_b = base[:, None, None] + spread[None, :, None] * _GH_NODES  # (B, S, Q)
-    eta_a = eta_b[:, None] + gap[None, :, None, None]  # (B, G, S, Q)
-    a_right = special.expit(eta_a).transpose(0, 2, 1, 3)  # (B, S, G, Q)
-    a_wrong = special.expit(-eta_a).transpose(0, 2, 1, 3)
-    b_right = (special.expit(eta_b) * _GH_WEIGHTS)[..., None]  # (B, S, Q, 1)
-    b_wrong = (special.expit(-eta_b) * _GH_WEIGHTS)[..., None]
-    total = np.zeros((len(base), len(spread), len(gap)))
-    for pka, pkb, count in patterns[["ka", "kb", "count"]].itertuples(index=False):
-        item = np.matmul(a_right if pka else a_wrong, b_right if pkb else b_wrong)[..., 0]  # (B, S, G)
-        if np.any(item < 1e-280):
-            return None
-        total += count * np.log(item)
-    return total.transpose(0, 2, 1)
+    log_integrals, _ = _binary_log_integrals(base, gap, spread)
+    return _binary_log_likelihood(log_integrals, patterns[["ka", "kb", "count"]].itertuples(index=False))
+
+
+# Pass 1 of paired_logit_comparison: a fixed coarse grid over the priors' range.
+_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD = np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 8, 17)
+
+
+@functools.lru_cache(maxsize=1)
+def _coarse_binary_log_integrals() -> dict:
+    """:func:`_binary_log_integrals` on pass 1's fixed grid: the same for every pair of 0/1 models, so computed once."""
+    log_integrals, _ = _binary_log_integrals(_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD)
+    for log_item in log_integrals.values():
+        if log_item is not None:
+            log_item.setflags(write=False)
+    return log_integrals
+
+
+def _logit_log_prior(base, gap, spread, base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
+    return (stats.norm.logpdf(base, 0, base_sd)[:, None, None] + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
+            + stats.halfnorm.logpdf(spread, scale=spread_scale)[None, None, :])
+
+
+@functools.lru_cache(maxsize=8)
+def _coarse_log_prior(base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
+    """The log prior on pass 1's fixed grid (depends on the prior scales only)."""
+    log_prior = _logit_log_prior(_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD, base_sd, gap_sd, spread_scale)
+    log_prior.setflags(write=False)
+    return log_prior
+
+
+def _binary_patterns(ka: np.ndarray, kb: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(ka, kb, count)`` of the 0/1 outcome patterns present, in ``DataFrame.value_counts`` order.
+
+    That is count descending, ties in order of first appearance: the order the
+    likelihood terms were summed in when the patterns came from pandas, kept so
+    that the sums are unchanged to the last bit.
+    """
+    codes = 2 * ka.astype(np.intp) + kb.astype(np.intp)
+    counts = np.bincount(codes, minlength=4)
+    present, first = np.unique(codes, return_index=True)
+    order = sorted(zip(-counts[present], first, present))
+    return [(int(code) // 2, int(code) % 2, int(counts[code])) for _, _, code in order]
 
 
 def _logit_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray:
@@ -333,6 +494,11 @@ def _logit_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> 
         binary = _binary_pattern_log_likelihood(base, gap, spread, patterns)
         if binary is not None:
             return binary
+    return _general_pattern_log_likelihood(base, gap, spread, patterns)
+
+
+def _general_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray:
+    """:func:`_logit_pattern_log_likelihood` for any patterns (binomial or graded counts), without the binary path."""
     eta_b = base[:, None, None, None] + spread[None, None, :, None] * _GH_NODES  # (B, 1, S, Q)
     eta_a = eta_b + gap[None, :, None, None]  # (B, G, S, Q)
     log_s_a, log_s_b = _log_sigmoid(eta_a), _log_sigmoid(eta_b)
@@ -385,15 +551,20 @@ def paired_logit_comparison(
     ka, na, kb, nb = arrays
     if np.any(na <= 0) or np.any(nb <= 0) or np.any((ka < 0) | (ka > na)) or np.any((kb < 0) | (kb > nb)):
         raise ValueError("need 0 <= successes <= trials and trials > 0 for every item and model")
-    patterns = pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts().reset_index(name="count")
     n_base, n_gap, n_spread = grid_size
+    # One 0/1 attempt per item and model: the four patterns' item integrals (_binary_log_integrals), else the
+    # general pattern path; the binary path also falls back to it where an integral underflows.
+    binary = bool(np.all(na == 1) and np.all(nb == 1) and np.all((ka == 0) | (ka == 1))
+                  and np.all((kb == 0) | (kb == 1)))
+    binary_patterns = _binary_patterns(ka, kb) if binary else None
+    general_patterns = None
 
-    def log_posterior(base, gap, spread):
-        b, g, sp = np.meshgrid(base, gap, spread, indexing="ij")
-        log_like = _logit_pattern_log_likelihood(base, gap, spread, patterns)
-        log_prior = (stats.norm.logpdf(base, 0, base_sd)[:, None, None] + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
-                     + stats.halfnorm.logpdf(spread, scale=spread_scale)[None, None, :])
-        return b, g, sp, log_like + log_prior
+    def general_log_likelihood(base, gap, spread):
+        nonlocal general_patterns
+        if general_patterns is None:
+            general_patterns = (pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts()
+                                .reset_index(name="count"))
+        return _general_pattern_log_likelihood(base, gap, spread, general_patterns)
 
     def support(values, mass, pad):
         keep = np.nonzero(mass > mass.max() * 1e-9)[0]
@@ -401,8 +572,12 @@ def paired_logit_comparison(
         return values[keep[0]] - pad * step, values[keep[-1]] + pad * step
 
     # Pass 1: coarse grid over the prior's range; pass 2: refine on the region holding the mass.
-    base0, gap0, spread0 = np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 8, 17)
-    _, _, _, lp = log_posterior(base0, gap0, spread0)
+    # The coarse grid is fixed, so for 0/1 data its pattern integrals and the prior are computed once per process.
+    base0, gap0, spread0 = _COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD
+    log_like = _binary_log_likelihood(_coarse_binary_log_integrals(), binary_patterns) if binary else None
+    if log_like is None:
+        log_like = general_log_likelihood(base0, gap0, spread0)
+    lp = log_like + _coarse_log_prior(float(base_sd), float(gap_sd), float(spread_scale))
     w0 = np.exp(lp - lp.max())
     lo_b, hi_b = support(base0, w0.sum(axis=(1, 2)), 1)
     lo_g, hi_g = support(gap0, w0.sum(axis=(0, 2)), 1)
@@ -410,12 +585,22 @@ def paired_logit_comparison(
     base = np.linspace(lo_b, hi_b, n_base)
     gap = np.linspace(lo_g, hi_g, n_gap)
     spread = np.linspace(max(lo_s, 0.0), hi_s, n_spread)
-    b, g, sp, lp = log_posterior(base, gap, spread)
+    log_like = accuracy_a = None
+    if binary:
+        log_integrals, binary_accuracy = _binary_log_integrals(base, gap, spread)
+        log_like = _binary_log_likelihood(log_integrals, binary_patterns)
+        if log_like is not None:
+            accuracy_a = binary_accuracy
+    if log_like is None:
+        log_like = general_log_likelihood(base, gap, spread)
+    lp = log_like + _logit_log_prior(base, gap, spread, base_sd, gap_sd, spread_scale)
+    b, g, sp = np.meshgrid(base, gap, spread, indexing="ij")
     w = np.exp(lp - lp.max())
     w /= w.sum()
     # Accuracy-scale difference for a new item: average over the item-effect distribution.
     eta = base[:, None, None] + spread[None, :, None] * _GH_NODES  # (B, S, Q): B's accuracy does not depend on the gap
-    accuracy_a = special.expit(eta[:, None] + gap[None, :, None, None]) @ _GH_WEIGHTS  # (B, G, S)
+    if accuracy_a is None:
+        accuracy_a = special.expit(eta[:, None] + gap[None, :, None, None]) @ _GH_WEIGHTS  # (B, G, S)
     accuracy_diff = accuracy_a - (special.expit(eta) @ _GH_WEIGHTS)[:, None, :]
     tail = (1 - level) / 2
     wf, gf, df = w.ravel(), g.ravel(), accuracy_diff.ravel()
@@ -573,19 +758,21 @@ def pairwise_table(
     if previous is not None and len(previous) and "inputs_hash" in previous.columns:
         reusable = {(a, b, h): row for a, b, h, row in zip(previous["model_a"], previous["model_b"],
                                                           previous["inputs_hash"], previous[list(PAIRWISE_COLUMNS)].to_dict("records"))}
-    per_model = _PerModel(frame, by_item, prior, level)
-    rows, computed = [], 0
+    per_model = _PerModel(frame, by_item, totals, prior, level, n_draws, seed)
+    rows, pending = [], []
     for first, second in itertools.combinations(models, 2):
         model_a, model_b = sorted((first, second), key=lambda m: (-posterior_mean[m], m))
         inputs_hash = _digest(settings, first, fingerprints[first], second, fingerprints[second])
         row = reusable.get((model_a, model_b, inputs_hash))
         if row is None:
-            row = _pair_row(per_model, totals, model_a, model_b, prior, level, n_draws, seed, probit)
-            row["inputs_hash"] = inputs_hash
-            computed += 1
+            pending.append((len(rows), model_a, model_b, inputs_hash))
         rows.append(row)
+    # Computed grouped by model A, whose posterior draws are then drawn once for all its pairs.
+    for position, model_a, model_b, inputs_hash in sorted(pending, key=lambda pair: pair[1]):
+        rows[position] = _pair_row(per_model, model_a, model_b, prior, level, probit)
+        rows[position]["inputs_hash"] = inputs_hash
     table = pd.DataFrame(rows, columns=list(PAIRWISE_COLUMNS))
-    table.attrs.update(pairs_computed=computed, pairs_reused=len(rows) - computed)
+    table.attrs.update(pairs_computed=len(pending), pairs_reused=len(rows) - len(pending))
     return table
 
 
@@ -604,48 +791,80 @@ def _model_fingerprints(frame: pd.DataFrame) -> dict[str, str]:
 
 
 class _PerModel:
-    """What every pair row reads of one model, computed once per model rather than once per pair."""
+    """What every pair row reads of one model, computed once per model rather than once per pair.
 
-    def __init__(self, frame: pd.DataFrame, by_item: pd.DataFrame, prior, level: float):
-        self.prior, self.level = prior, level
-        self.scores = {m: g["score"].to_numpy() for m, g in frame.groupby("model", sort=True)}
-        self.items = {m: by_item.xs(m, level="model") for m in self.scores}
-        self.attempts = {}
-        for m, g in frame.groupby("model", sort=True):
-            attempts = g.set_index(["item_id", "epoch"])["score"]
-            self.attempts[m] = attempts[~attempts.index.duplicated(keep="first")].sort_index()
+    A model's items are integer codes into one sorted item order (the item level of
+    ``by_item``, grouped with ``sort=True``), so a pair's shared items are an
+    intersection of integer arrays (ascending, the order ``Index.intersection`` of
+    the two item indexes gave), with numpy arrays of their sums, sizes and means.
+    Its attempts are ``(item, epoch)`` codes, the first row of each kept, with their
+    scores, for the probit's pairing.
+    """
+
+    def __init__(self, frame: pd.DataFrame, by_item: pd.DataFrame, totals: pd.DataFrame, prior, level: float,
+                 n_draws: int, seed: int):
+        self.prior, self.level, self.n_draws, self.seed = prior, level, n_draws, seed
+        self.totals = {m: (float(row["sum"]), int(row["size"])) for m, row in totals.iterrows()}
+        item_level = by_item.index.levels[by_item.index.names.index("item_id")]
+        self.items = {}
+        for m in totals.index:
+            rows = by_item.xs(m, level="model")
+            self.items[m] = (item_level.get_indexer(rows.index), rows["sum"].to_numpy(dtype=float),
+                             rows["size"].to_numpy(dtype=float), rows["mean"].to_numpy(dtype=float))
+        # rows without an item id (not in by_item, so never a shared item) are left out of the pairing
+        item_codes = item_level.get_indexer(frame["item_id"])
+        epoch_codes, epochs = pd.factorize(frame["epoch"], use_na_sentinel=False)
+        attempt_keys = item_codes.astype(np.int64) * max(len(epochs), 1) + epoch_codes
+        scores = frame["score"].to_numpy(dtype=float)
+        self.scores, self.attempts = {}, {}
+        for m, positions in frame.groupby("model", sort=True).indices.items():
+            self.scores[m] = scores[positions]
+            keys = attempt_keys[positions]
+            known = item_codes[positions] >= 0
+            keys, first = np.unique(keys[known], return_index=True)  # the first row of a repeated (item, epoch)
+            self.attempts[m] = (keys, self.scores[m][known][first])
         self._hpdi: dict = {}
+        self._first_draws: tuple = (None, None)
 
     def hpdi(self, model: str, posterior) -> tuple[float, float]:
         if model not in self._hpdi:
             self._hpdi[model] = beta_hpdi(*posterior, self.level)
         return self._hpdi[model]
 
+    def first_draws(self, model: str, posterior) -> tuple:
+        """:func:`_first_beta_draws` of the model as A, kept for the next pair (pairs are computed grouped by A)."""
+        if self._first_draws[0] != model:
+            self._first_draws = (model, _first_beta_draws(*posterior, self.n_draws, self.seed))
+        return self._first_draws[1]
 
-def _pair_row(per_model: _PerModel, totals, model_a, model_b, prior, level, n_draws, seed, probit) -> dict:
-    k_a, n_a = float(totals.loc[model_a, "sum"]), int(totals.loc[model_a, "size"])
-    k_b, n_b = float(totals.loc[model_b, "sum"]), int(totals.loc[model_b, "size"])
-    independent = independent_comparison(k_a, n_a, k_b, n_b, prior=prior, level=level, n_draws=n_draws, seed=seed)
+
+def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit) -> dict:
+    k_a, n_a = per_model.totals[model_a]
+    k_b, n_b = per_model.totals[model_b]
+    posterior_a, posterior_b = beta_posterior(k_a, n_a, prior), beta_posterior(k_b, n_b, prior)
+    independent = _independent_comparison(posterior_a, posterior_b, per_model.first_draws(model_a, posterior_a),
+                                          prior, level)
     hpdi_a = per_model.hpdi(model_a, independent["posterior_a"])
     hpdi_b = per_model.hpdi(model_b, independent["posterior_b"])
-    items_a, items_b = per_model.items[model_a], per_model.items[model_b]
-    shared = items_a.index.intersection(items_b.index)
+    codes_a, sum_a, size_a, mean_a = per_model.items[model_a]
+    codes_b, sum_b, size_b, mean_b = per_model.items[model_b]
+    shared, in_a, in_b = np.intersect1d(codes_a, codes_b, assume_unique=True, return_indices=True)
     nan = math.nan
     paired = {"p_a_better": nan, "diff_mean": nan, "diff_low": nan, "diff_high": nan,
               "odds_ratio_median": nan, "odds_ratio_low": nan, "odds_ratio_high": nan}
     probit_result = {"p_a_better": nan, "diff_low": nan, "diff_high": nan}
     t_paired = {"p_value": nan}
     if len(shared):
-        ia, ib = items_a.loc[shared], items_b.loc[shared]
-        paired = paired_logit_comparison(ia["sum"], ia["size"], ib["sum"], ib["size"], level=level)
-        t_paired = paired_t_test(ia["mean"].to_numpy(), ib["mean"].to_numpy(), level)
+        paired = paired_logit_comparison(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], level=level)
+        t_paired = paired_t_test(mean_a[in_a], mean_b[in_b], level)
         if probit:
-            # attempts paired by (item, epoch) on the shared items
-            wide = pd.concat([per_model.attempts[model_a], per_model.attempts[model_b]], axis=1, join="inner",
-                             keys=[model_a, model_b])
-            wide = wide[wide.index.get_level_values(0).isin(shared)]
-            if len(wide) and np.isin(wide.to_numpy(), (0.0, 1.0)).all():
-                probit_result = paired_probit_comparison(paired_table(wide[model_a], wide[model_b]), prior=prior, level=level)
+            # attempts paired by (item, epoch); an attempt both models made is on a shared item
+            keys_a, attempts_a = per_model.attempts[model_a]
+            keys_b, attempts_b = per_model.attempts[model_b]
+            _, at_a, at_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
+            y_a, y_b = attempts_a[at_a], attempts_b[at_b]
+            if y_a.size and np.isin(y_a, (0.0, 1.0)).all() and np.isin(y_b, (0.0, 1.0)).all():
+                probit_result = paired_probit_comparison(paired_table(y_a, y_b), prior=prior, level=level)
     t_unpaired = unpaired_t_test(per_model.scores[model_a], per_model.scores[model_b], level)
     source = "paired" if len(shared) else "independent"
     p_headline = paired["p_a_better"] if len(shared) else independent["p_a_better"]
