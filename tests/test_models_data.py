@@ -235,28 +235,3 @@ def test_padded_llm_slots_add_only_their_own_standard_normal_prior():
 
     empty_slots = sstats.norm.logpdf(params["model_raw"][9:]).sum()
     assert joint(padded, params["model_raw"]) == pytest.approx(joint(exact, params["model_raw"][:9]) + empty_slots, rel=1e-6)
-
-
-def test_shared_task_effects_pool_information_over_llms():
-    """Eq. 5's task effects are crossed with the LLMs: 60 LLMs x one attempt pin a task (centred), while
-    one attempt per LLM x task -- the per-LLM reading -- would not; with no planted task spread: non-centred."""
-    from evalpipeline.models.glm import MODELS, choose_centring, group_information, group_spread
-
-    rng = np.random.default_rng(4)
-    ability, difficulty = rng.normal(0, 1, 60), rng.normal(0, 1.0, 150)
-
-    def leaderboard(difficulty):
-        p = 1 / (1 + np.exp(-(ability[:, None] - difficulty[None, :])))
-        y = rng.random(p.shape) < p
-        rows = [{"model": f"m{m}", "subdomain": f"s{i % 3}", "item_id": f"q{i}", "epoch": 1, "score": float(y[m, i]),
-                 "correct": None} for m in range(60) for i in range(150)]
-        return GlmData.from_samples(_samples(rows))
-
-    data = leaderboard(difficulty)
-    scales = {"item": 0.5}
-    assert np.median(group_information(data, "item", shared=True)) > 50 * np.median(group_information(data, "item"))
-    assert 0.5 < group_spread(data, "item", shared=True) < 1.0
-    assert choose_centring(data, scales, shared=True) == {"item": "centred"}
-    assert choose_centring(data, scales) == {"item": "non_centred"}
-    assert choose_centring(leaderboard(np.zeros(150)), scales, shared=True) == {"item": "non_centred"}
-    assert MODELS["suite_binomial"].shared_levels and not MODELS["suite_nested"].shared_levels

@@ -242,8 +242,7 @@ class Fitter:
             if reason:
                 raise ValueError(f"model {name!r} is not applicable: {reason}")
             used = {lvl: sc for lvl, sc in entry.level_scales if _level_used(lvl, opts, name)}
-            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold,
-                                           shared=entry.shared_levels)
+            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold)
             stacked.append(glm.build_arrays(d, layout, centring))
         grid = max((a["count_grid"] for a in stacked), key=len)
         for a in stacked:
@@ -405,8 +404,7 @@ def fit_glm(
         options.update(priors)
     level_scales = dict(entry.level_scales)
     used_levels = {lvl: s for lvl, s in level_scales.items() if _level_used(lvl, options, name)}
-    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
-                                   shared=entry.shared_levels)
+    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold)
     layout = glm.layout_for(data, pad=settings.pad)
     arrays = glm.build_arrays(data, layout, centring)
     started = time.perf_counter()

@@ -164,31 +164,14 @@ def _pad(values: np.ndarray, size: int, fill=0) -> np.ndarray:
 CENTRING_LEVELS = ("model", "domain", "subdomain", "item")
 
 
-def _group_keys(level: str, shared: bool) -> tuple[list[str], list[str]]:
-    """(columns identifying a level's groups, columns identifying their parents).
-
-    Per LLM (Eq. 2/3) a domain, subdomain or item group belongs to one LLM. In
-    the suite models the domain, subdomain and task effects are ``shared`` by all
-    LLMs (crossed with them), so a group pools every LLM's units.
-    """
-    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
-    parents = _PARENTS[level]
-    if level == "model":
-        return [column], parents
-    if shared:
-        parents = [p for p in parents if p != "model_idx"]
-        return list(dict.fromkeys(parents + [column])), parents
-    return list(dict.fromkeys(parents + ["model_idx", column])), parents
-
-
-def group_information(data: GlmData, level: str, *, shared: bool = False) -> np.ndarray:
+def group_information(data: GlmData, level: str) -> np.ndarray:
     """Fisher information about each group's logit, sum of n * r * (1 - r) over its units.
 
     r is the group's smoothed rate (k + 1) / (n + 2), so a group with all
     successes still counts as weakly informative rather than uninformative.
-    ``shared``: the level's effects are common to all LLMs (see :func:`_group_keys`).
     """
-    keys, _ = _group_keys(level, shared)
+    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
+    keys = [column] if level == "model" else ["model_idx", column]
     grouped = data.units.groupby(keys)[["k", "n"]].sum()
     rate = (grouped["k"] + 1.0) / (grouped["n"] + 2.0)
     return (grouped["n"] * rate * (1.0 - rate)).to_numpy(dtype=float)
@@ -199,7 +182,7 @@ _PARENTS = {"model": [], "domain": ["model_idx"], "subdomain": ["model_idx", "do
             "item": ["model_idx", "subdomain_idx"]}
 
 
-def group_spread(data: GlmData, level: str, *, shared: bool = False) -> float:
+def group_spread(data: GlmData, level: str) -> float:
     """A cautious (lower 95%) estimate of the sd of a level's group logits around their parents'.
 
     The groups' empirical logits (smoothed rates, as in :func:`group_information`)
@@ -210,7 +193,9 @@ def group_spread(data: GlmData, level: str, *, shared: bool = False) -> float:
     below, because with few groups -- two or three LLMs -- the data cannot rule
     out a small sigma, and a small sigma is where the centred form has its funnel.
     """
-    keys, parents = _group_keys(level, shared)
+    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
+    parents = _PARENTS[level]
+    keys = list(dict.fromkeys(parents + ([column] if level == "model" else ["model_idx", column])))
     grouped = data.units.groupby(keys)[["k", "n"]].sum().reset_index()
     rate = (grouped["k"] + 1.0) / (grouped["n"] + 2.0)
     logit = np.log(rate / (1.0 - rate))
@@ -223,8 +208,7 @@ def group_spread(data: GlmData, level: str, *, shared: bool = False) -> float:
     return float(np.sqrt(max(total_low - float(np.mean(1.0 / info)), 0.0)))
 
 
-def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0,
-                    shared: bool = False) -> dict[str, str]:
+def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0) -> dict[str, str]:
     """Centred or non-centred per level.
 
     Centred when the median group's data information about its logit, times the
@@ -236,9 +220,7 @@ def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "aut
     that are each well measured but barely differ -- two LLMs of similar skill --
     put the posterior of the level's sigma near 0, where the centred form has its
     funnel (seen as thousands of divergences on a planted-truth suite study).
-    ``mode`` forces one form. ``shared`` (the suite models): domain, subdomain
-    and task effects are common to all LLMs, so their information is summed
-    over LLMs -- a task seen by 100 LLMs is pinned by 100 attempts, not one.
+    ``mode`` forces one form.
     """
     if mode not in ("auto", "centred", "non_centred"):
         raise ValueError(f"centring must be 'auto', 'centred' or 'non_centred', not {mode!r}")
@@ -247,8 +229,8 @@ def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "aut
         if mode != "auto":
             choice[level] = mode
             continue
-        info = group_information(data, level, shared=shared)
-        sd = min(scale, group_spread(data, level, shared=shared)) if len(info) else 0.0
+        info = group_information(data, level)
+        sd = min(scale, group_spread(data, level)) if len(info) else 0.0
         choice[level] = "centred" if len(info) and np.median(info) * sd**2 >= threshold else "non_centred"
     return choice
 
@@ -649,8 +631,6 @@ class ModelEntry:
     description: str
     # prior scale per centring level (for choose_centring)
     level_scales: tuple[tuple[str, float], ...]
-    # domain, subdomain and task effects common to all LLMs (Eq. 5's shared terms), not one set per LLM
-    shared_levels: bool = False
 
 
 def _per_partition(data: GlmData) -> str | None:
@@ -685,11 +665,11 @@ MODELS: dict[str, ModelEntry] = {
     "suite_nested": ModelEntry("suite_nested", suite_nested, "suite", "Eq. 3",
                                (("model", 0.1), ("domain", 0.1), ("subdomain", 0.1))),
     "suite_binomial": ModelEntry("suite_binomial", suite_binomial, "suite", "Eq. 5 + shared subdomains",
-                                 (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5)), True),
+                                 (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
     "suite_beta_binomial": ModelEntry("suite_beta_binomial", suite_beta_binomial, "suite", "Eq. 4 + shared subdomains",
-                                      (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5)), True),
+                                      (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
     "suite_null": ModelEntry("suite_null", suite_null, "suite", "Eq. 6: LLM + task effects only",
-                             (("model", 1.0), ("item", 0.5)), True),
+                             (("model", 1.0), ("item", 0.5))),
 }
 PARTITION_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "partition")
 SUITE_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "suite")
