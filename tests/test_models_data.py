@@ -235,3 +235,68 @@ def test_padded_llm_slots_add_only_their_own_standard_normal_prior():
 
     empty_slots = sstats.norm.logpdf(params["model_raw"][9:]).sum()
     assert joint(padded, params["model_raw"]) == pytest.approx(joint(exact, params["model_raw"][:9]) + empty_slots, rel=1e-6)
+
+
+def _crossed_suite(split: bool) -> GlmData:
+    # 5 LLMs x 12 tasks in 3 subdomains of uneven size (split) or in one
+    sizes = {"s0": 4, "s1": 3, "s2": 5} if split else {"s0": 12}
+    items = [(f"q{i}", s) for i, s in enumerate(s for s, n in sizes.items() for _ in range(n))]
+    rows = [{"model": f"m{m}", "subdomain": s, "item_id": q, "epoch": 1, "score": float((m * 7 + i) % 3 == 0),
+             "correct": None} for m in range(5) for i, (q, s) in enumerate(items)]
+    return GlmData.from_samples(_samples(rows))
+
+
+@pytest.mark.parametrize("nested", [True, False], ids=["tasks in 3 subdomains", "one subdomain"])
+@pytest.mark.parametrize("model_form,item_form", [("centred", "non_centred"), ("non_centred", "centred"),
+                                                  ("centred", "centred")])
+def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
+    """The suite GLM in the group-mean basis has the plain basis's log joint at matched effects, plus only
+    the prior of the coordinates the basis leaves unused: an orthogonal change of variables (unit
+    Jacobian), the same priors and likelihood. A wrong scale, centre or reflection breaks the equality."""
+    import jax.numpy as jnp
+    from numpyro.handlers import seed, substitute, trace
+    from numpyro.infer.util import log_density
+
+    from evalpipeline.models.glm import item_subdomains, structure_options, suite_binomial
+
+    data = _crossed_suite(nested)
+    assert item_subdomains(data) is not None  # GlmData requires each item in one subdomain
+    options = structure_options("suite_binomial", data)
+    assert options["tasks_nested"] and options["use_subdomain"] == nested
+    centring = {"model": model_form, "subdomain": "non_centred", "item": item_form}
+    layout = layout_for(data)
+    arrays = {k: jnp.asarray(v) for k, v in build_arrays(data, layout, centring).items()}
+    new = dict(options, group_mean_basis=True)
+    rng = np.random.default_rng(11)
+    scalars = {"overall": -0.4, "sigma_model": 0.8, "sigma_subdomain": 0.15, "sigma_task": 0.6}
+    # random coordinates of the new basis, then the effects they give
+    shapes = {name: site["value"].shape for name, site in trace(seed(suite_binomial, 0)).get_trace(arrays, **new).items()
+              if site["type"] == "sample" and not site.get("is_observed", False)}
+    coords = {name: (scalars[name] if name in scalars else rng.normal(size=shape)) for name, shape in shapes.items()}
+    tr = trace(substitute(suite_binomial, data=coords)).get_trace(arrays, **new)
+    model, task = (np.asarray(tr[s]["value"]) for s in ("model", "task"))
+    sub = np.asarray(tr["subdomain_dev"]["value"]) if nested else None
+    # the plain basis's coordinates for the same effects (padding slots shared)
+    c_model, c_item = np.asarray(arrays["c_model"]), np.asarray(arrays["c_item"])
+    rest = "task_rest_raw" if nested else "task_all_rest_raw"
+    model_raw = np.where(c_model == 1, model, (model - scalars["overall"]) / scalars["sigma_model"])
+    task_raw = np.where(c_item == 1, task, task / scalars["sigma_task"])
+    model_raw[data.n_models:] = coords["model_rest_raw"][data.n_models:]
+    task_raw[data.n_items:] = coords[rest][data.n_items:]
+    plain = {k: v for k, v in coords.items() if not k.startswith(("model_", "task_"))}
+    plain.update(model_raw=model_raw, task_raw=task_raw)
+    plain_joint = float(log_density(suite_binomial, (arrays,), dict(options, group_mean_basis=False), plain)[0])
+    new_joint = float(log_density(suite_binomial, (arrays,), new, coords)[0])
+    # the unused coordinates: each real group's first slot of the rest, and the padded groups' means
+    def logpdf(site, index):
+        return float(np.sum(np.asarray(tr[site]["fn"].log_prob(tr[site]["value"]))[index]))
+    firsts = np.asarray(arrays["group_first"])[: data.n_subdomains] if nested else np.array([0])
+    unused = logpdf("model_rest_raw", np.array([0])) + logpdf(rest, firsts)
+    if nested:
+        unused += logpdf("task_mean_raw", np.arange(data.n_subdomains, layout.subdomains))
+    assert new_joint == pytest.approx(plain_joint + unused, rel=0, abs=1e-3)  # float32 sums of ~800 terms
+    if not nested:
+        return
+    # and the subdomains' logits are unchanged coordinates
+    np.testing.assert_array_equal(sub, np.asarray(trace(substitute(suite_binomial, data=plain)).get_trace(
+        arrays, **dict(options, group_mean_basis=False))["subdomain_dev"]["value"]))

@@ -78,6 +78,9 @@ class FitSettings:
     centring: str = "auto"  # "auto", "centred" or "non_centred"
     centring_threshold: float = 1.0
     paper_form: bool = False
+    #: the crossed suite models (glm.CROSSED_MODELS) in the group-mean basis with a dense mass block over
+    #: their collective directions (glm._grouped_effects); False: the plain basis, diagonal mass matrix
+    group_mean_basis: bool = True
     pad: bool = True
     predictive_draws: int = 400
     retry_on: tuple[str, ...] = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
@@ -234,6 +237,8 @@ class Fitter:
         if any(o != options[0] for o in options):
             raise ValueError(f"data sets differ in design for {name!r}: {options[0]} vs another")
         opts = dict(options[0], paper_form=settings.paper_form, **(priors or {}))
+        if name in glm.CROSSED_MODELS:
+            opts["group_mean_basis"] = settings.group_mean_basis
         layouts = [glm.layout_for(d, pad=settings.pad) for d in datasets]
         layout = glm.Layout(*[max(getattr(l, f.name) for l in layouts) for f in dataclasses.fields(glm.Layout)])
         stacked = []
@@ -242,7 +247,8 @@ class Fitter:
             if reason:
                 raise ValueError(f"model {name!r} is not applicable: {reason}")
             used = {lvl: sc for lvl, sc in entry.level_scales if _level_used(lvl, opts, name)}
-            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold)
+            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold,
+                                           shared_items=name in glm.CROSSED_MODELS)
             stacked.append(glm.build_arrays(d, layout, centring))
         grid = max((a["count_grid"] for a in stacked), key=len)
         for a in stacked:
@@ -294,6 +300,10 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
     prototype = info.param_info.z
     sites = tuple(sorted(prototype))
     num_warmup, num_samples = settings.num_warmup, settings.num_samples
+    # the group-mean basis puts the crossed effects' collective directions in a few coordinates; one
+    # dense block adapts to their correlation (everything else keeps a diagonal mass matrix)
+    block = tuple(s for s in glm.COLLECTIVE_SITES if s in prototype) if options.get("group_mean_basis") else ()
+    dense_mass = [block] if len(block) >= 2 else False
 
     def one_chain(rng_key, data, target_accept):
         init_key, run_key = random.split(rng_key)
@@ -302,7 +312,7 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         z0 = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
         state = init_kernel(z0, num_warmup, target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
-                            model_args=(data,), rng_key=run_key)
+                            dense_mass=dense_mass, model_args=(data,), rng_key=run_key)
 
         def step(state, _):
             state = sample_kernel(state, model_args=(data,))
@@ -393,6 +403,8 @@ def fit_glm(
     entry = glm.MODELS[name]
     options = glm.structure_options(name, data)
     options["paper_form"] = settings.paper_form
+    if name in glm.CROSSED_MODELS:
+        options["group_mean_basis"] = settings.group_mean_basis
     if priors:
         import inspect
 
@@ -404,7 +416,8 @@ def fit_glm(
         options.update(priors)
     level_scales = dict(entry.level_scales)
     used_levels = {lvl: s for lvl, s in level_scales.items() if _level_used(lvl, options, name)}
-    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold)
+    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
+                                   shared_items=name in glm.CROSSED_MODELS)
     layout = glm.layout_for(data, pad=settings.pad)
     arrays = glm.build_arrays(data, layout, centring)
     started = time.perf_counter()

@@ -52,6 +52,12 @@ Parameterisation (recorded per fit, see fit.py):
   ``mu_difficulty_overall``, ``mu_task_overall`` and per-cell
   ``mu_reasoning_{i,d}`` are, like mu_bar, only identified in sum with the
   intercept. ``paper_form`` does not restore those (it restores mu_bar only).
+* The crossed suite models (:data:`CROSSED_MODELS`) are sampled in the
+  group-mean basis (``FitSettings.group_mean_basis``, default on): the LLM and
+  task effects in coordinates where their (per-subdomain) means are coordinates
+  of their own, tasks centred on their subdomain, and one dense block of the
+  mass matrix over those few collective coordinates. Same priors and
+  likelihood; see :func:`_grouped_effects` and :func:`suite_binomial`.
 """
 
 from __future__ import annotations
@@ -164,14 +170,26 @@ def _pad(values: np.ndarray, size: int, fill=0) -> np.ndarray:
 CENTRING_LEVELS = ("model", "domain", "subdomain", "item")
 
 
-def group_information(data: GlmData, level: str) -> np.ndarray:
+def _group_keys(level: str, shared_items: bool) -> tuple[list[str], list[str]]:
+    """(columns identifying a level's groups, columns identifying their parents). ``shared_items``:
+    the suite models' task effects are common to all LLMs (crossed with them), so a task's group
+    pools every LLM's units and deviates from its subdomain."""
+    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
+    if level == "model":
+        return [column], []
+    if level == "item" and shared_items:
+        return ["subdomain_idx", column], ["subdomain_idx"]
+    parents = _PARENTS[level]
+    return list(dict.fromkeys(parents + ["model_idx", column])), parents
+
+
+def group_information(data: GlmData, level: str, *, shared_items: bool = False) -> np.ndarray:
     """Fisher information about each group's logit, sum of n * r * (1 - r) over its units.
 
     r is the group's smoothed rate (k + 1) / (n + 2), so a group with all
     successes still counts as weakly informative rather than uninformative.
     """
-    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
-    keys = [column] if level == "model" else ["model_idx", column]
+    keys, _ = _group_keys(level, shared_items)
     grouped = data.units.groupby(keys)[["k", "n"]].sum()
     rate = (grouped["k"] + 1.0) / (grouped["n"] + 2.0)
     return (grouped["n"] * rate * (1.0 - rate)).to_numpy(dtype=float)
@@ -182,7 +200,7 @@ _PARENTS = {"model": [], "domain": ["model_idx"], "subdomain": ["model_idx", "do
             "item": ["model_idx", "subdomain_idx"]}
 
 
-def group_spread(data: GlmData, level: str) -> float:
+def group_spread(data: GlmData, level: str, *, shared_items: bool = False) -> float:
     """A cautious (lower 95%) estimate of the sd of a level's group logits around their parents'.
 
     The groups' empirical logits (smoothed rates, as in :func:`group_information`)
@@ -193,9 +211,7 @@ def group_spread(data: GlmData, level: str) -> float:
     below, because with few groups -- two or three LLMs -- the data cannot rule
     out a small sigma, and a small sigma is where the centred form has its funnel.
     """
-    column = {"model": "model_idx", "domain": "domain_idx", "subdomain": "subdomain_idx", "item": "item_idx"}[level]
-    parents = _PARENTS[level]
-    keys = list(dict.fromkeys(parents + ([column] if level == "model" else ["model_idx", column])))
+    keys, parents = _group_keys(level, shared_items)
     grouped = data.units.groupby(keys)[["k", "n"]].sum().reset_index()
     rate = (grouped["k"] + 1.0) / (grouped["n"] + 2.0)
     logit = np.log(rate / (1.0 - rate))
@@ -208,7 +224,8 @@ def group_spread(data: GlmData, level: str) -> float:
     return float(np.sqrt(max(total_low - float(np.mean(1.0 / info)), 0.0)))
 
 
-def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0) -> dict[str, str]:
+def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0,
+                    shared_items: bool = False) -> dict[str, str]:
     """Centred or non-centred per level.
 
     Centred when the median group's data information about its logit, times the
@@ -220,7 +237,11 @@ def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "aut
     that are each well measured but barely differ -- two LLMs of similar skill --
     put the posterior of the level's sigma near 0, where the centred form has its
     funnel (seen as thousands of divergences on a planted-truth suite study).
-    ``mode`` forces one form.
+    ``mode`` forces one form. ``shared_items`` (the suite models' task effects,
+    common to all LLMs): a task's information is summed over the LLMs that
+    answered it -- 100 LLMs pin a task with 100 attempts, not one. (Only the
+    tasks: the shared subdomain deviations are pinned by their tasks' prior, not
+    by the data, so their own information does not measure what pins them.)
     """
     if mode not in ("auto", "centred", "non_centred"):
         raise ValueError(f"centring must be 'auto', 'centred' or 'non_centred', not {mode!r}")
@@ -229,8 +250,8 @@ def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "aut
         if mode != "auto":
             choice[level] = mode
             continue
-        info = group_information(data, level)
-        sd = min(scale, group_spread(data, level)) if len(info) else 0.0
+        info = group_information(data, level, shared_items=shared_items)
+        sd = min(scale, group_spread(data, level, shared_items=shared_items)) if len(info) else 0.0
         choice[level] = "centred" if len(info) and np.median(info) * sd**2 >= threshold else "non_centred"
     return choice
 
@@ -273,6 +294,19 @@ def build_arrays(data: GlmData, layout: Layout, centring: dict[str, str]) -> dic
     arrays["c_domain"] = np.tile(flags("domain", data.n_domains, layout.domains), (layout.models, 1))
     arrays["c_subdomain"] = np.tile(flags("subdomain", data.n_subdomains, layout.subdomains), (layout.models, 1))
     arrays["c_item"] = flags("item", data.n_items, layout.items)
+    # the suite models' group-mean basis (see _grouped_effects): which slots are real, each item's
+    # subdomain, and per real subdomain its first item slot and item count
+    arrays["model_real"] = _pad(np.ones(data.n_models, np.float32), layout.models, 0.0)
+    arrays["item_real"] = _pad(np.ones(data.n_items, np.float32), layout.items, 0.0)
+    parent = item_subdomains(data)
+    arrays["item_group"] = _pad(np.zeros(data.n_items, np.int32) if parent is None else parent, layout.items)
+    # padded subdomains have no items: size 0, first slot out of range (dropped)
+    sizes = np.zeros(layout.subdomains, np.float32)
+    firsts = np.full(layout.subdomains, layout.items, np.int64)
+    if parent is not None:
+        sizes[: data.n_subdomains] = np.bincount(parent, minlength=data.n_subdomains)
+        np.minimum.at(firsts, parent, np.arange(data.n_items))
+    arrays["group_first"], arrays["group_size"] = firsts.astype(np.int32), sizes
     # 0..G-1 for the beta-binomial's rising factorials (empty: fractional counts or n > 256)
     max_n = int(u["n"].max())
     integral = bool(np.all(np.equal(np.mod(u["k"].to_numpy(float), 1.0), 0.0)))
@@ -298,6 +332,56 @@ def _varying(name: str, loc, scale, centred):
     loc = jnp.broadcast_to(loc, shape)
     raw = numpyro.sample(f"{name}_raw", dist.Normal(centred * loc, scale**centred))
     return numpyro.deterministic(name, loc + scale ** (1.0 - centred) * (raw - centred * loc))
+
+
+def item_subdomains(data: GlmData) -> np.ndarray | None:
+    """Each item's subdomain index when every item sits in exactly one subdomain and every
+    subdomain holds an item (items nested in subdomains), else None."""
+    pairs = data.units[["item_idx", "subdomain_idx"]].drop_duplicates()
+    if len(pairs) != data.n_items or pairs["subdomain_idx"].nunique() != data.n_subdomains:
+        return None
+    return pairs.sort_values("item_idx")["subdomain_idx"].to_numpy(np.int32)
+
+
+#: Sites of the suite models' collective directions (grand intercept, the LLMs' mean, the tasks' group
+#: means, the shared domain and subdomain deviations): one dense block of the NUTS mass matrix.
+COLLECTIVE_SITES = ("overall", "model_mean_raw", "task_mean_raw", "task_all_mean_raw", "domain_dev_raw",
+                    "subdomain_dev_raw")
+
+
+def _grouped_effects(name: str, loc, scale, centred, real, group, first, size):
+    """Normal(loc[group], scale) effects on the real slots, sampled in a basis where each group's mean
+    is a coordinate of its own.
+
+    Crossed effects (every LLM answers every task) are identified only up to a common shift between
+    the LLMs' mean and the tasks' mean, which the data leave to the priors. In the plain basis that
+    shift moves hundreds of coordinates at once and a diagonal mass matrix samples it badly (trees of
+    31-63 leapfrog steps, divergences and ESS failures at 100 LLMs x 200 tasks). Here a Householder
+    reflection per group maps coordinate ``first[g]`` to the group's normalised mean direction, so
+    ``{name}_mean_raw[g]`` (= sqrt(n_g) x the group mean, centred at sqrt(n_g) loc[g]) carries the
+    shift and the dense block over :data:`COLLECTIVE_SITES` adapts to it. The reflection is
+    orthogonal with unit Jacobian, so the effects have exactly the plain basis's prior; each
+    ``first[g]`` slot of ``{name}_rest_raw`` is then unused (prior-only, like the padding slots).
+    Centring follows ``centred`` per slot (the group's first slot decides for its mean).
+    """
+    root = jnp.sqrt(jnp.maximum(size, 1.0))
+    c_mean = centred[jnp.minimum(first, centred.shape[0] - 1)]
+    mean = _raw_normal(f"{name}_mean", loc * root, scale, c_mean)
+    rest = _raw_normal(f"{name}_rest", jnp.zeros_like(centred), scale, centred)
+    v = rest.at[first].set(mean, mode="drop")
+    unit = jnp.zeros_like(real).at[first].set(1.0, mode="drop")
+    w = (unit - real / root[group]) * real
+    groups = size.shape[0]
+    norm2 = jax.ops.segment_sum(w * w, group, num_segments=groups)
+    coef = jnp.where(norm2 > 1e-6, 2.0 * jax.ops.segment_sum(w * v, group, num_segments=groups)
+                     / jnp.maximum(norm2, 1e-6), 0.0)
+    return v - w * coef[group]
+
+
+def _raw_normal(name: str, loc, scale, centred):
+    """:func:`_varying` without its deterministic site (an internal coordinate, not a reported effect)."""
+    raw = numpyro.sample(f"{name}_raw", dist.Normal(centred * loc, scale**centred))
+    return loc + scale ** (1.0 - centred) * (raw - centred * loc)
 
 
 def _intercept(paper_form: bool, mu_overall_sd: float, sigma_overall_scale: float, extra_var: float = 0.0):
@@ -562,6 +646,8 @@ def suite_binomial(
     likelihood: str = "binomial",
     phi_concentration: float = 1.0,
     phi_rate: float = 0.1,
+    group_mean_basis: bool = False,
+    tasks_nested: bool = False,
 ):
     """hibayes-paper.txt Eq. 5: logit p = mod_model_i + diff + gamma_{i,d} * covariate + eta_task_j.
 
@@ -573,26 +659,58 @@ def suite_binomial(
     (mu ~ N(0, 1), sigma ~ HalfNormal(0.1)). Added to the paper's Eq. 5: shared
     domain -> subdomain deviations (sigma HalfNormal(0.1) each), so the model
     effects are estimated jointly with shared subdomain and task effects.
+
+    ``group_mean_basis`` (``FitSettings.group_mean_basis``, on by default) samples
+    the same model in better coordinates: the LLM effects and the task effects in
+    a basis where their (per-subdomain) means are coordinates of their own (see
+    :func:`_grouped_effects`), and, when the tasks are nested in subdomains
+    (``tasks_nested``, from the data), each task's logit centred on its subdomain
+    rather than subdomain and task added. The priors and likelihood are unchanged
+    (a linear change of variables with unit Jacobian; tests check the log density
+    at matched points); the reported ``model``, ``subdomain_dev`` and ``task``
+    effects mean what they meant.
     """
     overall = _intercept(paper_form, mu_overall_sd, sigma_overall_scale, extra_var=1.0)
     sigma_model = numpyro.sample("sigma_model", dist.HalfNormal(sigma_model_scale))
-    model = _varying("model", overall, sigma_model, arrays["c_model"])
+    if group_mean_basis:
+        one = jnp.zeros(1, jnp.int32)
+        model = numpyro.deterministic("model", _grouped_effects(
+            "model", jnp.reshape(overall, (1,)), sigma_model, arrays["c_model"], arrays["model_real"],
+            jnp.zeros(arrays["c_model"].shape, jnp.int32), one, jnp.sum(arrays["model_real"], keepdims=True)))
+    else:
+        model = _varying("model", overall, sigma_model, arrays["c_model"])
     eta = model[arrays["model_idx"]]
     n_domains = arrays["c_domain"].shape[1]
     domain = jnp.zeros(n_domains)
     if use_domain:
         sigma_domain = numpyro.sample("sigma_domain", dist.HalfNormal(sigma_domain_scale))
         domain = _varying("domain_dev", 0.0, sigma_domain, arrays["c_domain"][0])
+    # tasks nested in subdomains: the task logits are centred on their subdomain (same model, the sum
+    # subdomain + task as one coordinate), else the subdomain shift and its tasks' mean form a ridge
+    nest = group_mean_basis and tasks_nested and use_subdomain and use_task
+    subdomain = None
     if use_subdomain:
         sigma_subdomain = numpyro.sample("sigma_subdomain", dist.HalfNormal(sigma_subdomain_scale))
         subdomain = _varying("subdomain_dev", domain[arrays["subdomain_parent"]], sigma_subdomain, arrays["c_subdomain"][0])
-        eta = eta + subdomain[arrays["subdomain_idx"]]
+        if not nest:
+            eta = eta + subdomain[arrays["subdomain_idx"]]
     elif use_domain:
         eta = eta + domain[arrays["domain_idx"]]
     if use_task:
         sigma_task = numpyro.sample("sigma_task", dist.HalfNormal(sigma_task_scale))
-        task = _varying("task", 0.0, sigma_task, arrays["c_item"])
-        eta = eta + task[arrays["item_idx"]]
+        if nest:
+            logit = _grouped_effects("task", subdomain, sigma_task, arrays["c_item"], arrays["item_real"],
+                                     arrays["item_group"], arrays["group_first"], arrays["group_size"])
+            numpyro.deterministic("task", logit - subdomain[arrays["item_group"]])
+            eta = eta + logit[arrays["item_idx"]]
+        elif group_mean_basis:
+            task = numpyro.deterministic("task", _grouped_effects(
+                "task_all", jnp.zeros(1), sigma_task, arrays["c_item"], arrays["item_real"],
+                jnp.zeros(arrays["c_item"].shape, jnp.int32), jnp.zeros(1, jnp.int32), jnp.sum(arrays["item_real"], keepdims=True)))
+            eta = eta + task[arrays["item_idx"]]
+        else:
+            task = _varying("task", 0.0, sigma_task, arrays["c_item"])
+            eta = eta + task[arrays["item_idx"]]
     if use_covariates:
         eta = _covariates(arrays, eta, slope_sd, slope_sigma_scale, category_sigma_scale, paper_form, use_slopes)
     _observe(arrays, eta, likelihood, phi_concentration, phi_rate)
@@ -671,6 +789,8 @@ MODELS: dict[str, ModelEntry] = {
     "suite_null": ModelEntry("suite_null", suite_null, "suite", "Eq. 6: LLM + task effects only",
                              (("model", 1.0), ("item", 0.5))),
 }
+#: Models with LLM x task crossed effects: tasks shared by all LLMs, sampled in the group-mean basis.
+CROSSED_MODELS = ("suite_binomial", "suite_beta_binomial", "suite_null")
 PARTITION_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "partition")
 SUITE_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "suite")
 
@@ -693,6 +813,8 @@ def structure_options(name: str, data: GlmData) -> dict:
         options["use_domain"] = data.n_domains >= 2
     if name in ("binomial", "beta_binomial", "item_difficulty", "suite_binomial", "suite_beta_binomial"):
         options["use_covariates"] = bool(data.numeric_covariates or data.categorical_covariates)
+    if name in ("suite_binomial", "suite_beta_binomial"):
+        options["tasks_nested"] = item_subdomains(data) is not None
     return options
 
 
@@ -712,6 +834,10 @@ def site_axes(site: str) -> tuple[str, ...]:
         "domain_dev": ("domain",),
         "subdomain_dev": ("subdomain",),
         "task": ("item",),
+        "model_rest": ("model",),
+        "task_rest": ("item",),
+        "task_all_rest": ("item",),
+        "task_mean": ("subdomain",),
         "item_difficulty": ("item",),
         "slope": ("slope_group", "numeric"),
         "slope_mu": ("slope_group", "numeric"),
