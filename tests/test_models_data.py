@@ -257,7 +257,7 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     from numpyro.handlers import seed, substitute, trace
     from numpyro.infer.util import log_density
 
-    from evalpipeline.models.glm import item_subdomains, structure_options, suite_binomial
+    from evalpipeline.models.glm import crossed_arrays, item_subdomains, structure_options, suite_binomial
 
     data = _crossed_suite(nested)
     assert item_subdomains(data) is not None  # GlmData requires each item in one subdomain
@@ -265,7 +265,7 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     assert options["tasks_nested"] and options["use_subdomain"] == nested
     centring = {"model": model_form, "subdomain": "non_centred", "item": item_form}
     layout = layout_for(data)
-    arrays = {k: jnp.asarray(v) for k, v in build_arrays(data, layout, centring).items()}
+    arrays = {k: jnp.asarray(v) for k, v in (build_arrays(data, layout, centring) | crossed_arrays(data, layout)).items()}
     new = dict(options, group_mean_basis=True)
     rng = np.random.default_rng(11)
     scalars = {"overall": -0.4, "sigma_model": 0.8, "sigma_subdomain": 0.15, "sigma_task": 0.6}
@@ -287,13 +287,12 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     plain.update(model_raw=model_raw, task_raw=task_raw)
     plain_joint = float(log_density(suite_binomial, (arrays,), dict(options, group_mean_basis=False), plain)[0])
     new_joint = float(log_density(suite_binomial, (arrays,), new, coords)[0])
-    # the unused coordinates: each real group's first slot of the rest, and the padded groups' means
+    # the unused coordinates: each group's first slot of the rest
     def logpdf(site, index):
         return float(np.sum(np.asarray(tr[site]["fn"].log_prob(tr[site]["value"]))[index]))
     firsts = np.asarray(arrays["group_first"])[: data.n_subdomains] if nested else np.array([0])
     unused = logpdf("model_rest_raw", np.array([0])) + logpdf(rest, firsts)
-    if nested:
-        unused += logpdf("task_mean_raw", np.arange(data.n_subdomains, layout.subdomains))
+    assert np.asarray(arrays["group_size"]).tolist() == ([4.0, 3.0, 5.0] if nested else [12.0])  # real groups only
     assert new_joint == pytest.approx(plain_joint + unused, rel=0, abs=1e-3)  # float32 sums of ~800 terms
     if not nested:
         return

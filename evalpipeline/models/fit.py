@@ -79,7 +79,8 @@ class FitSettings:
     centring_threshold: float = 1.0
     paper_form: bool = False
     #: the crossed suite models (glm.CROSSED_MODELS) in the group-mean basis with a dense mass block over
-    #: their collective directions (glm._grouped_effects); False: the plain basis, diagonal mass matrix
+    #: their collective directions (glm._grouped_effects) when their tasks are centred (see
+    #: glm.use_group_mean_basis); False: always the plain basis, diagonal mass matrix
     group_mean_basis: bool = True
     pad: bool = True
     predictive_draws: int = 400
@@ -237,8 +238,7 @@ class Fitter:
         if any(o != options[0] for o in options):
             raise ValueError(f"data sets differ in design for {name!r}: {options[0]} vs another")
         opts = dict(options[0], paper_form=settings.paper_form, **(priors or {}))
-        if name in glm.CROSSED_MODELS:
-            opts["group_mean_basis"] = settings.group_mean_basis
+
         layouts = [glm.layout_for(d, pad=settings.pad) for d in datasets]
         layout = glm.Layout(*[max(getattr(l, f.name) for l in layouts) for f in dataclasses.fields(glm.Layout)])
         stacked = []
@@ -250,6 +250,14 @@ class Fitter:
             centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold,
                                            shared_items=name in glm.CROSSED_MODELS)
             stacked.append(glm.build_arrays(d, layout, centring))
+        if name in glm.CROSSED_MODELS:  # one program for the batch: the basis of the first data set
+            first_centring = glm.choose_centring(datasets[0], used, mode=settings.centring,
+                                                 threshold=settings.centring_threshold, shared_items=True)
+            same_groups = len({d.n_subdomains for d in datasets}) == 1  # the basis's arrays must stack
+            opts["group_mean_basis"] = same_groups and glm.use_group_mean_basis(settings.group_mean_basis, first_centring)
+            if opts["group_mean_basis"]:
+                for d, a in zip(datasets, stacked):
+                    a.update(glm.crossed_arrays(d, layout))
         grid = max((a["count_grid"] for a in stacked), key=len)
         for a in stacked:
             a["count_grid"] = grid
@@ -403,8 +411,6 @@ def fit_glm(
     entry = glm.MODELS[name]
     options = glm.structure_options(name, data)
     options["paper_form"] = settings.paper_form
-    if name in glm.CROSSED_MODELS:
-        options["group_mean_basis"] = settings.group_mean_basis
     if priors:
         import inspect
 
@@ -418,8 +424,12 @@ def fit_glm(
     used_levels = {lvl: s for lvl, s in level_scales.items() if _level_used(lvl, options, name)}
     centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
                                    shared_items=name in glm.CROSSED_MODELS)
+    if name in glm.CROSSED_MODELS:
+        options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
     layout = glm.layout_for(data, pad=settings.pad)
     arrays = glm.build_arrays(data, layout, centring)
+    if options.get("group_mean_basis"):
+        arrays.update(glm.crossed_arrays(data, layout))
     started = time.perf_counter()
     attempts: list[dict] = []
     target = settings.target_accept

@@ -294,19 +294,6 @@ def build_arrays(data: GlmData, layout: Layout, centring: dict[str, str]) -> dic
     arrays["c_domain"] = np.tile(flags("domain", data.n_domains, layout.domains), (layout.models, 1))
     arrays["c_subdomain"] = np.tile(flags("subdomain", data.n_subdomains, layout.subdomains), (layout.models, 1))
     arrays["c_item"] = flags("item", data.n_items, layout.items)
-    # the suite models' group-mean basis (see _grouped_effects): which slots are real, each item's
-    # subdomain, and per real subdomain its first item slot and item count
-    arrays["model_real"] = _pad(np.ones(data.n_models, np.float32), layout.models, 0.0)
-    arrays["item_real"] = _pad(np.ones(data.n_items, np.float32), layout.items, 0.0)
-    parent = item_subdomains(data)
-    arrays["item_group"] = _pad(np.zeros(data.n_items, np.int32) if parent is None else parent, layout.items)
-    # padded subdomains have no items: size 0, first slot out of range (dropped)
-    sizes = np.zeros(layout.subdomains, np.float32)
-    firsts = np.full(layout.subdomains, layout.items, np.int64)
-    if parent is not None:
-        sizes[: data.n_subdomains] = np.bincount(parent, minlength=data.n_subdomains)
-        np.minimum.at(firsts, parent, np.arange(data.n_items))
-    arrays["group_first"], arrays["group_size"] = firsts.astype(np.int32), sizes
     # 0..G-1 for the beta-binomial's rising factorials (empty: fractional counts or n > 256)
     max_n = int(u["n"].max())
     integral = bool(np.all(np.equal(np.mod(u["k"].to_numpy(float), 1.0), 0.0)))
@@ -334,6 +321,29 @@ def _varying(name: str, loc, scale, centred):
     return numpyro.deterministic(name, loc + scale ** (1.0 - centred) * (raw - centred * loc))
 
 
+def crossed_arrays(data: GlmData, layout: Layout) -> dict[str, np.ndarray]:
+    """The crossed suite models' extra inputs for the group-mean basis (see :func:`_grouped_effects`):
+    which LLM and item slots are real, each item's subdomain, and per subdomain its first item slot
+    and item count. The per-subdomain arrays have the real subdomains' length, not the padded one: a
+    padded subdomain would put a prior-only coordinate into the dense mass block, whose adaptation
+    from short warmup windows it degrades (at 100 LLMs, 28 padded subdomains cost warmup ~3x its
+    leapfrog steps). Only the crossed models take these, so the other models' shapes do not vary."""
+    parent = item_subdomains(data)
+    if parent is None:
+        parent, groups = np.zeros(data.n_items, np.int32), 1
+    else:
+        groups = data.n_subdomains
+    firsts = np.full(groups, layout.items, np.int64)
+    np.minimum.at(firsts, parent, np.arange(data.n_items))
+    return {
+        "model_real": _pad(np.ones(data.n_models, np.float32), layout.models, 0.0),
+        "item_real": _pad(np.ones(data.n_items, np.float32), layout.items, 0.0),
+        "item_group": _pad(parent, layout.items),
+        "group_first": firsts.astype(np.int32),
+        "group_size": np.bincount(parent, minlength=groups).astype(np.float32),
+    }
+
+
 def item_subdomains(data: GlmData) -> np.ndarray | None:
     """Each item's subdomain index when every item sits in exactly one subdomain and every
     subdomain holds an item (items nested in subdomains), else None."""
@@ -344,9 +354,21 @@ def item_subdomains(data: GlmData) -> np.ndarray | None:
 
 
 #: Sites of the suite models' collective directions (grand intercept, the LLMs' mean, the tasks' group
-#: means, the shared domain and subdomain deviations): one dense block of the NUTS mass matrix.
-COLLECTIVE_SITES = ("overall", "model_mean_raw", "task_mean_raw", "task_all_mean_raw", "domain_dev_raw",
-                    "subdomain_dev_raw")
+#: means): one dense block of the NUTS mass matrix. The subdomain deviations stay out: their padded slots
+#: are prior-only coordinates, and with them in the block warmup took ~25% more leapfrog steps.
+COLLECTIVE_SITES = ("overall", "model_mean_raw", "task_mean_raw", "task_all_mean_raw")
+
+
+def use_group_mean_basis(enabled: bool, centring: dict[str, str]) -> bool:
+    """Whether a crossed suite model is sampled in the group-mean basis: when enabled and its tasks are
+    centred (the data pin each task, so the shift the basis isolates is the posterior's long direction).
+
+    Measured at 100 LLMs x 200 tasks (benchmarks/README.md): with task difficulties spread (sd 1, centred
+    tasks) the basis passes the gate on its first attempt where the plain basis failed both; with every
+    task equally hard (non-centred tasks, sigma_task near 0) it failed r-hat/ESS on both attempts where
+    the plain basis passed on its retry, so non-centred tasks keep the plain basis.
+    """
+    return bool(enabled) and centring.get("item") == "centred"
 
 
 def _grouped_effects(name: str, loc, scale, centred, real, group, first, size):
@@ -365,6 +387,7 @@ def _grouped_effects(name: str, loc, scale, centred, real, group, first, size):
     Centring follows ``centred`` per slot (the group's first slot decides for its mean).
     """
     root = jnp.sqrt(jnp.maximum(size, 1.0))
+    loc = loc[: size.shape[0]]
     c_mean = centred[jnp.minimum(first, centred.shape[0] - 1)]
     mean = _raw_normal(f"{name}_mean", loc * root, scale, c_mean)
     rest = _raw_normal(f"{name}_rest", jnp.zeros_like(centred), scale, centred)
