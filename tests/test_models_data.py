@@ -299,3 +299,27 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     # and the subdomains' logits are unchanged coordinates
     np.testing.assert_array_equal(sub, np.asarray(trace(substitute(suite_binomial, data=plain)).get_trace(
         arrays, **dict(options, group_mean_basis=False))["subdomain_dev"]["value"]))
+
+
+def test_curvature_inverse_mass_is_one_over_the_curvature_at_the_mode():
+    """Closed form: potential sum(exp(x) - c x) has its mode at log c with curvature c there (1 at the
+    start x = 0), so the starting inverse mass is 1 / c per coordinate, as one vector over the sorted
+    sites or, with a dense block, a diagonal block matrix and a vector for the other sites."""
+    import jax
+    import jax.numpy as jnp
+
+    from evalpipeline.models.fit import curvature_inverse_mass
+
+    c = {"a": jnp.array([0.5, 2.0, 4.0]), "b": jnp.array(3.0), "z": jnp.array([1.5, 0.8])}
+
+    def potential(z):
+        return sum(jnp.sum(jnp.exp(z[k]) - c[k] * z[k]) for k in c)
+
+    start = {k: jnp.zeros_like(v) for k, v in c.items()}
+    flat = curvature_inverse_mass(potential, start, jax.random.PRNGKey(0))
+    expected = 1.0 / np.concatenate([np.atleast_1d(np.asarray(c[k])) for k in sorted(c)])
+    np.testing.assert_allclose(np.asarray(flat), expected, rtol=0.05)
+    blocked = curvature_inverse_mass(potential, start, jax.random.PRNGKey(0), ("b", "a"))
+    assert set(blocked) == {("b", "a"), ("z",)}
+    np.testing.assert_allclose(np.asarray(blocked[("b", "a")]), np.diag(1.0 / np.array([3.0, 0.5, 2.0, 4.0])), rtol=0.05, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(blocked[("z",)]), 1.0 / np.array([1.5, 0.8]), rtol=0.05)
