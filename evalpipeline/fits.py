@@ -393,12 +393,14 @@ def _single(usable: dict, pareto_k_threshold: float) -> pd.DataFrame:
     import arviz as az
     import numpy as np
 
+    from evalpipeline.models import psis
+
     rows = []
     for name, fit in usable.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            waic, loo = az.waic(fit.idata), az.loo(fit.idata, pointwise=True)
-        high = int(np.sum(loo.pareto_k.values > pareto_k_threshold))
+            waic, loo = az.waic(fit.idata), psis.loo(fit.idata)
+        high = int(np.sum(loo.pareto_k > pareto_k_threshold))
         rows.append({
             "model": name, "waic_rank": 0, "elpd_waic": float(waic.elpd_waic), "waic_se": float(waic.se),
             "p_waic": float(waic.p_waic), "d_waic": 0.0, "waic_dse": 0.0, "waic_weight": 1.0,

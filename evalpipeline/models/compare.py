@@ -15,6 +15,8 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from evalpipeline.models import psis
+
 COMPARE_COLUMNS = {
     "model": "candidate GLM",
     "waic_rank": "0 = best by WAIC",
@@ -68,8 +70,8 @@ def compare_fits(fits: dict, *, pareto_k_threshold: float = 0.7) -> pd.DataFrame
     for name, idata in idatas.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pointwise = az.loo(idata, pointwise=True)
-        high = int(np.sum(pointwise.pareto_k.values > pareto_k_threshold))
+            pointwise = psis.loo(idata)
+        high = int(np.sum(pointwise.pareto_k > pareto_k_threshold))
         rows.append({
             "model": name,
             "waic_rank": int(waic.loc[name, "rank"]),

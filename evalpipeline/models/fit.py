@@ -54,7 +54,7 @@ import pandas as pd
 import pyarrow as pa
 from jax import lax, random
 
-from evalpipeline.models import glm
+from evalpipeline.models import glm, psis
 from evalpipeline.models.data import GlmData
 
 # ---------------------------------------------------------------------------
@@ -623,8 +623,7 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
         ess_bulk = _extreme(az.ess(posterior, method="bulk"), min)
         ess_tail = _extreme(az.ess(posterior, method="tail"), min)
         bfmi = float(np.min(az.bfmi(idata))) if posterior.sizes["draw"] > 1 else float("nan")
-        loo = az.loo(idata, pointwise=True)
-        pareto_k = float(np.max(loo.pareto_k.values))
+        pareto_k = float(np.max(psis.loo(idata).pareto_k))
     divergences = int(idata.sample_stats["diverging"].values.sum())
     rows = [
         ("divergences", float(divergences), float(thresholds.max_divergences), "<="),
