@@ -158,46 +158,65 @@ def run_main_job(
         return max(1, min(partitions_per_run, -(-count // workers)))
 
     partition_keys = [(to_partition_key(m), to_partition_key(s)) for m, s in pairs]
+    pair_name = lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"  # noqa: E731
     stages = [
         [(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
-          _label(block, lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"))
+          _label(block, pair_name), [pair_name(p) for p in block])
          for block in range_blocks(partition_keys, model_order, suite_order, per_run(len(pairs)))],
-        [(suite_job.name, block, _label(block, lambda k: f"suite {from_partition_key(k)}"))
-         for block in key_blocks([to_partition_key(s) for s in suites], suite_order, per_run(len(suites)))],
-        [(model_job.name, block, _label(block, lambda k: f"model {from_partition_key(k)}"))
-         for block in key_blocks([to_partition_key(m) for m in models], model_order, per_run(len(models)))],
-        [(lake_job.name, None, "lake-wide tables")],
+        *[[(job.name, block, _label(block, name), [name(k) for k in block])
+           for block in key_blocks([to_partition_key(k) for k in keys], order, per_run(len(keys)))]
+          for job, keys, order, name in ((suite_job, suites, suite_order, lambda k: f"suite {from_partition_key(k)}"),
+                                         (model_job, models, model_order, lambda k: f"model {from_partition_key(k)}"))],
+        [(lake_job.name, None, "lake-wide tables", [])],
     ]
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
     pool = None
+
+    def execute(steps: list, count: int) -> list[bool]:
+        """Run ``steps`` ((number, job, keys, label)), side by side in the worker pool when there is one."""
+        nonlocal pool
+        if workers > 1 and len(steps) > 1:
+            if pool is None:  # spawned once: each worker pays the imports (JAX, GX) once
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            futures = {}
+            for number, job_name, keys, label in steps:
+                echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
+                futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
+            succeeded = {}
+            for future in as_completed(futures):
+                number, job_name, label = futures[future]
+                try:
+                    outcome = future.result()
+                except Exception as error:  # the worker process died (killed, out of memory)
+                    outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
+                _echo_outcome(echo, count, number, job_name, label, *outcome)
+                succeeded[number] = outcome[0]
+            return [succeeded[number] for number, *_rest in steps]  # in the order of ``steps``
+        succeeded = []
+        for number, job_name, keys, label in steps:
+            echo(f"[{number}/{count}] {job_name} {label} ...")
+            outcome = _execute_block(job_name, keys, instance=instance)
+            _echo_outcome(echo, count, number, job_name, label, *outcome)
+            succeeded.append(outcome[0])
+        return succeeded
+
     try:
         for stage in stages:
-            numbered = [(next(numbers), *step) for step in stage]
-            if workers > 1 and len(stage) > 1:
-                if pool is None:  # spawned once: each worker pays the imports (JAX, GX) once
-                    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-                futures = {}
-                for number, job_name, keys, label in numbered:
-                    echo(f"[{number}/{total}] {job_name} {label} ... (worker process)")
-                    futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
-                outcomes = []
-                for future in as_completed(futures):
-                    number, job_name, label = futures[future]
-                    try:
-                        outcome = future.result()
-                    except Exception as error:  # the worker process died (killed, out of memory)
-                        outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
-                    outcomes.append((number, job_name, label, *outcome))
-                    _echo_outcome(echo, total, *outcomes[-1])
-            else:
-                outcomes = []
-                for number, job_name, keys, label in numbered:
-                    echo(f"[{number}/{total}] {job_name} {label} ...")
-                    outcomes.append((number, job_name, label, *_execute_block(job_name, keys, instance=instance)))
-                    _echo_outcome(echo, total, *outcomes[-1])
-            failures += sum(not ok for _, _, _, ok, _, _ in outcomes)
+            numbered = [(next(numbers), job_name, keys, label) for job_name, keys, label, _names in stage]
+            succeeded = execute(numbered, total)
+            # Dagster gates per run: a blocking check or error in one partition of a range run stops the
+            # downstream steps of every partition in it. Rerunning a failed range one partition per run
+            # confines the failure to its partition (the others' stored fits and tables are reused).
+            ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
+            singles = [(job_name, [key], name) for job_name, keys, _label_, names in ranges for key, name in zip(keys, names)]
+            failures += sum(not ok for ok in succeeded) - len(ranges)
+            if singles:
+                echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "
+                     "that a failing partition does not hold back the others")
+                failures += sum(not ok for ok in execute(
+                    [(i, job_name, keys, label) for i, (job_name, keys, label) in enumerate(singles, 1)], len(singles)))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)

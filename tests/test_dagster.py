@@ -344,3 +344,49 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert run_main_job(only_changed=True) == 0
     out = capsys.readouterr().out
     assert "(0 new or changed)" in out and "ingest_and_fit" not in out
+
+
+@pytest.mark.slow
+def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch, capsys):
+    """Dagster gates per run: a blocking check that fails for one suite of a range run skips the
+    downstream step (suite_comparison) of every suite in the run. run_main_job reruns a failed range
+    one partition per run, so only the failing suite's comparison waits, and the failure is recorded."""
+    import dataclasses
+
+    import assets.fits as fit_assets
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for log in DEMO_LOGS.iterdir():
+        if "atlas-large" in log.name or "cirrus 7b" in log.name:
+            shutil.copy(log, landing / log.name)
+    monkeypatch.chdir(tmp_path)
+    # the suite GLM only: the partition GLMs are not what this is about
+    (tmp_path / "evalpipeline.toml").write_text(FAST_GLM_CONFIG.replace('"binomial", "suite_binomial"', '"suite_binomial"'))
+    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
+    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    real_fit = fit_assets.fit_suite_glm
+
+    def r_hat_fails_on_reading(store, suite, glm, config, **kwargs):
+        outcome = real_fit(store, suite, glm, config, **kwargs)
+        if suite != "reading":
+            return outcome
+        diagnostics = outcome.diagnostics.copy()
+        diagnostics.loc[diagnostics["diagnostic"] == "r_hat", ["value", "passed"]] = [9.0, False]
+        return dataclasses.replace(outcome, diagnostics=diagnostics, passed=False)
+
+    monkeypatch.setattr(fit_assets, "fit_suite_glm", r_hat_fails_on_reading)
+    assert run_main_job() == 1
+    out = capsys.readouterr().out
+    assert "[2/4] suite_analysis 3 partitions (suite " in out
+    assert "1 range run(s) failed: rerunning their 3 partition(s) one run each" in out
+    assert "suite_analysis suite reading: FAILED" in out
+    assert "suite_analysis suite arith: ok" in out and "suite_analysis suite agentic_ops: ok" in out
+    lake = tmp_path / "lake"
+    compared = {p.parent.name for p in lake.glob("suite_comparison/suite=*/pairwise.parquet")}
+    assert compared == {"suite=arith", "suite=agentic_ops"}  # the gate holds for reading alone
+    failures = read_run_failures(Lake(lake))
+    assert "suite_glm_binomial:r_hat" in set(failures.loc[failures["partition"] == "reading", "step"])
