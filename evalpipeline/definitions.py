@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -174,16 +175,24 @@ def run_main_job(
     numbers = iter(range(1, total + 1))
     pool = None
 
+    def submit(job_name: str, keys):
+        nonlocal pool
+        if pool is not None:
+            try:
+                return pool.submit(_execute_block, job_name, keys, instance.root_directory)
+            except BrokenProcessPool:  # a worker died (killed, out of memory): start fresh workers
+                pool.shutdown(cancel_futures=True)
+        # spawned once (unless one dies): each worker pays the imports (JAX, GX) once
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        return pool.submit(_execute_block, job_name, keys, instance.root_directory)
+
     def execute(steps: list, count: int) -> list[bool]:
         """Run ``steps`` ((number, job, keys, label)), side by side in the worker pool when there is one."""
-        nonlocal pool
         if workers > 1 and len(steps) > 1:
-            if pool is None:  # spawned once: each worker pays the imports (JAX, GX) once
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
             futures = {}
             for number, job_name, keys, label in steps:
                 echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-                futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
+                futures[submit(job_name, keys)] = (number, job_name, label)
             succeeded = {}
             for future in as_completed(futures):
                 number, job_name, label = futures[future]
