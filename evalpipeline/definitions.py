@@ -173,18 +173,7 @@ def run_main_job(
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
-    pool = None
-
-    def submit(job_name: str, keys):
-        nonlocal pool
-        if pool is not None:
-            try:
-                return pool.submit(_execute_block, job_name, keys, instance.root_directory)
-            except BrokenProcessPool:  # a worker died (killed, out of memory): start fresh workers
-                pool.shutdown(cancel_futures=True)
-        # spawned once (unless one dies): each worker pays the imports (JAX, GX) once
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        return pool.submit(_execute_block, job_name, keys, instance.root_directory)
+    pool = WorkerPool(workers)
 
     def execute(steps: list, count: int) -> list[bool]:
         """Run ``steps`` ((number, job, keys, label)), side by side in the worker pool when there is one."""
@@ -192,7 +181,7 @@ def run_main_job(
             futures = {}
             for number, job_name, keys, label in steps:
                 echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-                futures[submit(job_name, keys)] = (number, job_name, label)
+                futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
             succeeded = {}
             for future in as_completed(futures):
                 number, job_name, label = futures[future]
@@ -227,8 +216,7 @@ def run_main_job(
                 failures += sum(not ok for ok in execute(
                     [(i, job_name, keys, label) for i, (job_name, keys, label) in enumerate(singles, 1)], len(singles)))
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        pool.shutdown()
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
@@ -242,6 +230,30 @@ def run_main_job(
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+class WorkerPool:
+    """Spawned worker processes, started on first use (each imports JAX and GX once). A worker that
+    dies (killed, out of memory) breaks a ``ProcessPoolExecutor`` for good; here the next ``submit``
+    starts fresh workers instead, so one lost worker fails its own run, not the rest of the job."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def submit(self, fn: Callable, *args):
+        if self._pool is not None:
+            try:
+                return self._pool.submit(fn, *args)
+            except BrokenProcessPool:
+                self._pool.shutdown(cancel_futures=True)
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool.submit(fn, *args)
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
 
 _worker_instances: dict[str, DagsterInstance] = {}

@@ -390,3 +390,20 @@ def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch
     assert compared == {"suite=arith", "suite=agentic_ops"}  # the gate holds for reading alone
     failures = read_run_failures(Lake(lake))
     assert "suite_glm_binomial:r_hat" in set(failures.loc[failures["partition"] == "reading", "step"])
+
+
+def test_worker_pool_starts_fresh_workers_after_one_dies():
+    """A killed worker breaks a ProcessPoolExecutor for good; run_main_job's pool replaces it, so
+    the runs after a lost worker still execute."""
+    import math
+    from concurrent.futures.process import BrokenProcessPool
+
+    from evalpipeline.definitions import WorkerPool
+
+    pool = WorkerPool(2)
+    try:
+        with pytest.raises(BrokenProcessPool):
+            pool.submit(os._exit, 1).result(timeout=120)  # the worker dies as if killed
+        assert pool.submit(math.sqrt, 16.0).result(timeout=120) == 4.0
+    finally:
+        pool.shutdown()
