@@ -17,9 +17,15 @@ from assets.partitions import model_suite_names, model_suite_partitions, one_dim
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
+from evalpipeline.settings import load_posterior_settings
 from evalpipeline.stats.posteriors import LEADERBOARD_COLUMNS, POSTERIOR_COLUMNS
 from evalpipeline.versions import code_version
 from resources import LakeResource, PosteriorSettings
+
+
+def posteriors_version() -> str:
+    """Code version of the conjugate posteriors: their code plus the ``[posterior]`` prior and mass."""
+    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors"], load_posterior_settings())
 
 
 @asset(
@@ -35,7 +41,7 @@ from resources import LakeResource, PosteriorSettings
         "(flagged where it collapses or leaves [0, 1]). Errored and limit-hit attempts are not counted."
     ),
     metadata={"dagster/column_schema": column_schema(POSTERIOR_COLUMNS)},
-    code_version=code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors"]),
+    code_version=posteriors_version(),
 )
 def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings):
     yield from emit(context, [PartitionResult(key, _posteriors(lake, key, posterior_settings))
@@ -45,12 +51,13 @@ def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, post
 def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
     model, suite = model_suite_names(key)
     with permanent_errors():
+        settings = posterior_settings.values()
         table, path = write_accuracy_posteriors(
             lake.lake(),
             model,
             suite,
-            prior=(posterior_settings.prior_a, posterior_settings.prior_b),
-            mass=posterior_settings.hpdi_mass,
+            prior=(settings["prior_a"], settings["prior_b"]),
+            mass=settings["hpdi_mass"],
         )
     overall = table[table["level"] == "overall"].iloc[0]
     return MaterializeResult(

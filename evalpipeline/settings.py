@@ -31,6 +31,11 @@ share, so a mapping declared once applies everywhere::
     epoch_max = 1000
     max_error_share = 0.2           # share of errored samples a partition may have
 
+    [posterior]                     # the conjugate baseline (accuracy_posteriors)
+    prior_a = 1.0                   # Beta(prior_a, prior_b) prior on each success rate
+    prior_b = 1.0
+    hpdi_mass = 0.95
+
 Command-line options override the file.
 """
 
@@ -123,6 +128,41 @@ def load_validation_settings(path: Path | None = None):
         raise ConfigError(f"{path}: configuration file not found") from exc
     except (tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [validate]: {exc}") from exc
+
+
+#: ``[posterior]`` defaults: the uniform Beta(1, 1) prior and a 95% HPDI.
+POSTERIOR_DEFAULTS = {"prior_a": 1.0, "prior_b": 1.0, "hpdi_mass": 0.95}
+
+
+def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
+    """The conjugate baseline's prior and HPDI mass from ``[posterior]`` (defaults otherwise).
+
+    They are part of ``accuracy_posteriors``' code version, so editing them marks exactly
+    those tables stale.
+    """
+    path = path or config_path()
+    data: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text()).get("posterior", {})
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: configuration file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    unknown = sorted(set(data) - set(POSTERIOR_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [posterior]: {unknown}; known: {sorted(POSTERIOR_DEFAULTS)}")
+    values = {**POSTERIOR_DEFAULTS, **data}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: [posterior] {name} must be a number, got {value!r}")
+        values[name] = float(value)
+    if min(values["prior_a"], values["prior_b"]) <= 0:
+        raise ConfigError(f"{path}: [posterior] prior_a and prior_b must be positive, got "
+                          f"{values['prior_a']} and {values['prior_b']}")
+    if not 0.0 < values["hpdi_mass"] < 1.0:
+        raise ConfigError(f"{path}: [posterior] hpdi_mass must be in (0, 1), got {values['hpdi_mass']}")
+    return values
 
 
 def load_glm_config(path: Path | None = None):

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from evalpipeline.config import landing_root, lake_root
 from evalpipeline.ingest.base import IngestOptions
-from evalpipeline.settings import load_ingest_options, load_validation_settings
+from evalpipeline.settings import load_ingest_options, load_posterior_settings, load_validation_settings
 from evalpipeline.validate import ValidationSettings
 from evalpipeline.lake import Lake
 
@@ -42,8 +42,11 @@ class IngestSettings(ConfigurableResource):
 
 
 class PosteriorSettings(ConfigurableResource):
-    """Conjugate baseline settings; the prior is recorded in every output row."""
+    """The conjugate baseline's prior and HPDI mass: ``[posterior]`` of the project configuration
+    (evalpipeline.settings.load_posterior_settings), the file the asset's code version hashes, so
+    a changed prior marks the tables stale. The prior is recorded in every output row."""
 
-    prior_a: float = 1.0
-    prior_b: float = 1.0
-    hpdi_mass: float = 0.95
+    config_file: str = Field(default="", description="configuration file; empty = the project default")
+
+    def values(self) -> dict[str, float]:
+        return load_posterior_settings(Path(self.config_file) if self.config_file else None)

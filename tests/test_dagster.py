@@ -125,6 +125,42 @@ def test_changing_one_models_priors_changes_only_its_code_version(tmp_path, monk
     assert after["beta_binomial"] == before["beta_binomial"] and after["null"] == before["null"]
 
 
+def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_code_version(
+    landing, tmp_path, monkeypatch
+):
+    from assets.fits import glm_version
+    from assets.posteriors import posteriors_version
+    from assets.reliability import _version as reliability_version
+    from evalpipeline.settings import ConfigError
+
+    config = tmp_path / "evalpipeline.toml"  # (the taxonomy path is relative to the configuration's folder)
+    config.write_text("")
+    monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
+    before = (posteriors_version(), glm_version("binomial"), reliability_version())
+    config.write_text("[posterior]\nprior_a = 2\nprior_b = 2\n")
+    after = (posteriors_version(), glm_version("binomial"), reliability_version())
+    assert after[0] != before[0] and after[1:] == before[1:]
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", [to_partition_key("mockllm/beta/v2")])
+    instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
+    result = materialize([eval_samples, accuracy_posteriors], partition_key=model_suite_key("mockllm/beta/v2", "unit suite"),
+                         instance=instance, resources=_resources(tmp_path / "lake", landing))
+    assert result.success
+    table = pd.read_parquet(next((tmp_path / "lake" / "accuracy_posteriors").rglob("posteriors.parquet")))
+    overall = table[table["level"] == "overall"].iloc[0]
+    # 6 of 6 right under Beta(2, 2): posterior Beta(8, 2), mean 8 / 10 (Beta(1, 1) would give 7 / 8)
+    assert (overall["prior_a"], overall["prior_b"], overall["k"], overall["n"]) == (2.0, 2.0, 6, 6)
+    assert overall["posterior_mean"] == pytest.approx(0.8)
+
+    config.write_text("[posterior]\nprior_a = 0\n")
+    with pytest.raises(ConfigError, match=r"evalpipeline.toml: \[posterior\] prior_a and prior_b must be positive"):
+        posteriors_version()
+    config.write_text("[posterior]\nhpdi = 0.9\n")
+    with pytest.raises(ConfigError, match=r"unknown keys in \[posterior\]: \['hpdi'\]"):
+        posteriors_version()
+
+
 def _dagster_importers():
     """Modules of the library (other than the composition root) that import dagster."""
     import pathlib
