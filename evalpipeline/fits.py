@@ -335,7 +335,8 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
     is copied from it rather than recomputed from the posteriors.
     ``frame.attrs`` records ``groups_computed`` and ``groups_reused``.
     """
-    from evalpipeline.models import compare_fits, read_fit
+    from evalpipeline.models import compare_fits
+    from evalpipeline.models.compare import single_fit_criteria
     from evalpipeline.models.fit import gating_failures
 
     stored: dict[tuple, list[dict]] = {}
@@ -366,9 +367,12 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
                 failed = gating_failures(outcome.diagnostics)
                 group.append({**base, "excluded": f"failed diagnostics: {', '.join(failed)}"})
             else:
-                usable[outcome.glm] = read_fit(glm_dir)
-        table = (compare_fits(usable, pareto_k_threshold=pareto_k_threshold) if len(usable) >= 2
-                 else _single(usable, pareto_k_threshold))
+                usable[outcome.glm] = _stored_criteria(glm_dir)
+        if len(usable) >= 2:
+            table = compare_fits(usable, pareto_k_threshold=pareto_k_threshold)
+        else:
+            table = pd.concat([single_fit_criteria(name, c, pareto_k_threshold=pareto_k_threshold)
+                               for name, c in usable.items()] or [pd.DataFrame()], ignore_index=True)
         for record in table.to_dict("records"):
             glm = record.pop("model")
             group.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
@@ -386,29 +390,15 @@ def _group_hash(glm_dirs: list[Path], pareto_k_threshold: float, code: str) -> s
     return digest.hexdigest()[:32]
 
 
-def _single(usable: dict, pareto_k_threshold: float) -> pd.DataFrame:
-    """The criteria of a lone usable candidate: nothing to compare it with, so rank 0, weight 1."""
-    import warnings
+def _stored_criteria(glm_dir: Path):
+    """A stored fit's WAIC / PSIS-LOO terms: its ``criteria.parquet``, else (a fit written before
+    they were stored) computed from its posterior."""
+    from evalpipeline.models import read_fit
+    from evalpipeline.models.compare import pointwise_criteria
+    from evalpipeline.models.fit import read_criteria
 
-    import arviz as az
-    import numpy as np
-
-    from evalpipeline.models import psis
-
-    rows = []
-    for name, fit in usable.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            waic, loo = az.waic(fit.idata), psis.loo(fit.idata)
-        high = int(np.sum(loo.pareto_k > pareto_k_threshold))
-        rows.append({
-            "model": name, "waic_rank": 0, "elpd_waic": float(waic.elpd_waic), "waic_se": float(waic.se),
-            "p_waic": float(waic.p_waic), "d_waic": 0.0, "waic_dse": 0.0, "waic_weight": 1.0,
-            "waic_warning": bool(waic.warning), "loo_rank": 0, "elpd_loo": float(loo.elpd_loo), "loo_se": float(loo.se),
-            "p_loo": float(loo.p_loo), "d_loo": 0.0, "loo_dse": 0.0, "loo_weight": 1.0, "n_pareto_k_high": high,
-            "pareto_k_threshold": pareto_k_threshold, "loo_warning": high > 0, "n_units": int(fit.idata.log_likelihood["obs"].shape[-1]),
-        })
-    return pd.DataFrame(rows)
+    stored = read_criteria(glm_dir)
+    return stored if stored is not None else pointwise_criteria(read_fit(glm_dir).idata)
 
 
 def write_waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> tuple[pd.DataFrame, Path]:

@@ -12,6 +12,7 @@ from evalpipeline.fits import (
     fit_partition_glm,
     fit_suite_glm,
     read_outcome,
+    suite_fit_dir,
     waic_plot_path,
     write_waic_rankings,
 )
@@ -79,3 +80,20 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     assert sorted(suite["glm"]) == ["suite_binomial", "suite_null"]
     assert sorted(suite["waic_rank"]) == [0, 1] and suite["waic_weight"].sum() == pytest.approx(1.0)
     assert waic_plot_path(lake, "quiz").exists()
+
+    # The rankings come from each fit's stored criteria.parquet, not its posterior: with the suite
+    # posteriors unreadable a recompute gives the same table. A fit stored without criteria (written
+    # before they were) falls back to its posterior, with the same numbers.
+    suite_dirs = [suite_fit_dir(lake, "quiz", glm) for glm in ("suite_binomial", "suite_null")]
+    assert suite_dirs and all((d / "criteria.parquet").exists() for d in suite_dirs)
+    for directory in suite_dirs:
+        (directory / "posterior.nc").write_bytes(b"unreadable")
+    recomputed, _ = write_waic_rankings(lake, pareto_k_threshold=0.5)
+    recomputed, _ = write_waic_rankings(lake)
+    assert recomputed.attrs["groups_computed"] == 2 and recomputed.drop(columns="inputs_hash").equals(
+        table.drop(columns="inputs_hash"))
+    partition_fit = first.directory
+    (partition_fit / "criteria.parquet").unlink()
+    fallback, _ = write_waic_rankings(lake, pareto_k_threshold=0.5)
+    fallback, _ = write_waic_rankings(lake)
+    assert fallback.drop(columns="inputs_hash").equals(table.drop(columns="inputs_hash"))

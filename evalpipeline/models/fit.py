@@ -55,6 +55,7 @@ import pyarrow as pa
 from jax import lax, random
 
 from evalpipeline.models import glm, psis
+from evalpipeline.models.compare import PointwiseCriteria, pointwise_criteria
 from evalpipeline.models.data import GlmData
 
 # ---------------------------------------------------------------------------
@@ -424,6 +425,8 @@ class GlmFit:
     passed: bool
     attempts: list[dict]
     metadata: dict = field(default_factory=dict)
+    #: WAIC / PSIS-LOO terms per unit (stored as criteria.parquet for the rankings); None: computed on demand
+    criteria: PointwiseCriteria | None = None
 
     def predictive_checks(self, data: GlmData, *, bins: int = 10) -> pd.DataFrame:
         """Prior and posterior predictive success-rate distributions vs observed (Figure 7)."""
@@ -491,7 +494,8 @@ def fit_glm(
         compilations = fitter.compilations
         runner = fitter.runner(name, options, arrays, settings)
         idata = _sample(runner, arrays, data, layout, settings, seed, target)
-        diagnostics = diagnose(idata, thresholds)
+        criteria = pointwise_criteria(idata)
+        diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k)
         failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
         attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
                          "passed": not gating_failures(diagnostics), "failed": failed,
@@ -524,7 +528,7 @@ def fit_glm(
         idata[group].attrs.pop("created_at", None)
     idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
                                                        sort_keys=True, default=str)
-    return GlmFit(name, idata, summary, diagnostics, not gating_failures(diagnostics), attempts, metadata)
+    return GlmFit(name, idata, summary, diagnostics, not gating_failures(diagnostics), attempts, metadata, criteria)
 
 
 def _level_used(level: str, options: dict, name: str) -> bool:
@@ -607,13 +611,15 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
 # diagnostics and summary
 
 
-def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None) -> pd.DataFrame:
+def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None, *,
+             pareto_k: np.ndarray | None = None) -> pd.DataFrame:
     """One row per diagnostic: value, threshold, comparison, passed, and whether it gates.
 
     r-hat is the rank-normalised split r-hat (Vehtari et al. 2021) maximised over
     every posterior quantity; ESS bulk/tail minimised likewise; BFMI from the
     energy of each chain (minimum over chains); Pareto-k is the largest PSIS-LOO
-    shape over the units. A NaN value (e.g. r-hat with one chain) fails.
+    shape over the units (``pareto_k``: the units' shapes when already computed).
+    A NaN value (e.g. r-hat with one chain) fails.
     """
     thresholds = thresholds or DiagnosticThresholds()
     posterior = idata.posterior
@@ -623,7 +629,7 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
         ess_bulk = _extreme(az.ess(posterior, method="bulk"), min)
         ess_tail = _extreme(az.ess(posterior, method="tail"), min)
         bfmi = float(np.min(az.bfmi(idata))) if posterior.sizes["draw"] > 1 else float("nan")
-        pareto_k = float(np.max(psis.loo(idata).pareto_k))
+        pareto_k = float(np.max(psis.loo(idata).pareto_k if pareto_k is None else pareto_k))
     divergences = int(idata.sample_stats["diverging"].values.sum())
     rows = [
         ("divergences", float(divergences), float(thresholds.max_divergences), "<="),
@@ -774,7 +780,8 @@ def _element_labels(data: GlmData, axes: tuple[str, ...], shape: tuple[int, ...]
 
 
 def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
-    """Write ``posterior.nc`` (InferenceData), ``summary.parquet``, ``diagnostics.parquet``, ``fit.json``.
+    """Write ``posterior.nc`` (InferenceData), ``summary.parquet``, ``diagnostics.parquet``,
+    ``criteria.parquet`` (WAIC / PSIS-LOO terms per unit, :class:`PointwiseCriteria`), ``fit.json``.
 
     Every file is written to a temporary file in the same directory and renamed
     over the target. The Parquet files are byte-identical on a rerun with the
@@ -786,7 +793,8 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {name: directory / name for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json")}
+    paths = {name: directory / name
+             for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "criteria.parquet", "fit.json")}
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".nc", dir=directory)
     os.close(fd)
     try:
@@ -797,6 +805,7 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
         raise
     write_parquet_atomic(pa.Table.from_pandas(fit.summary, preserve_index=False), paths["summary.parquet"])
     write_parquet_atomic(pa.Table.from_pandas(fit.diagnostics, preserve_index=False), paths["diagnostics.parquet"])
+    write_parquet_atomic((fit.criteria or pointwise_criteria(fit.idata)).to_table(), paths["criteria.parquet"])
     record = {"name": fit.name, "passed": fit.passed, "attempts": fit.attempts, "metadata": fit.metadata}
     write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), paths["fit.json"])
     return paths
@@ -833,4 +842,16 @@ def read_fit(directory: str | os.PathLike) -> GlmFit:
     for column in ("model", "domain", "subdomain", "item", "covariate", "level"):  # as summarise() makes them
         summary[column] = summary[column].astype(object).where(summary[column].notna(), None)
     diagnostics = pd.read_parquet(directory / "diagnostics.parquet")
-    return GlmFit(record["name"], idata, summary, diagnostics, bool(record["passed"]), record["attempts"], record["metadata"])
+    return GlmFit(record["name"], idata, summary, diagnostics, bool(record["passed"]), record["attempts"], record["metadata"],
+                  read_criteria(directory))
+
+
+def read_criteria(directory: str | os.PathLike) -> PointwiseCriteria | None:
+    """The stored WAIC / PSIS-LOO terms of a fit written by :func:`write_fit` (None for fits written
+    before they were stored: compute them from the posterior)."""
+    path = Path(directory) / "criteria.parquet"
+    if not path.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    return PointwiseCriteria.from_table(pq.read_table(path))
