@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -232,10 +233,24 @@ def run_main_job(
     return 1 if failures else 0
 
 
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """Worker initialiser: end this worker when the process that started it is gone (killed, say).
+    Otherwise an orphaned worker finishes its run (minutes of a range) while the rerun that follows
+    the kill fits the same partitions; what it had not written atomically yet is simply not written."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class WorkerPool:
     """Spawned worker processes, started on first use (each imports JAX and GX once). A worker that
     dies (killed, out of memory) breaks a ``ProcessPoolExecutor`` for good; here the next ``submit``
-    starts fresh workers instead, so one lost worker fails its own run, not the rest of the job."""
+    starts fresh workers instead, so one lost worker fails its own run, not the rest of the job.
+    Workers end when the process that started them does (:func:`_exit_with_parent`)."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -247,7 +262,8 @@ class WorkerPool:
                 return self._pool.submit(fn, *args)
             except BrokenProcessPool:
                 self._pool.shutdown(cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
         return self._pool.submit(fn, *args)
 
     def shutdown(self) -> None:

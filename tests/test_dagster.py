@@ -2,6 +2,7 @@
 the sensor discovers logs, and the main job runs the whole demo graph twice with the same result."""
 
 import os
+import time
 import shutil
 
 import pandas as pd
@@ -426,6 +427,49 @@ def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch
     assert compared == {"suite=arith", "suite=agentic_ops"}  # the gate holds for reading alone
     failures = read_run_failures(Lake(lake))
     assert "suite_glm_binomial:r_hat" in set(failures.loc[failures["partition"] == "reading", "step"])
+
+
+def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
+    """A job killed with SIGKILL leaves no worker behind still running its range (the rerun would
+    fit the same partitions beside it): a worker exits within a second or two of its parent."""
+    import signal
+    import subprocess
+    import sys
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import os, time\n"
+        "from evalpipeline.definitions import WorkerPool\n"
+        "if __name__ == '__main__':\n"
+        "    pool = WorkerPool(1)\n"
+        "    print(pool.submit(os.getpid).result(timeout=300), flush=True)\n"
+        "    pool.submit(time.sleep, 600)  # a long run in progress\n"
+        "    time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    worker = None
+    try:
+        worker = int(parent.stdout.readline())
+        os.kill(worker, 0)  # running
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.2)
+        assert not _alive(worker), "the worker outlived the killed parent"
+    finally:
+        parent.kill()
+        if worker and _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
 
 
 def test_worker_pool_starts_fresh_workers_after_one_dies():
