@@ -109,21 +109,17 @@ def pointwise_criteria(idata: az.InferenceData, var_name: str = "obs") -> Pointw
     """WAIC and PSIS-LOO terms of ``idata``'s pointwise log-likelihood, as arviz computes them."""
     if "log_likelihood" not in idata.groups():
         raise ValueError("the fit has no log_likelihood group")
-    log_lik = idata.log_likelihood[var_name]
-    values = np.asarray(log_lik.transpose("chain", "draw", ...).values, dtype=float)
-    values = values.reshape(values.shape[0] * values.shape[1], -1).T  # (units, samples)
-    samples = values.shape[1]
-    top = values.max(axis=1, keepdims=True)
-    with np.errstate(divide="ignore"):
-        lppd_i = np.log(np.exp(values - top).sum(axis=1)) + top[:, 0] - np.log(samples)
-    p_waic_i = values.var(axis=1)
+    values, reff = psis.log_likelihood_matrix(idata, var_name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loo = psis.loo(idata, var_name)
+        loo = psis.loo_from_log_likelihood(values, reff)
+    p_waic_i = np.empty(values.shape[0])
+    for start in range(0, values.shape[0], psis.CHUNK_UNITS):  # no second copy of the matrix
+        p_waic_i[start : start + psis.CHUNK_UNITS] = values[start : start + psis.CHUNK_UNITS].var(axis=1)
     observed = idata.observed_data[var_name].values if "observed_data" in idata.groups() else None
     return PointwiseCriteria(
-        waic_i=lppd_i - p_waic_i, p_waic_i=p_waic_i, loo_i=loo.loo_i, lppd_i=lppd_i, pareto_k=loo.pareto_k,
-        n_samples=samples, observed_total=None if observed is None else float(np.nansum(observed)),
+        waic_i=loo.lppd_i - p_waic_i, p_waic_i=p_waic_i, loo_i=loo.loo_i, lppd_i=loo.lppd_i, pareto_k=loo.pareto_k,
+        n_samples=values.shape[1], observed_total=None if observed is None else float(np.nansum(observed)),
     )
 
 
