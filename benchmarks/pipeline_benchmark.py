@@ -393,6 +393,8 @@ def run_scale(args, work: Path) -> int:
     print(f"\none new model, only_changed=True, {args.models + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
           f"GLM materialisations {counts}")
     print_stages(new)
+    print()
+    print_assets(instance, new.run_ids)
     warn_if_code_changed(version)
     print(f"\npeak memory (MEASURED): {max(full.peak_tree_mib, new.peak_tree_mib):.0f} MiB, this process and its "
           f"{args.workers} worker(s) together (this process alone: {peak_rss_mib():.0f} MiB)")
