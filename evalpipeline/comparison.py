@@ -455,10 +455,14 @@ def _leaderboard_figure(board: pd.DataFrame, suite: str, settings: ComparisonSet
                             conventional_label=f"observed mean, {level} CLT interval")
 
 
-def _pairwise_figure(pairs: pd.DataFrame, suite: str):
+def _pairwise_figure(pairs: pd.DataFrame, suite: str, board: pd.DataFrame):
     from evalpipeline.plots import pairwise_heatmap, pairwise_matrix
 
     matrix = pairwise_matrix(pairs[["model_a", "model_b", "p_a_better"]], value="p_a_better")
+    # in leaderboard order, so that a large suite reads as a picture: better models above and to the left
+    order = [m for m in board["model"].astype(str) if m in matrix.index]
+    order += [m for m in matrix.index if m not in set(order)]
+    matrix = matrix.loc[order, order]
     return pairwise_heatmap(matrix, title=f"{suite}: P(row model better than column model)")
 
 
@@ -537,7 +541,7 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     save_png(_leaderboard_figure(board, suite, settings), plots["leaderboard"])
     if len(pairs):
         plots["pairwise"] = plots_dir / "pairwise.png"
-        save_png(_pairwise_figure(pairs, suite), plots["pairwise"])
+        save_png(_pairwise_figure(pairs, suite, board), plots["pairwise"])
     if effects is not None:
         plots["glm_forest"] = plots_dir / "glm_forest.png"
         save_png(_glm_forest_figure(effects, board, suite, glm), plots["glm_forest"])

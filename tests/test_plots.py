@@ -288,6 +288,23 @@ def test_pairwise_matrix_fills_complements_and_heatmap_labels_every_cell():
     assert tick_labels(axes, "x") == ["a<1>", "b&2", "c"]
 
 
+def test_a_large_pairwise_heatmap_drops_cell_text_and_stays_a_bounded_picture():
+    models = [f"org/model-{i:03d}" for i in range(100)]
+    strength = np.linspace(2, -2, 100)
+    values = 1 / (1 + np.exp(-(strength[:, None] - strength[None, :])))
+    np.fill_diagonal(values, np.nan)
+    matrix = pd.DataFrame(values, index=models, columns=models)
+    figure = plots.pairwise_heatmap(matrix)
+    axes = figure.axes[0]
+    assert texts(axes) == []  # 9,900 numbers are the table's job
+    assert tick_labels(axes, "x") == models and tick_labels(axes, "y") == models
+    width, height = figure.get_size_inches()
+    assert width * plots.PNG_DPI <= 2500 and height * plots.PNG_DPI <= 2200
+    # at the limit every cell is still labelled
+    small = matrix.iloc[:plots.HEATMAP_LABEL_LIMIT, :plots.HEATMAP_LABEL_LIMIT]
+    assert len(texts(plots.pairwise_heatmap(small).axes[0])) == plots.HEATMAP_LABEL_LIMIT ** 2 - plots.HEATMAP_LABEL_LIMIT
+
+
 def test_pairwise_heatmap_rejects_non_square_or_out_of_range():
     matrix = plots.pairwise_matrix(pairwise_long())
     with pytest.raises(ValueError, match="must be square"):

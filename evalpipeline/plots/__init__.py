@@ -6,7 +6,8 @@ input columns; bad input raises a ValueError naming what is wrong.
 """
 
 from evalpipeline.plots._common import PNG_DPI, close_figure, figure_png_bytes, save_png
-from evalpipeline.plots.comparison import leaderboard_plot, pairwise_heatmap, pairwise_matrix, waic_comparison_plot
+from evalpipeline.plots.comparison import (HEATMAP_LABEL_LIMIT, leaderboard_plot, pairwise_heatmap, pairwise_matrix,
+                                           waic_comparison_plot)
 from evalpipeline.plots.diagnostics import trace_rank_plot
 from evalpipeline.plots.forest import forest_plot, nest_inside
 from evalpipeline.plots.planning import power_curve
@@ -14,6 +15,7 @@ from evalpipeline.plots.predictive import success_rate_distribution
 from evalpipeline.plots.reliability import expected_reliability_plot, reliability_cdf_envelopes
 
 __all__ = [
+    "HEATMAP_LABEL_LIMIT",
     "PNG_DPI",
     "close_figure",
     "expected_reliability_plot",

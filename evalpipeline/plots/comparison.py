@@ -107,24 +107,36 @@ def pairwise_matrix(pairs: pd.DataFrame, *, row: str = "model_a", column: str = 
     probability = numeric_column(pairs, value, what)
     require_probabilities(probability, value, what)
     models = list(dict.fromkeys([str(m) for m in pairs[row]] + [str(m) for m in pairs[column]]))
-    matrix = pd.DataFrame(np.nan, index=models, columns=models)
-    for a, b, p in zip(pairs[row].astype(str), pairs[column].astype(str), probability):
-        if a == b:
-            raise ValueError(f"{what}: model {a!r} is compared with itself")
-        matrix.loc[a, b] = p
-    for a, b, p in zip(pairs[row].astype(str), pairs[column].astype(str), probability):
-        if np.isnan(matrix.loc[b, a]):
-            matrix.loc[b, a] = 1.0 - p
-    return matrix
+    position = {m: i for i, m in enumerate(models)}
+    first = np.array([position[str(m)] for m in pairs[row]], dtype=np.intp)
+    second = np.array([position[str(m)] for m in pairs[column]], dtype=np.intp)
+    same = np.flatnonzero(first == second)
+    if same.size:
+        raise ValueError(f"{what}: model {models[first[same[0]]]!r} is compared with itself")
+    values = np.full((len(models), len(models)), np.nan)
+    values[first, second] = probability
+    complement = np.full_like(values, np.nan)
+    complement[second, first] = 1.0 - probability
+    values = np.where(np.isnan(values), complement, values)  # a given order wins over a filled complement
+    return pd.DataFrame(values, index=models, columns=models)
+
+
+#: Above this many models a pairwise heatmap has no per-cell text and smaller cells: at 100 models the
+#: labelled version was a 7,800 x 6,200 px PNG with 9,900 numbers that took ~14 s to draw and nobody
+#: can read; the table has the numbers.
+HEATMAP_LABEL_LIMIT = 25
 
 
 def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
-                     value_label: str = "P(row model > column model)") -> Figure:
+                     value_label: str = "P(row model > column model)",
+                     label_limit: int = HEATMAP_LABEL_LIMIT) -> Figure:
     """Heatmap of a square table of P(A > B): rows A, columns B, diagonal NaN.
 
     ``matrix`` index and columns are the same model names in the same order
     (see :func:`pairwise_matrix`); values in [0, 1] or NaN (not compared).
-    Every cell carries its value as text; colours diverge around 0.5.
+    Colours diverge around 0.5. With at most ``label_limit`` models every cell
+    carries its value as text; above it the cells shrink (0.6 inch down to 0.12)
+    so that the figure stays a few thousand pixels wide and readable as a picture.
     """
     what = "pairwise_heatmap"
     matrix = require_frame(matrix, what)
@@ -140,19 +152,26 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
     require_probabilities(values, "P(A > B)", what)
 
     size = len(rows)
+    labelled = size <= label_limit
     # room for the tick labels and the colourbar, so two models' labels and the title are not clipped
     label = max(len(r) for r in rows)
-    figure = new_figure(max(5.5, 3.0 + 0.75 * size + 0.07 * label), 2.0 + 0.6 * size + 0.05 * label)
+    cell = 0.6 if labelled else max(0.12, min(0.6, 14.0 / size))
+    tick_size = None if labelled else max(5.0, min(8.0, 72 * cell * 0.8))
+    # tick labels take ~0.07 inch per character at the default size
+    label_inches = 0.07 * label * (1.0 if tick_size is None else tick_size / 10.0)
+    figure = new_figure(max(5.5, 3.0 + 1.25 * cell * size + label_inches), 2.0 + cell * size + 0.8 * label_inches)
     axes = figure.add_subplot()
     image = axes.imshow(np.ma.masked_invalid(values), cmap="RdBu", vmin=0.0, vmax=1.0)
-    for i in range(size):
-        for j in range(size):
-            if not np.isnan(values[i, j]):
-                dark = abs(values[i, j] - 0.5) > 0.3
-                axes.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                          color="white" if dark else "black")
-    axes.set_xticks(range(size), columns, rotation=30, ha="right")
-    axes.set_yticks(range(size), rows)
+    if labelled:
+        for i in range(size):
+            for j in range(size):
+                if not np.isnan(values[i, j]):
+                    dark = abs(values[i, j] - 0.5) > 0.3
+                    axes.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                              color="white" if dark else "black")
+    axes.set_xticks(range(size), columns, rotation=30 if labelled else 90, ha="right" if labelled else "center",
+                    fontsize=tick_size)
+    axes.set_yticks(range(size), rows, fontsize=tick_size)
     axes.set_xlabel("model B")
     axes.set_ylabel("model A")
     figure.colorbar(image, ax=axes, label=value_label, shrink=0.8)
