@@ -7,7 +7,8 @@ Layout written (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the n
     <lake>/suite_comparison/suite=<key>/pairwise.parquet       PAIRWISE_TABLE_COLUMNS
     <lake>/suite_comparison/suite=<key>/fits.parquet           FIT_STATUS_COLUMNS: every suite GLM, used or why not
     <lake>/suite_comparison/suite=<key>/plots/leaderboard.png  posterior HPDI beside the CLT interval, P(best)
-    <lake>/suite_comparison/suite=<key>/plots/pairwise.png     heatmap of the headline P(row > column)
+    <lake>/suite_comparison/suite=<key>/plots/pairwise.png     heatmap of the headline P(row > column), leaderboard order
+                                                               (cell values as text up to 25 models)
     <lake>/suite_comparison/suite=<key>/plots/glm_forest.png   the suite GLM's per-model effects (only when a fit passed)
     <lake>/model_profile/model=<key>/profile.parquet           PROFILE_COLUMNS
     <lake>/model_profile/model=<key>/plots/forest.png          the model across suites
