@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py scale [--models 100] [--suites 6] [--items 200]
                                                             [--glm fast|paper] [--glm-models binomial,...]
     .venv/bin/python benchmarks/pipeline_benchmark.py suite-steps [--models 100] [--pair-models 25] [--glm fast|paper]
+    .venv/bin/python benchmarks/pipeline_benchmark.py add-model --keep DIR
 
 ``demo`` copies data/inspect_logs into a temporary landing folder and runs
 ``run_main_job`` (the four stages: one ``ingest_and_fit`` run per model x suite,
@@ -71,19 +72,26 @@ max_r_hat = 1.05
 RUN_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.*): (ok|FAILED) \(([\d.]+)s\)$")
 
 
-def setup_environment(work: Path, glm: str, glm_models: list[str] | None, jax_cache: Path | None) -> None:
-    """Point the pipeline at temporary folders; must run before evalpipeline.definitions is imported."""
+def setup_environment(work: Path, glm: str, glm_models: list[str] | None, jax_cache: Path | None,
+                      reuse: bool = False) -> None:
+    """Point the pipeline at temporary folders; must run before evalpipeline.definitions is imported.
+    ``reuse``: ``work`` is a folder an earlier ``scale --keep`` left; its instance and configuration stay."""
     home = work / "dagster_home"
-    home.mkdir(parents=True)
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
     config = work / "evalpipeline.toml"
-    if glm == "fast":
-        models = glm_models or ["binomial", "suite_binomial"]
-        config.write_text(FAST_GLM.format(models="[" + ", ".join(f'"{m}"' for m in models) + "]"))
-    elif glm_models:
-        config.write_text("[glm]\nmodels = [" + ", ".join(f'"{m}"' for m in glm_models) + "]\n")
+    if reuse:
+        missing = [str(p) for p in (home / "dagster.yaml", config, work / "landing", work / "lake") if not p.exists()]
+        if missing:
+            raise SystemExit(f"{work} is not a folder that `scale --keep` left: missing {', '.join(missing)}")
     else:
-        config.write_text("")
+        home.mkdir(parents=True)
+        shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        if glm == "fast":
+            models = glm_models or ["binomial", "suite_binomial"]
+            config.write_text(FAST_GLM.format(models="[" + ", ".join(f'"{m}"' for m in models) + "]"))
+        elif glm_models:
+            config.write_text("[glm]\nmodels = [" + ", ".join(f'"{m}"' for m in glm_models) + "]\n")
+        else:
+            config.write_text("")
     os.environ.update(
         EVALPIPELINE_LANDING=str(work / "landing"),
         EVALPIPELINE_LAKE=str(work / "lake"),
@@ -408,6 +416,41 @@ def run_scale(args, work: Path) -> int:
     return 1 if (full.returncode or new.returncode) else 0
 
 
+def run_add_model(args, work: Path) -> int:
+    """One more model into a lake that `scale --keep DIR` left (the nightly that follows a rebuild),
+    measured without rebuilding: the next model's table is written with the generator settings the
+    lake was built with (checked against its first model's file), then `only_changed=True` runs."""
+    from evalpipeline.definitions import local_instance
+
+    landing = work / "landing"
+    present = sorted(landing.glob("model-*.parquet"))
+    if not present:
+        raise SystemExit(f"{landing} holds no model-*.parquet tables")
+    first = pd.read_parquet(present[0])
+    if not first.equals(model_table(int(present[0].stem.split("-")[1]), args.suites, args.items, args.seed,
+                                    args.item_sd)):
+        raise SystemExit(f"{present[0]} was not generated with --suites {args.suites} --items {args.items} "
+                         f"--seed {args.seed} --item-sd {args.item_sd}: pass the settings the lake was built with")
+    index = max(int(path.stem.split("-")[1]) for path in present) + 1
+    instance = local_instance()
+    version = source_version()
+    print(f"add-model: model {index} joins {len(present)} models x {args.suites} suites x {args.items} items in "
+          f"{work}; {load()}", flush=True)
+    write_model_table(landing, index, args.suites, args.items, args.seed, args.item_sd)
+    new = Timed("new model", instance, only_changed=True, verbose=args.verbose, workers=args.workers)
+    counts = glm_statuses(instance, new.run_ids)
+    print(f"\none new model, only_changed=True, {len(present) + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
+          f"GLM materialisations {counts}")
+    print_stages(new)
+    print()
+    print_assets(instance, new.run_ids)
+    warn_if_code_changed(version)
+    print(f"\npeak memory (MEASURED): {new.peak_tree_mib:.0f} MiB, this process and its {args.workers} worker(s) "
+          f"together; target for one new model {TARGET_NEW_MODEL_S:.0f} s "
+          f"({'met' if new.seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
+    return 1 if new.returncode else 0
+
+
 #: How each asset's cost grows with the number of models on a fixed set of suites: partition-level
 #: work and per-model work linearly; a suite GLM with its units (models x items), linearly; the
 #: pairwise comparison with the pairs, quadratically; lake-wide tables with the fits they read.
@@ -466,9 +509,10 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["demo", "scale", "suite-steps"],
+    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "add-model"],
                         help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
-                             "and pairwise rows measured at the full size")
+                             "and pairwise rows measured at the full size; add-model: one more model into the lake "
+                             "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd)")
     parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
     parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
     parser.add_argument("--models", type=int, default=LEADERBOARD["models"])
@@ -479,7 +523,8 @@ def main() -> int:
                         help="sd of planted item difficulties (logit); 0 = none, as in the earlier measurements")
     parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
-    parser.add_argument("--keep", type=Path, default=None, help="work in this (new) folder and keep it")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="work in this (new) folder and keep it; add-model: the folder to add to")
     parser.add_argument("--verbose", action="store_true", help="print each run's line as it finishes")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})")
@@ -487,6 +532,11 @@ def main() -> int:
     glm_models = args.glm_models.split(",") if args.glm_models else None
     args.glm_models = glm_models
 
+    if args.mode == "add-model":
+        if args.keep is None:
+            parser.error("add-model needs --keep DIR: the folder an earlier `scale --keep DIR` left")
+        setup_environment(args.keep, args.glm, glm_models, args.jax_cache, reuse=True)
+        return run_add_model(args, args.keep)
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
         work = args.keep or Path(tmp)
         setup_environment(work, args.glm, glm_models, args.jax_cache)
