@@ -33,6 +33,13 @@ model_job = define_asset_job(
     description="Per model: reliability across suites under the operational profile, and the model's profile.",
 )
 
+model_profile_job = define_asset_job(
+    "model_profiles",
+    selection=AssetSelection.assets("model_profile"),
+    description="Per model: the profile across suites alone, for a nightly's models whose own samples are "
+                "unchanged but whose suites' ranks moved (their reliability has nothing new to compute).",
+)
+
 lake_job = define_asset_job(
     "lake_reports",
     selection=AssetSelection.assets(*LAKE_STEPS),

@@ -33,7 +33,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from assets.accounting import ingest_accounting
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
-from assets.jobs import ingest_and_fit_job, lake_job, model_job, suite_job
+from assets.jobs import ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
 from assets.partitions import key_blocks, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
@@ -81,7 +81,7 @@ automation_sensor = AutomationConditionSensorDefinition(
 
 defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS],
-    jobs=[ingest_and_fit_job, suite_job, model_job, lake_job],
+    jobs=[ingest_and_fit_job, suite_job, model_job, model_profile_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
     sensors=[landing_sensor, record_run_failures, automation_sensor],
     resources={
@@ -127,8 +127,10 @@ def run_main_job(
 
     With ``only_changed``, partitions whose sources the lake already holds are not rerun
     (the nightly behaviour), nor are the suites none of the rerun partitions feed, nor the
-    models evaluated on none of those suites; the lake-wide tables always refresh (cheaply:
-    unchanged fits are reused).
+    models evaluated on none of those suites. Of the models that are, those without a rerun
+    partition refresh only their profile (their suites' ranks moved; their reliability has no
+    new input), so a new model does not rematerialise every model's reliability. The lake-wide
+    tables always refresh (cheaply: unchanged fits are reused).
     """
     instance = instance or local_instance()
     _fail_orphaned_runs(instance, echo)
@@ -143,6 +145,9 @@ def run_main_job(
     # rank and P(best) on its suites); all of them on a full run
     suites = sorted({s for _, s in pairs} if only_changed else discovery.suites)
     models = sorted({m for m, s in discovery.partitions if s in suites} if only_changed else discovery.models)
+    # a model with a rerun partition gets the whole model stage; the others on those suites their profile only
+    profile_only = sorted(set(models) - {m for m, _ in pairs}) if only_changed else []
+    models = [m for m in models if m not in profile_only]
     _register(instance, "model", {to_partition_key(m) for m in discovery.models})
     _register(instance, "suite", {to_partition_key(s) for s in discovery.suites})
     echo(
@@ -161,14 +166,21 @@ def run_main_job(
 
     partition_keys = [(to_partition_key(m), to_partition_key(s)) for m, s in pairs]
     pair_name = lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"  # noqa: E731
+    suite_name = lambda k: f"suite {from_partition_key(k)}"  # noqa: E731
+    model_name = lambda k: f"model {from_partition_key(k)}"  # noqa: E731
+
+    def keyed_runs(job, names: list[str], order: list[str], name: Callable[[str], str]) -> list[tuple]:
+        keys = [to_partition_key(k) for k in names]
+        return [(job.name, block, _label(block, name), [name(k) for k in block])
+                for block in key_blocks(keys, order, per_run(len(keys)))]
+
     stages = [
         [(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
           _label(block, pair_name), [pair_name(p) for p in block])
          for block in range_blocks(partition_keys, model_order, suite_order, per_run(len(pairs)))],
-        *[[(job.name, block, _label(block, name), [name(k) for k in block])
-           for block in key_blocks([to_partition_key(k) for k in keys], order, per_run(len(keys)))]
-          for job, keys, order, name in ((suite_job, suites, suite_order, lambda k: f"suite {from_partition_key(k)}"),
-                                         (model_job, models, model_order, lambda k: f"model {from_partition_key(k)}"))],
+        keyed_runs(suite_job, suites, suite_order, suite_name),
+        keyed_runs(model_job, models, model_order, model_name)
+        + keyed_runs(model_profile_job, profile_only, model_order, model_name),
         [(lake_job.name, None, "lake-wide tables", [])],
     ]
     total = sum(len(stage) for stage in stages)

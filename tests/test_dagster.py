@@ -382,6 +382,30 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "(0 new or changed)" in out and "ingest_and_fit" not in out
 
+    # A model joins one suite: its partition, that suite, and every model's profile on it refresh;
+    # the reliability of the models already there has no new input and is not rematerialised.
+    joining = next(log for log in DEMO_LOGS.iterdir() if "_arith_" in log.name and "atlas-small" in log.name)
+    shutil.copy(joining, landing / joining.name)
+    runs_before = {run.run_id for run in instance.get_runs()}
+    assert run_main_job(only_changed=True) == 0
+    out = capsys.readouterr().out
+    assert "(1 new or changed)" in out and "FAILED" not in out
+    assert "suite_analysis suite arith: ok" in out and "suite reading" not in out
+    assert "model_analysis model mockllm/atlas-small: ok" in out
+    assert "model_profiles" in out and "model_analysis model mockllm/atlas-large" not in out
+    new_runs = [run.run_id for run in instance.get_runs() if run.run_id not in runs_before]
+
+    def materialised(asset: str) -> set[str]:
+        records = instance.fetch_materializations(AssetKey(asset), limit=1000).records
+        return {r.partition_key for r in records if r.run_id in new_runs}
+
+    joined = to_partition_key("mockllm/atlas-small")
+    assert materialised("model_reliability") == {joined}
+    assert materialised("model_profile") == {joined, *(to_partition_key(m) for m in ("mockllm/atlas-large",
+                                                                                       "mockllm/cirrus 7b"))}
+    profile = pd.read_parquet(lake / f"model_profile/model={to_partition_key('mockllm/atlas-large')}/profile.parquet")
+    assert profile.loc[profile["suite"] == "arith", "n_models"].item() == 3  # its arith rank now counts the newcomer
+
 
 @pytest.mark.slow
 def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch, capsys):
