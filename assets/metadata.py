@@ -25,8 +25,11 @@ def table_metadata(frame: pd.DataFrame, path: Path, *, preview_rows: int = 20, d
 
 
 def png_markdown(path: Path, alt: str) -> MetadataValue:
-    """A PNG from the lake shown inline in the Dagster UI (markdown with a data URI)."""
+    """A PNG from the lake shown inline in the Dagster UI (markdown with a data URI), as its
+    palette preview (:func:`evalpipeline.plots.png_preview`): the event log keeps every one."""
     import base64
 
-    data = base64.b64encode(Path(path).read_bytes()).decode()
+    from evalpipeline.plots import png_preview
+
+    data = base64.b64encode(png_preview(Path(path).read_bytes())).decode()
     return MetadataValue.md(f"![{alt}](data:image/png;base64,{data})")

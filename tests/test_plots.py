@@ -443,6 +443,39 @@ def test_every_plot_renders_to_a_png(tmp_path):
         assert pixels.std() > 5, f"{name} rendered blank"
 
 
+def _pixels(data: bytes) -> np.ndarray:
+    with PILImage.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGBA"), dtype=float)
+
+
+def test_png_preview_is_a_smaller_palette_png_of_the_same_picture():
+    for name, figure in all_figures().items():
+        data = plots.figure_png_bytes(figure)
+        preview = plots.png_preview(data)
+        assert preview == plots.png_preview(data), name  # deterministic: reruns embed equal bytes
+        assert len(preview) < 0.7 * len(data), (name, len(preview), len(data))
+        full, small = _pixels(data), _pixels(preview)
+        assert small.shape == full.shape, name  # same size, not a thumbnail
+        difference = np.abs(full - small).max(axis=2)  # per pixel, 0-255
+        assert difference.mean() < 3 and np.percentile(difference, 99) < 40, (name, difference.mean())
+    # a picture a palette cannot shrink comes back as it was
+    buffer = io.BytesIO()
+    PILImage.fromarray(np.zeros((2, 2, 3), dtype=np.uint8)).save(buffer, format="PNG")
+    assert plots.png_preview(buffer.getvalue()) == buffer.getvalue()
+
+
+def test_metadata_plots_embed_the_preview_not_the_lake_file(tmp_path):
+    import base64
+
+    from assets.metadata import png_markdown
+
+    path = tmp_path / "forest.png"
+    plots.save_png(plots.forest_plot(forest_rows()), path)
+    text = png_markdown(path, "forest").value
+    assert text.startswith("![forest](data:image/png;base64,")
+    assert base64.b64decode(text.split(",", 1)[1].rstrip(")")) == plots.png_preview(path.read_bytes())
+
+
 def test_save_png_closes_a_pyplot_figure(tmp_path):
     import matplotlib
 

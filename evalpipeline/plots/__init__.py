@@ -5,7 +5,7 @@ atomically with deterministic bytes. Each function's docstring lists its
 input columns; bad input raises a ValueError naming what is wrong.
 """
 
-from evalpipeline.plots._common import PNG_DPI, close_figure, figure_png_bytes, save_png
+from evalpipeline.plots._common import PNG_DPI, PREVIEW_COLORS, close_figure, figure_png_bytes, png_preview, save_png
 from evalpipeline.plots.comparison import (HEATMAP_LABEL_LIMIT, leaderboard_plot, pairwise_heatmap, pairwise_matrix,
                                            waic_comparison_plot)
 from evalpipeline.plots.diagnostics import trace_rank_plot
@@ -17,6 +17,7 @@ from evalpipeline.plots.reliability import expected_reliability_plot, reliabilit
 __all__ = [
     "HEATMAP_LABEL_LIMIT",
     "PNG_DPI",
+    "PREVIEW_COLORS",
     "close_figure",
     "expected_reliability_plot",
     "figure_png_bytes",
@@ -25,6 +26,7 @@ __all__ = [
     "leaderboard_plot",
     "pairwise_heatmap",
     "pairwise_matrix",
+    "png_preview",
     "power_curve",
     "reliability_cdf_envelopes",
     "save_png",

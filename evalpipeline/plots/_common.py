@@ -95,6 +95,30 @@ def figure_png_bytes(figure: Figure, *, dpi: int = PNG_DPI) -> bytes:
     return buffer.getvalue()
 
 
+#: Colours of a preview (:func:`png_preview`). The plots are flat colours with antialiased edges,
+#: which a 128-colour palette shows indistinguishably at a third to a quarter of the bytes.
+PREVIEW_COLORS = 128
+
+
+def png_preview(data: bytes, *, colors: int = PREVIEW_COLORS) -> bytes:
+    """A palette (8-bit) rendition of PNG ``data``, for previews embedded in run metadata.
+
+    Every materialisation event keeps its metadata for good, so an embedded full-colour
+    plot is paid for in the Dagster instance on every run: at 100 models x 6 suites a full
+    rebuild wrote ~575 MB of events, nearly all of it plots. The lake keeps the full PNG.
+    Same pixel size; deterministic (fast octree quantisation), so equal input gives equal
+    bytes. Returns ``data`` itself when the palette version would not be smaller.
+    """
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        palette = image.convert("RGBA").quantize(colors=colors, method=Image.Quantize.FASTOCTREE)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG")
+    preview = buffer.getvalue()
+    return preview if len(preview) < len(data) else data
+
+
 def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI) -> bool:
     """Write ``figure`` as PNG at ``path`` atomically, then close it.
 
