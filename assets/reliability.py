@@ -55,6 +55,7 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
             "expected_reliability_plot": png_markdown(plots["expected_reliability"], "E[R(n)] envelopes"),
             "folder": MetadataValue.path(str(directory)),
             "status": output.status,
+            **({"subdomains_taken_over": output.subdomains_taken_over} if output.subdomains_taken_over else {}),
         },
     )
 

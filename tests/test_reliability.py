@@ -31,6 +31,7 @@ from evalpipeline.reliability import (
     weighted_sum_moments,
     within_domain_profiles,
 )
+from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes
 
 # Small but structurally complete numerics (K^2 > max_pairings, so LLM pairings are capped).
 FAST = ReliabilitySettings(n_configurations=48, n_draws=1500, grid_size=900, cdf_points=101, seed=11)
@@ -203,6 +204,59 @@ def test_rerun_with_same_seed_is_identical_and_seed_matters(result):
     assert not other.quantile_envelopes.equals(result.quantile_envelopes)
 
 
+def _subdomain_rows(result: "ReliabilityResult", domain: str) -> list[SubdomainEnvelopes]:
+    """What a stored assessment hands over: its subdomain rows, read back from its tables."""
+    tables = {name: t[(t["level"] == "subdomain") & (t["domain"] == domain)] for name, t in result.tables().items()
+              if name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")}
+    rows = []
+    for subdomain in tables["cdf_envelopes"]["subdomain"].unique():
+        part = {name: t[t["subdomain"] == subdomain] for name, t in tables.items()}
+        rows.append(SubdomainEnvelopes(
+            x=part["cdf_envelopes"]["x"].to_numpy(), cdf_lower=part["cdf_envelopes"]["cdf_lower"].to_numpy(),
+            cdf_upper=part["cdf_envelopes"]["cdf_upper"].to_numpy(),
+            quantile_lower=part["quantile_envelopes"]["lower"].to_numpy(), quantile_upper=part["quantile_envelopes"]["upper"].to_numpy(),
+            expected_lower=part["expected_reliability"]["lower"].to_numpy(),
+            expected_upper=part["expected_reliability"]["upper"].to_numpy(),
+            target_lower=part["target_probability"]["lower"].to_numpy(), target_upper=part["target_probability"]["upper"].to_numpy()))
+    return rows
+
+
+def test_a_domain_seed_reproduces_the_domain_assessed_alone_and_its_rows_can_be_taken_over():
+    counts = two_domain_counts()
+    alone = assess_reliability(counts[counts["domain"] == "reasoning"], FAST.replace(seed=77))
+    settings = FAST.replace(domain_seeds={"reasoning": 77})
+    full = assess_reliability(counts, settings)
+    # the domain seeded as it was alone: its subdomain and domain rows are the lone assessment's
+    for name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability"):
+        mine = full.tables()[name]
+        mine = mine[(mine["domain"] == "reasoning") & (mine["level"] != "llm")].reset_index(drop=True)
+        theirs = alone.tables()[name]
+        pd.testing.assert_frame_equal(mine, theirs[theirs["level"] != "llm"].reset_index(drop=True), check_exact=True)
+    assert not full.quantile_envelopes.equals(assess_reliability(counts, FAST).quantile_envelopes)  # the seed is used
+
+    known = {"reasoning": _subdomain_rows(alone, "reasoning")}
+    taken = assess_reliability(counts, settings, known_subdomains=known)
+    assert taken.subdomains_taken_over == 3 and full.subdomains_taken_over == 0
+    for name, table in full.tables().items():
+        pd.testing.assert_frame_equal(taken.tables()[name], table, check_exact=True)
+
+    # rows that do not belong to this domain's grid are not used, whatever else they say
+    wrong_seed = {"reasoning": _subdomain_rows(assess_reliability(counts[counts["domain"] == "reasoning"],
+                                                                  FAST.replace(seed=78)), "reasoning")}
+    nudged = _subdomain_rows(alone, "reasoning")
+    nudged[1].x = nudged[1].x + 1e-15
+    for bad in (wrong_seed, {"reasoning": nudged}, {"reasoning": known["reasoning"][:2]}):
+        checked = assess_reliability(counts, settings, known_subdomains=bad)
+        assert checked.subdomains_taken_over == 0
+        for name, table in full.tables().items():
+            pd.testing.assert_frame_equal(checked.tables()[name], table, check_exact=True)
+    # a one-subdomain domain's own level needs the per-configuration arrays: always computed
+    one = counts[counts["subdomain"] != "ds1000"]
+    lone = assess_reliability(one[one["domain"] == "coding"], FAST.replace(seed=5))
+    assert assess_reliability(one, FAST.replace(domain_seeds={"coding": 5}),
+                              known_subdomains={"coding": _subdomain_rows(lone, "coding")}).subdomains_taken_over == 0
+
+
 def test_configurations_include_the_box_corners(result):
     cfg = result.configurations
     corners = HyperBox().corners()
@@ -324,6 +378,8 @@ def test_bad_settings_and_beliefs_raise():
         ReliabilitySettings(target=1.5)
     with pytest.raises(ValueError, match="horizons"):
         ReliabilitySettings(horizons=(0, 2))
+    with pytest.raises(ValueError, match=r"domain_seeds\['coding'\] must be an integer >= 0"):
+        ReliabilitySettings(domain_seeds={"coding": -1})
     with pytest.raises(ValueError, match=r"r \(expected reliability\)"):
         elicit(1.2, 10, 5, 5)
     with pytest.raises(ValueError, match="e must be > 0"):

@@ -158,3 +158,51 @@ def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_pat
     write_samples(lake, "m", "s", flipped)
     assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
     assert assess_model(lake, "m", config, code="v1").status == "computed"
+
+
+def test_model_reliability_takes_over_current_suite_rows_and_agrees_with_the_suites(tmp_path):
+    import pyarrow as pa
+
+    from evalpipeline.lake import Lake, write_parquet_atomic
+    from evalpipeline.reliability.lake import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
+
+    rng = np.random.default_rng(21)
+    lake = Lake(tmp_path / "lake")
+    layout = {"s1": ["algebra", "geometry"], "s2": ["easy", "hard", "mid"], "s3": [None]}
+    for suite, subdomains in layout.items():
+        frame = pd.DataFrame([
+            {"domain": "d", "subdomain": sub, "item_id": f"{suite}-{sub}-{i}", "epoch": 1, "score": float(rng.random() < p),
+             "error": None, "limit": None}
+            for sub, p in zip(subdomains, (0.55, 0.8, 0.35)) for i in range(25)])
+        for column in ("subdomain", "error", "limit"):
+            frame[column] = frame[column].astype("string")
+        write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False),
+                             lake.table_path("samples", "samples.parquet", "m", suite))
+    config = ReliabilityConfig(ReliabilitySettings(n_configurations=20, n_draws=300, grid_size=150, cdf_points=31),
+                               taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+
+    def files(directory):
+        return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+    alone = assess_model(lake, "m", config, code="v1")  # no suite assessed yet: everything computed
+    assert alone.status == "computed" and alone.subdomains_taken_over == 0
+    computed = files(alone.directory)
+    stale = [assess_partition(lake, "m", suite, config, code="v0") for suite in layout]  # other code: not current
+    (alone.directory / INPUTS_FILE).unlink()
+    assert assess_model(lake, "m", config, code="v1").subdomains_taken_over == 0
+    suites = {suite: assess_partition(lake, "m", suite, config, code="v1") for suite in layout}
+    assert all(s.status == "computed" for s in suites.values()) and stale
+    (alone.directory / INPUTS_FILE).unlink()
+    taken = assess_model(lake, "m", config, code="v1")
+    # s1 and s2 taken over (2 + 3 subdomains); s3 has one subdomain, so its domain level needs the arrays
+    assert taken.status == "computed" and taken.subdomains_taken_over == 5
+    assert files(taken.directory) == computed  # byte for byte what computing everything wrote
+    # and the model's view of each suite is the suite's own
+    for suite, output in suites.items():
+        for name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability"):
+            mine = taken.result.tables()[name]
+            mine = mine[(mine["domain"] == suite) & (mine["level"] != "llm")].reset_index(drop=True)
+            theirs = output.result.tables()[name]
+            theirs = theirs[theirs["level"] != "llm"].reset_index(drop=True)
+            mine["subdomain"] = mine["subdomain"].str.removeprefix(f"{suite}/").replace(suite, "(none)")
+            pd.testing.assert_frame_equal(mine, theirs, check_exact=True)

@@ -58,6 +58,7 @@ Choices where the paper is silent or ambiguous (also in the docstrings below):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -354,6 +355,48 @@ class _Unit:
 
 
 @dataclass
+class SubdomainEnvelopes:
+    """The table rows of one subdomain-level unit (envelopes over the configurations), as
+    :func:`assess_reliability` writes them: what an assessment may take over from an earlier one
+    of the same domain (same cells, settings and domain seed) instead of recomputing them.
+
+    Per field: ``x``, ``cdf_lower``, ``cdf_upper`` (T,); ``quantile_lower``/``_upper`` (Q,) in
+    ``settings.quantiles`` order; ``expected_lower``/``_upper`` and ``target_lower``/``_upper``
+    (H,) in ``settings.horizons`` order.
+    """
+
+    x: np.ndarray
+    cdf_lower: np.ndarray
+    cdf_upper: np.ndarray
+    quantile_lower: np.ndarray
+    quantile_upper: np.ndarray
+    expected_lower: np.ndarray
+    expected_upper: np.ndarray
+    target_lower: np.ndarray
+    target_upper: np.ndarray
+
+
+@dataclass
+class _Envelopes:
+    """A unit's rows in the tables: :class:`SubdomainEnvelopes` with its labels and method."""
+
+    level: str
+    domain: str
+    subdomain: str
+    method: str
+    values: SubdomainEnvelopes
+
+
+def _envelopes(unit: _Unit, settings) -> _Envelopes:
+    horizons = list(settings.horizons)
+    return _Envelopes(unit.level, unit.domain, unit.subdomain, unit.method, SubdomainEnvelopes(
+        x=unit.x, cdf_lower=unit.cdf.min(axis=0), cdf_upper=unit.cdf.max(axis=0),
+        quantile_lower=unit.quantiles.min(axis=0), quantile_upper=unit.quantiles.max(axis=0),
+        expected_lower=unit.moments[:, horizons].min(axis=0), expected_upper=unit.moments[:, horizons].max(axis=0),
+        target_lower=unit.target.min(axis=0), target_upper=unit.target.max(axis=0)))
+
+
+@dataclass
 class _DomainState:
     name: str
     configs: np.ndarray
@@ -375,6 +418,9 @@ class ReliabilityResult:
     weights: pd.DataFrame
     settings: ReliabilitySettings
     metadata: dict = field(default_factory=dict)
+    #: subdomains whose rows were taken over from ``known_subdomains`` (not stored: a rerun that
+    #: recomputes them writes the same tables)
+    subdomains_taken_over: int = 0
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
@@ -439,39 +485,63 @@ TABLE_COLUMNS = {
 # --------------------------------------------------------------------------- main
 
 
-def assess_reliability(counts: pd.DataFrame, settings: ReliabilitySettings | None = None) -> ReliabilityResult:
+def assess_reliability(counts: pd.DataFrame, settings: ReliabilitySettings | None = None, *,
+                       known_subdomains: Mapping[str, Sequence[SubdomainEnvelopes]] | None = None) -> ReliabilityResult:
     """HIP-LLM posterior envelopes at subdomain, domain and LLM level (Theorems 1-6).
 
     ``counts``: one row per (domain, subdomain) with n trials and k successes.
     Weights come from ``settings.profile`` (default proportional to n).
-    Deterministic given ``settings.seed``.
+    Deterministic given ``settings.seed`` (and ``settings.domain_seeds``).
+
+    ``known_subdomains``: per domain, the subdomain rows an earlier assessment of the same
+    cells (in (domain, subdomain) order) wrote under the same settings and the same seed for
+    the domain (its ``domain_seeds`` entry here, ``seed`` there if it was the only domain).
+    They are taken over instead of recomputing the exact subdomain CDFs (most of a domain's
+    cost); the output is unchanged. Checked before use: the CDF grids and E[R(n)] envelopes,
+    which depend on the data, grid and configurations, must equal this assessment's to the
+    last bit, else the domain is computed in full. Ignored for one-subdomain domains (their
+    domain level needs the per-configuration arrays).
     """
     settings = settings or ReliabilitySettings()
     frame = settings.profile.resolve(validate_counts(counts))
     n_max = max(max(settings.horizons), 2)
     thresholds = settings.target ** (1.0 / np.array(settings.horizons, dtype=float))
     domains = sorted(frame["domain"].unique())
-    units: list[_Unit] = []
+    rows: list[_Envelopes] = []
     states: list[_DomainState] = []
+    taken_over = 0
     for index, domain in enumerate(domains):
         cells = frame[frame["domain"] == domain]
-        state, sub_units = _assess_domain(domain, index, cells, settings, n_max, thresholds)
-        units.extend(sub_units)
-        units.append(state.unit)
+        known = (known_subdomains or {}).get(domain)
+        state, sub_rows, used_known = _assess_domain(domain, index, cells, settings, n_max, thresholds, known)
+        taken_over += len(sub_rows) if used_known else 0
+        rows.extend(sub_rows)
+        rows.append(_envelopes(state.unit, settings))
         states.append(state)
     domain_weights = frame.groupby("domain", sort=True)["domain_weight"].first().reindex(domains).to_numpy()
     llm_unit, pairing_info = _assess_llm(states, domain_weights, settings, n_max, thresholds)
-    units.append(llm_unit)
-    return _result(units, states, frame, settings, pairing_info)
+    rows.append(_envelopes(llm_unit, settings))
+    result = _result(rows, states, frame, settings, pairing_info)
+    result.subdomains_taken_over = taken_over
+    return result
 
 
-def _assess_domain(domain, index, cells, settings, n_max, thresholds) -> tuple[_DomainState, list[_Unit]]:
+def _domain_rng(settings: ReliabilitySettings, domain: str, index: int, stream: int) -> np.random.Generator:
+    """Stream 0 (configurations) or 1 (draws) of a domain: ``[seed, stream, index]``, or
+    ``[domain_seed, stream, 0]`` (what the domain gets when assessed alone under that seed)."""
+    if domain in settings.domain_seeds:
+        return np.random.default_rng([int(settings.domain_seeds[domain]), stream, 0])
+    return np.random.default_rng([settings.seed, stream, index])
+
+
+def _assess_domain(domain, index, cells, settings, n_max, thresholds,
+                   known=None) -> tuple[_DomainState, list[_Envelopes], bool]:
     successes = cells["k"].to_numpy(dtype=float)
     trials = cells["n"].to_numpy(dtype=float)
     omega = cells["omega"].to_numpy(dtype=float)
     subdomains = cells["subdomain"].tolist()
     configs, is_corner = hyperparameter_configurations(
-        settings.box_for(domain), settings.n_configurations, np.random.default_rng([settings.seed, 0, index])
+        settings.box_for(domain), settings.n_configurations, _domain_rng(settings, domain, index, 0)
     )
     grid = hyper_posterior_grid(successes, trials, configs, settings.grid_shape)
     w = grid.weights
@@ -479,25 +549,35 @@ def _assess_domain(domain, index, cells, settings, n_max, thresholds) -> tuple[_
     beta = (trials - successes)[None, :] + ((1.0 - grid.mu) * grid.nu)[:, None]
 
     # subdomain level: exact mixtures of Beta distributions
-    sub_units, grid_moments = [], []
+    grid_moments = [beta_moments(alpha[:, j], beta[:, j], n_max) for j in range(len(subdomains))]
+    moments = [w @ moments_g for moments_g in grid_moments]
+    xs = [np.linspace(*_span(m), settings.cdf_points) for m in moments]
+    horizons = list(settings.horizons)
+    usable = (known is not None and len(subdomains) > 1 and len(known) == len(subdomains)
+              and all(np.array_equal(k.x, x) and np.array_equal(k.expected_lower, m[:, horizons].min(axis=0))
+                      and np.array_equal(k.expected_upper, m[:, horizons].max(axis=0))
+                      for k, x, m in zip(known, xs, moments)))
+    sub_units, sub_rows = [], []
     for j, subdomain in enumerate(subdomains):
-        moments_g = beta_moments(alpha[:, j], beta[:, j], n_max)
-        grid_moments.append(moments_g)
-        moments = w @ moments_g
-        x = np.linspace(*_span(moments), settings.cdf_points)
+        if usable:
+            sub_rows.append(_Envelopes(SUBDOMAIN, domain, subdomain, "exact", known[j]))
+            continue
+        x = xs[j]
         cdf = np.clip(w @ special.betainc(alpha[:, j, None], beta[:, j, None], x[None, :]), 0.0, 1.0)
         target = w @ special.betaincc(alpha[:, j, None], beta[:, j, None], thresholds[None, :])
         quantiles = _invert_cdf(cdf, x, settings.quantiles)
-        sub_units.append(_Unit(SUBDOMAIN, domain, subdomain, x, cdf, quantiles, moments, np.clip(target, 0, 1), "exact"))
+        unit = _Unit(SUBDOMAIN, domain, subdomain, x, cdf, quantiles, moments[j], np.clip(target, 0, 1), "exact")
+        sub_units.append(unit)
+        sub_rows.append(_envelopes(unit, settings))
 
     domain_moments = w @ weighted_sum_moments(grid_moments, omega)
-    draws = _draw_domain(grid, alpha, beta, omega, settings, np.random.default_rng([settings.seed, 1, index]))
+    draws = _draw_domain(grid, alpha, beta, omega, settings, _domain_rng(settings, domain, index, 1))
     if len(subdomains) == 1:  # p_i = theta_i1: the exact subdomain results are the domain's
         only = sub_units[0]
         unit = _Unit(DOMAIN, domain, ALL, only.x, only.cdf, only.quantiles, domain_moments, only.target, "exact")
     else:
         unit = _monte_carlo_unit(DOMAIN, domain, ALL, draws, domain_moments, settings, thresholds)
-    return _DomainState(domain, configs, is_corner, grid, draws, unit), sub_units
+    return _DomainState(domain, configs, is_corner, grid, draws, unit), sub_rows, usable
 
 
 def _draw_domain(grid: HyperGrid, alpha, beta, omega, settings, rng) -> np.ndarray:
@@ -589,30 +669,28 @@ def _assess_llm(states, domain_weights, settings, n_max, thresholds) -> tuple[_U
 # --------------------------------------------------------------------------- tables
 
 
-def _result(units: list[_Unit], states: list[_DomainState], frame, settings, pairing_info) -> ReliabilityResult:
+def _result(rows: list[_Envelopes], states: list[_DomainState], frame, settings, pairing_info) -> ReliabilityResult:
     cdf_parts, q_rows, e_rows, t_rows = [], [], [], []
-    for u in units:
-        t = len(u.x)
+    for r in rows:
+        v = r.values
+        t = len(v.x)
         cdf_parts.append(
             pd.DataFrame(
                 {
-                    "level": [u.level] * t,
-                    "domain": [u.domain] * t,
-                    "subdomain": [u.subdomain] * t,
-                    "x": u.x,
-                    "cdf_lower": u.cdf.min(axis=0),
-                    "cdf_upper": u.cdf.max(axis=0),
+                    "level": [r.level] * t,
+                    "domain": [r.domain] * t,
+                    "subdomain": [r.subdomain] * t,
+                    "x": v.x,
+                    "cdf_lower": v.cdf_lower,
+                    "cdf_upper": v.cdf_upper,
                 }
             )
         )
         for qi, q in enumerate(settings.quantiles):
-            col = u.quantiles[:, qi]
-            q_rows.append((u.level, u.domain, u.subdomain, q, col.min(), col.max(), u.method))
+            q_rows.append((r.level, r.domain, r.subdomain, q, v.quantile_lower[qi], v.quantile_upper[qi], r.method))
         for hi, n in enumerate(settings.horizons):
-            col = u.moments[:, n]
-            e_rows.append((u.level, u.domain, u.subdomain, n, col.min(), col.max(), "exact"))
-            col = u.target[:, hi]
-            t_rows.append((u.level, u.domain, u.subdomain, n, settings.target, col.min(), col.max(), u.method))
+            e_rows.append((r.level, r.domain, r.subdomain, n, v.expected_lower[hi], v.expected_upper[hi], "exact"))
+            t_rows.append((r.level, r.domain, r.subdomain, n, settings.target, v.target_lower[hi], v.target_upper[hi], r.method))
     order = {SUBDOMAIN: 0, DOMAIN: 1, LLM: 2}
 
     def tidy(df: pd.DataFrame, extra: list[str]) -> pd.DataFrame:

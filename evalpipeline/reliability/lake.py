@@ -9,7 +9,8 @@ Layout::
         metadata.json, plots/*.png, inputs.json (hash of the counts, settings and code)
 
 Seeds derive from the partition (same data, same settings -> same bytes), so a folder whose
-inputs.json matches is reused as it is.
+inputs.json matches is reused as it is. A model's one-suite domain gets the suite's seed, so
+its subdomain rows are the suite's, and are taken over from the suite's folder when current.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow as pa
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, read_samples
-from evalpipeline.reliability.core import ReliabilityResult, assess_reliability
+from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
 from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
@@ -155,18 +156,29 @@ def _seed(key: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
 
 
-def _partition_inputs(lake: Lake, model: str, suite: str, config: ReliabilityConfig):
-    samples = read_samples(lake, model, suite)
+def _partition_seed(model: str, suite: str) -> int:
+    return _seed(f"{model}|{suite}|reliability")
+
+
+def _partition_inputs(lake: Lake, model: str, suite: str, config: ReliabilityConfig, samples: pd.DataFrame | None = None):
+    samples = read_samples(lake, model, suite) if samples is None else samples
     domain = config.taxonomy().domain_of(suite)
     counts = counts_from_samples(samples, success_threshold=config.success_threshold, domain=domain)
     counts = counts[counts["n"] > 0]
     if counts.empty:
         raise NoDataError(f"{model!r} x {suite!r}: no countable attempts for the reliability assessment")
-    settings = config.settings.replace(seed=_seed(f"{model}|{suite}|reliability"))
+    settings = config.settings.replace(seed=_partition_seed(model, suite))
     return counts, settings, lake.partition_dir("reliability", model, suite)
 
 
 def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
+    """The model's counts, settings and folder, and each one-suite domain's suite.
+
+    A domain that holds one suite (every domain, with the default taxonomy) is given that
+    suite's own seed (``domain_seeds``), so its configurations, grid and subdomain results
+    are those of the suite's assessment: the model's view and the suite's agree, and the
+    suite's stored subdomain rows can stand in for recomputing them (:func:`assess_model`).
+    """
     key = to_partition_key(model)
     files = sorted(lake.root.glob(f"samples/model={key}/suite=*/samples.parquet"))
     if not files:
@@ -178,10 +190,61 @@ def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
     taxonomy = config.taxonomy()
     counts = model_counts(by_suite, taxonomy, success_threshold=config.success_threshold)
     counts = counts[counts["n"] > 0]
-    settings = config.settings.replace(seed=_seed(f"{model}|reliability"))
+    suites_of: dict[str, list[str]] = {}
+    for suite in sorted(by_suite):
+        suites_of.setdefault(taxonomy.domain_of(suite), []).append(suite)
+    only_suite = {domain: suites[0] for domain, suites in suites_of.items()
+                  if len(suites) == 1 and domain in set(counts["domain"])}
+    settings = config.settings.replace(seed=_seed(f"{model}|reliability"),
+                                       domain_seeds={d: _partition_seed(model, s) for d, s in sorted(only_suite.items())})
     if taxonomy.profile.domain_weights is not None or taxonomy.profile.subdomain_weights:
         settings = settings.replace(profile=taxonomy.profile)
-    return counts, settings, lake.root / "model_reliability" / f"model={key}"
+    inputs = {"by_suite": by_suite, "only_suite": only_suite}
+    return counts, settings, lake.root / "model_reliability" / f"model={key}", inputs
+
+
+def _stored_subdomains(lake: Lake, model: str, config: ReliabilityConfig, code: str, counts: pd.DataFrame,
+                       inputs: dict) -> dict[str, list[SubdomainEnvelopes]]:
+    """Per one-suite domain, the subdomain rows the suite's stored assessment holds, when it is current
+    (its inputs hash is that of the suite's samples now, these settings and ``code``) and counted the
+    same cells (n, k in order) as the model's domain. :func:`assess_reliability` checks them again."""
+    known = {}
+    for domain, suite in inputs["only_suite"].items():
+        cells = counts[counts["domain"] == domain].sort_values("subdomain", kind="stable")
+        try:
+            suite_counts, settings, directory = _partition_inputs(lake, model, suite, config, inputs["by_suite"][suite])
+            recorded = json.loads((directory / INPUTS_FILE).read_text()).get("inputs_hash")
+        except (NoDataError, OSError, ValueError):
+            continue
+        suite_counts = suite_counts.sort_values("subdomain", kind="stable")
+        same_cells = (len(cells) > 1 and len(cells) == len(suite_counts)
+                      and (cells[["n", "k"]].to_numpy() == suite_counts[["n", "k"]].to_numpy()).all())
+        if not same_cells or recorded != _inputs_hash(suite_counts, settings, code):
+            continue
+        try:
+            known[domain] = _subdomain_rows(directory, suite_counts["subdomain"].tolist(), settings)
+        except (OSError, ValueError, KeyError):
+            continue
+    return known
+
+
+def _subdomain_rows(directory: Path, subdomains: list[str], settings: ReliabilitySettings) -> list[SubdomainEnvelopes]:
+    tables = {name: pd.read_parquet(directory / f"{name}.parquet", filters=[("level", "==", "subdomain")])
+              for name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")}
+    groups = {name: dict(tuple(table.groupby("subdomain", sort=False))) for name, table in tables.items()}
+    rows = []
+    for subdomain in subdomains:
+        cdf, quantile = groups["cdf_envelopes"][subdomain], groups["quantile_envelopes"][subdomain]
+        expected, target = groups["expected_reliability"][subdomain], groups["target_probability"][subdomain]
+        if (list(quantile["quantile"]) != list(settings.quantiles) or list(expected["n"]) != list(settings.horizons)
+                or list(target["n"]) != list(settings.horizons) or len(cdf) != settings.cdf_points):
+            raise ValueError(f"{directory}: the subdomain rows of {subdomain!r} do not match the settings")
+        rows.append(SubdomainEnvelopes(
+            x=cdf["x"].to_numpy(float), cdf_lower=cdf["cdf_lower"].to_numpy(float), cdf_upper=cdf["cdf_upper"].to_numpy(float),
+            quantile_lower=quantile["lower"].to_numpy(float), quantile_upper=quantile["upper"].to_numpy(float),
+            expected_lower=expected["lower"].to_numpy(float), expected_upper=expected["upper"].to_numpy(float),
+            target_lower=target["lower"].to_numpy(float), target_upper=target["upper"].to_numpy(float)))
+    return rows
 
 
 # -- reuse: a rerun over unchanged counts and settings reads the stored outputs back -----------
@@ -201,6 +264,11 @@ class ReliabilityOutput:
     plots: dict[str, Path]
     status: str  # "computed" or "reused"
 
+    @property
+    def subdomains_taken_over(self) -> int:
+        """Subdomains whose rows came from a suite's stored assessment (:func:`assess_model`)."""
+        return self.result.subdomains_taken_over
+
 
 def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
     """Envelopes for one model on one suite (the suite's subdomains pooled within its domain),
@@ -212,9 +280,15 @@ def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConf
 
 def assess_model(lake: Lake, model: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
     """Envelopes for one model across every suite it was evaluated on, with the configured
-    operational profile; plots and reuse as :func:`assess_partition`."""
-    counts, settings, directory = _model_inputs(lake, model, config)
-    return _assess_or_reuse(counts, settings, directory, model, code)
+    operational profile; plots and reuse as :func:`assess_partition`.
+
+    A domain holding one suite is assessed under that suite's seed, and when the suite's
+    stored assessment is current its subdomain rows are taken over rather than recomputed
+    (the exact subdomain CDFs are most of the cost); the tables are the same either way.
+    """
+    counts, settings, directory, inputs = _model_inputs(lake, model, config)
+    return _assess_or_reuse(counts, settings, directory, model, code,
+                            known=lambda: _stored_subdomains(lake, model, config, code, counts, inputs))
 
 
 def _inputs_hash(counts: pd.DataFrame, settings: ReliabilitySettings, code: str) -> str:
@@ -225,7 +299,9 @@ def _inputs_hash(counts: pd.DataFrame, settings: ReliabilitySettings, code: str)
     return digest.hexdigest()[:32]
 
 
-def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str) -> ReliabilityOutput:
+def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str, known=None) -> ReliabilityOutput:
+    """``known``: a callable giving :func:`assess_reliability`'s ``known_subdomains``, called only
+    when the assessment is computed."""
     inputs_hash = _inputs_hash(counts, settings, code)
     plots = {name: directory / path for name, path in PLOT_FILES.items()}
     tables = [directory / f"{name}.parquet" for name in RELIABILITY_COLUMNS]
@@ -240,7 +316,7 @@ def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str) -
         return ReliabilityOutput(ReliabilityResult(**frames, settings=settings, metadata=metadata), directory, plots,
                                  "reused")
     marker.unlink(missing_ok=True)  # a crash while rewriting must not leave a matching marker behind
-    result = assess_reliability(counts, settings)
+    result = assess_reliability(counts, settings, known_subdomains=known() if known else None)
     write_reliability(result, directory)
     write_parquet_atomic(pa.Table.from_pandas(counts, preserve_index=False), directory / "counts.parquet")
     write_reliability_plots(result, directory, title)

@@ -259,6 +259,11 @@ class ReliabilitySettings:
     quantiles: probabilities of the quantile envelopes (5%, median, 95%).
     profile: operational profile (default: proportional to N).
     seed: seeds configurations, pairings and Monte Carlo draws.
+    domain_seeds: a seed of its own for a domain's configurations and draws
+        (default: derived from ``seed`` and the domain's position). A domain
+        assessed with seed s here gets the configurations, grid and draws it
+        gets alone under ``seed=s``: the lake gives a one-suite domain of a
+        model the suite's own seed, so the model's and the suite's views agree.
     """
 
     box: HyperBox = field(default_factory=HyperBox)
@@ -273,6 +278,7 @@ class ReliabilitySettings:
     quantiles: tuple[float, ...] = (0.05, 0.5, 0.95)
     profile: OperationalProfile = field(default_factory=OperationalProfile)
     seed: int = 0
+    domain_seeds: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, minimum in (("n_configurations", 1), ("n_draws", 2), ("grid_size", 4), ("cdf_points", 2), ("max_pairings", 1)):
@@ -293,6 +299,9 @@ class ReliabilitySettings:
         for domain, box in self.domain_boxes.items():
             if not isinstance(box, HyperBox):
                 raise ValueError(f"domain_boxes[{domain!r}] must be a HyperBox, got {type(box).__name__}")
+        for domain, seed in self.domain_seeds.items():
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(f"domain_seeds[{domain!r}] must be an integer >= 0, got {seed!r}")
         if not isinstance(self.profile, OperationalProfile):
             raise ValueError(f"profile must be an OperationalProfile, got {type(self.profile).__name__}")
 
