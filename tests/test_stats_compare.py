@@ -456,3 +456,29 @@ def test_pairwise_rows_equal_the_public_functions_on_pandas_aligned_inputs():
                                       np.array(list(expected.values()), dtype=float),
                                       err_msg=f"{row['model_a']} vs {row['model_b']}")
 
+
+
+def test_pairs_sharing_a_refined_grid_share_its_work_and_get_what_they_get_alone():
+    from evalpipeline.stats import compare
+
+    # one 0/1 attempt per item (the binary path), models close together: their refined grids coincide often
+    rng = np.random.default_rng(23)
+    accuracies = {f"m{i:02d}": acc for i, acc in enumerate(np.linspace(0.45, 0.75, 16))}
+    samples = _samples(rng, accuracies, n_items=120, epochs=1)
+    compare._logit_grid.cache_clear()
+    table = pairwise_table(samples)
+    grids = compare._logit_grid.cache_info()
+    by_item = samples.set_index(["model", "item_id"])["score"]
+    keys = {compare._paired_logit_pass1(by_item[a].to_numpy(), np.ones(120), by_item[b].to_numpy(), np.ones(120),
+                                        **compare.LOGIT_PRIORS, grid_size=compare.LOGIT_GRID).grid_key
+            for a, b in zip(table["model_a"], table["model_b"])}
+    assert len(table) == 120 and grids.misses + grids.hits == 120
+    assert grids.misses == len(keys) < 120, (grids, len(keys))  # grid work once per distinct grid, not per pair
+    for row in table.itertuples():
+        alone = paired_logit_comparison(by_item[row.model_a].to_numpy(), np.ones(120),
+                                        by_item[row.model_b].to_numpy(), np.ones(120))
+        got = [row.p_a_better_paired, row.diff_mean_paired, row.diff_low_paired, row.diff_high_paired,
+               row.odds_ratio_median_paired, row.odds_ratio_low_paired, row.odds_ratio_high_paired]
+        want = [alone[k] for k in ("p_a_better", "diff_mean", "diff_low", "diff_high", "odds_ratio_median",
+                                   "odds_ratio_low", "odds_ratio_high")]
+        assert got == want, (row.model_a, row.model_b)

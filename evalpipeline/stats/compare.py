@@ -90,7 +90,11 @@ def prob_beta_greater_many(a1, b1, a2, b2) -> np.ndarray:
 
 def _weighted_quantiles(values: np.ndarray, weights: np.ndarray, probabilities) -> np.ndarray:
     order = np.argsort(values, kind="stable")
-    values, weights = values[order], weights[order]
+    return _sorted_weighted_quantiles(values[order], weights[order], probabilities)
+
+
+def _sorted_weighted_quantiles(values: np.ndarray, weights: np.ndarray, probabilities) -> np.ndarray:
+    """:func:`_weighted_quantiles` of values already in (stable) ascending order, weights in the same order."""
     cdf = np.cumsum(weights)
     cdf = (cdf - weights / 2) / cdf[-1]
     return np.interp(probabilities, cdf, values)
@@ -523,17 +527,22 @@ def _general_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -
     return total
 
 
+#: The post's priors of :func:`paired_logit_comparison` and its refined grid (base, gap, spread points).
+LOGIT_PRIORS = {"base_sd": 1.5, "gap_sd": 1.0, "spread_scale": 2.5}
+LOGIT_GRID = (32, 61, 24)
+
+
 def paired_logit_comparison(
     successes_a,
     trials_a,
     successes_b,
     trials_b,
     *,
-    base_sd: float = 1.5,
-    gap_sd: float = 1.0,
-    spread_scale: float = 2.5,
+    base_sd: float = LOGIT_PRIORS["base_sd"],
+    gap_sd: float = LOGIT_PRIORS["gap_sd"],
+    spread_scale: float = LOGIT_PRIORS["spread_scale"],
     level: float = 0.95,
-    grid_size: tuple[int, int, int] = (32, 61, 24),
+    grid_size: tuple[int, int, int] = LOGIT_GRID,
 ) -> dict:
     """The post's paired model: shared item difficulty, one log-odds gap (A over B), on a grid.
 
@@ -544,6 +553,40 @@ def paired_logit_comparison(
     ``item_i ~ N(0, spread)``, ``spread ~ HalfNormal(spread_scale)``
     (the post's priors). Returns P(gap > 0), gap and odds-ratio intervals,
     and the population-average accuracy difference with its interval.
+
+    Two passes: a fixed coarse grid over the priors' range locates the mass
+    (:func:`_paired_logit_pass1`), then a refined grid over that region
+    (:func:`_paired_logit_pass2`). The refined grid's bounds are coarse grid
+    points, so many pairs of a table share it, and what depends on the grid alone
+    (item integrals, prior, the accuracy difference and its sort order) is computed
+    once per grid (:func:`_logit_grid`); :func:`pairwise_table` orders its pairs so.
+    """
+    first = _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, base_sd=base_sd, gap_sd=gap_sd,
+                                spread_scale=spread_scale, grid_size=grid_size)
+    return _paired_logit_pass2(first, level)
+
+
+class _LogitPass1:
+    """What pass 1 of :func:`paired_logit_comparison` found: the data's patterns and the refined grid's key."""
+
+    def __init__(self, ka, na, kb, nb, binary_patterns, grid_key):
+        self.ka, self.na, self.kb, self.nb = ka, na, kb, nb
+        self.binary_patterns = binary_patterns  # None unless one 0/1 attempt per item and model
+        self.grid_key = grid_key  # the arguments of _logit_grid
+        self._general_patterns = None
+
+    def general_log_likelihood(self, base, gap, spread) -> np.ndarray:
+        if self._general_patterns is None:
+            self._general_patterns = (pd.DataFrame({"ka": self.ka, "na": self.na, "kb": self.kb, "nb": self.nb})
+                                      .value_counts().reset_index(name="count"))
+        return _general_pattern_log_likelihood(base, gap, spread, self._general_patterns)
+
+
+def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd, gap_sd, spread_scale,
+                        grid_size) -> _LogitPass1:
+    """Pass 1: the coarse grid over the prior's range, and the region holding the mass (one cell of padding).
+
+    The coarse grid is fixed, so for 0/1 data its pattern integrals and the prior are computed once per process.
     """
     arrays = [np.asarray(x, dtype=float).ravel() for x in (successes_a, trials_a, successes_b, trials_b)]
     if len({x.size for x in arrays}) != 1 or arrays[0].size == 0:
@@ -551,62 +594,97 @@ def paired_logit_comparison(
     ka, na, kb, nb = arrays
     if np.any(na <= 0) or np.any(nb <= 0) or np.any((ka < 0) | (ka > na)) or np.any((kb < 0) | (kb > nb)):
         raise ValueError("need 0 <= successes <= trials and trials > 0 for every item and model")
-    n_base, n_gap, n_spread = grid_size
     # One 0/1 attempt per item and model: the four patterns' item integrals (_binary_log_integrals), else the
     # general pattern path; the binary path also falls back to it where an integral underflows.
     binary = bool(np.all(na == 1) and np.all(nb == 1) and np.all((ka == 0) | (ka == 1))
                   and np.all((kb == 0) | (kb == 1)))
-    binary_patterns = _binary_patterns(ka, kb) if binary else None
-    general_patterns = None
-
-    def general_log_likelihood(base, gap, spread):
-        nonlocal general_patterns
-        if general_patterns is None:
-            general_patterns = (pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts()
-                                .reset_index(name="count"))
-        return _general_pattern_log_likelihood(base, gap, spread, general_patterns)
+    first = _LogitPass1(ka, na, kb, nb, _binary_patterns(ka, kb) if binary else None, None)
 
     def support(values, mass, pad):
         keep = np.nonzero(mass > mass.max() * 1e-9)[0]
         step = values[1] - values[0]
         return values[keep[0]] - pad * step, values[keep[-1]] + pad * step
 
-    # Pass 1: coarse grid over the prior's range; pass 2: refine on the region holding the mass.
-    # The coarse grid is fixed, so for 0/1 data its pattern integrals and the prior are computed once per process.
     base0, gap0, spread0 = _COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD
-    log_like = _binary_log_likelihood(_coarse_binary_log_integrals(), binary_patterns) if binary else None
+    log_like = _binary_log_likelihood(_coarse_binary_log_integrals(), first.binary_patterns) if binary else None
     if log_like is None:
-        log_like = general_log_likelihood(base0, gap0, spread0)
+        log_like = first.general_log_likelihood(base0, gap0, spread0)
     lp = log_like + _coarse_log_prior(float(base_sd), float(gap_sd), float(spread_scale))
     w0 = np.exp(lp - lp.max())
     lo_b, hi_b = support(base0, w0.sum(axis=(1, 2)), 1)
     lo_g, hi_g = support(gap0, w0.sum(axis=(0, 2)), 1)
     lo_s, hi_s = support(spread0, w0.sum(axis=(0, 1)), 1)
-    base = np.linspace(lo_b, hi_b, n_base)
-    gap = np.linspace(lo_g, hi_g, n_gap)
-    spread = np.linspace(max(lo_s, 0.0), hi_s, n_spread)
-    log_like = accuracy_a = None
-    if binary:
-        log_integrals, binary_accuracy = _binary_log_integrals(base, gap, spread)
-        log_like = _binary_log_likelihood(log_integrals, binary_patterns)
-        if log_like is not None:
-            accuracy_a = binary_accuracy
+    n_base, n_gap, n_spread = grid_size
+    first.grid_key = (float(lo_b), float(hi_b), int(n_base), float(lo_g), float(hi_g), int(n_gap),
+                      float(max(lo_s, 0.0)), float(hi_s), int(n_spread), base_sd, gap_sd, spread_scale)
+    return first
+
+
+class _LogitGrid:
+    """Pass 2's refined (base, gap, spread) grid and everything on it that does not depend on the data."""
+
+    def __init__(self, lo_b, hi_b, n_base, lo_g, hi_g, n_gap, lo_s, hi_s, n_spread, base_sd, gap_sd, spread_scale):
+        self.base = np.linspace(lo_b, hi_b, n_base)
+        self.gap = np.linspace(lo_g, hi_g, n_gap)
+        self.spread = np.linspace(lo_s, hi_s, n_spread)
+        self.log_prior = _logit_log_prior(self.base, self.gap, self.spread, base_sd, gap_sd, spread_scale)
+        _, g, sp = np.meshgrid(self.base, self.gap, self.spread, indexing="ij")
+        self.gap_flat, self.spread_flat = g.ravel(), sp.ravel()
+        for array in (self.base, self.gap, self.spread, self.log_prior, self.gap_flat, self.spread_flat):
+            array.setflags(write=False)  # shared by every pair on the grid
+        self._binary = None
+        self._accuracy_diff: dict = {}
+
+    def binary_log_integrals(self) -> tuple[dict, np.ndarray]:
+        if self._binary is None:
+            self._binary = _binary_log_integrals(self.base, self.gap, self.spread)
+        return self._binary
+
+    def accuracy_diff(self, from_binary: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The accuracy-scale difference for a new item on the grid, flat, with its stable sort order and sorted
+        values. ``from_binary``: A's accuracy as :func:`_binary_log_integrals` computes it (the same numbers as the
+        general expression, shared with the item integrals)."""
+        if from_binary not in self._accuracy_diff:
+            # Average over the item-effect distribution; B's accuracy does not depend on the gap.
+            eta = self.base[:, None, None] + self.spread[None, :, None] * _GH_NODES  # (B, S, Q)
+            if from_binary:
+                accuracy_a = self.binary_log_integrals()[1]
+            else:
+                accuracy_a = special.expit(eta[:, None] + self.gap[None, :, None, None]) @ _GH_WEIGHTS  # (B, G, S)
+            diff = (accuracy_a - (special.expit(eta) @ _GH_WEIGHTS)[:, None, :]).ravel()
+            order = np.argsort(diff, kind="stable")
+            arrays = (diff, order, diff[order])
+            for array in arrays:
+                array.setflags(write=False)
+            self._accuracy_diff[from_binary] = arrays
+        return self._accuracy_diff[from_binary]
+
+
+@functools.lru_cache(maxsize=4)
+def _logit_grid(*key) -> _LogitGrid:
+    """:class:`_LogitGrid` for a key of :func:`_paired_logit_pass1`: kept for the next pairs with the same one."""
+    return _LogitGrid(*key)
+
+
+def _paired_logit_pass2(first: _LogitPass1, level: float) -> dict:
+    grid = _logit_grid(*first.grid_key)
+    base, gap, spread = grid.base, grid.gap, grid.spread
+    log_like = None
+    from_binary = False
+    if first.binary_patterns is not None:
+        log_like = _binary_log_likelihood(grid.binary_log_integrals()[0], first.binary_patterns)
+        from_binary = log_like is not None
     if log_like is None:
-        log_like = general_log_likelihood(base, gap, spread)
-    lp = log_like + _logit_log_prior(base, gap, spread, base_sd, gap_sd, spread_scale)
-    b, g, sp = np.meshgrid(base, gap, spread, indexing="ij")
+        log_like = first.general_log_likelihood(base, gap, spread)
+    lp = log_like + grid.log_prior
     w = np.exp(lp - lp.max())
     w /= w.sum()
-    # Accuracy-scale difference for a new item: average over the item-effect distribution.
-    eta = base[:, None, None] + spread[None, :, None] * _GH_NODES  # (B, S, Q): B's accuracy does not depend on the gap
-    if accuracy_a is None:
-        accuracy_a = special.expit(eta[:, None] + gap[None, :, None, None]) @ _GH_WEIGHTS  # (B, G, S)
-    accuracy_diff = accuracy_a - (special.expit(eta) @ _GH_WEIGHTS)[:, None, :]
     tail = (1 - level) / 2
-    wf, gf, df = w.ravel(), g.ravel(), accuracy_diff.ravel()
+    wf, gf = w.ravel(), grid.gap_flat
+    df, order, sorted_df = grid.accuracy_diff(from_binary)
     gap_edges, gap_cdf = _cell_cdf(gap, w.sum(axis=(0, 2)))
     gap_low, gap_median, gap_high = np.interp([tail, 0.5, 1 - tail], gap_cdf, gap_edges)
-    diff_low, diff_high = _weighted_quantiles(df, wf, [tail, 1 - tail])
+    diff_low, diff_high = _sorted_weighted_quantiles(sorted_df, wf[order], [tail, 1 - tail])
     return {
         "p_a_better": float(1 - np.interp(0.0, gap_edges, gap_cdf)),
         "gap_logit_mean": float(np.sum(gf * wf)),
@@ -618,8 +696,8 @@ def paired_logit_comparison(
         "diff_mean": float(np.sum(df * wf)),
         "diff_low": float(diff_low),
         "diff_high": float(diff_high),
-        "spread_mean": float(np.sum(sp.ravel() * wf)),
-        "n_items": int(ka.size),
+        "spread_mean": float(np.sum(grid.spread_flat * wf)),
+        "n_items": int(first.ka.size),
         "level": level,
     }
 
@@ -767,9 +845,10 @@ def pairwise_table(
         if row is None:
             pending.append((len(rows), model_a, model_b, inputs_hash))
         rows.append(row)
+    paired = _paired_logits(per_model, [(a, b) for _, a, b, _ in pending], level)
     # Computed grouped by model A, whose posterior draws are then drawn once for all its pairs.
     for position, model_a, model_b, inputs_hash in sorted(pending, key=lambda pair: pair[1]):
-        rows[position] = _pair_row(per_model, model_a, model_b, prior, level, probit)
+        rows[position] = _pair_row(per_model, model_a, model_b, prior, level, probit, paired)
         rows[position]["inputs_hash"] = inputs_hash
     table = pd.DataFrame(rows, columns=list(PAIRWISE_COLUMNS))
     table.attrs.update(pairs_computed=len(pending), pairs_reused=len(rows) - len(pending))
@@ -826,6 +905,12 @@ class _PerModel:
         self._hpdi: dict = {}
         self._first_draws: tuple = (None, None)
 
+    def shared(self, model_a: str, model_b: str) -> tuple:
+        """The pair's shared item codes, their positions in A's and B's arrays, and both models' item arrays."""
+        items_a, items_b = self.items[model_a], self.items[model_b]
+        shared, in_a, in_b = np.intersect1d(items_a[0], items_b[0], assume_unique=True, return_indices=True)
+        return shared, in_a, in_b, items_a, items_b
+
     def hpdi(self, model: str, posterior) -> tuple[float, float]:
         if model not in self._hpdi:
             self._hpdi[model] = beta_hpdi(*posterior, self.level)
@@ -838,7 +923,26 @@ class _PerModel:
         return self._first_draws[1]
 
 
-def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit) -> dict:
+def _paired_logits(per_model: _PerModel, pairs: list[tuple[str, str]], level: float) -> dict:
+    """:func:`paired_logit_comparison` of every pair with shared items, keyed by (A, B).
+
+    Pass 1 for every pair, then pass 2 in the order of the refined grids: pairs with the
+    same grid follow each other and share its grid-only work (:func:`_logit_grid`; at 100
+    models ~60% of a suite's pairs share a grid with another). Each result is what the
+    pair gets alone.
+    """
+    firsts = []
+    for model_a, model_b in pairs:
+        _, in_a, in_b, (_, sum_a, size_a, _), (_, sum_b, size_b, _) = per_model.shared(model_a, model_b)
+        if len(in_a):
+            first = _paired_logit_pass1(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], **LOGIT_PRIORS,
+                                        grid_size=LOGIT_GRID)
+            firsts.append(((model_a, model_b), first))
+    firsts.sort(key=lambda item: item[1].grid_key)
+    return {pair: _paired_logit_pass2(first, level) for pair, first in firsts}
+
+
+def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, paired_logits: dict | None = None) -> dict:
     k_a, n_a = per_model.totals[model_a]
     k_b, n_b = per_model.totals[model_b]
     posterior_a, posterior_b = beta_posterior(k_a, n_a, prior), beta_posterior(k_b, n_b, prior)
@@ -846,16 +950,17 @@ def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit) -> d
                                           prior, level)
     hpdi_a = per_model.hpdi(model_a, independent["posterior_a"])
     hpdi_b = per_model.hpdi(model_b, independent["posterior_b"])
-    codes_a, sum_a, size_a, mean_a = per_model.items[model_a]
-    codes_b, sum_b, size_b, mean_b = per_model.items[model_b]
-    shared, in_a, in_b = np.intersect1d(codes_a, codes_b, assume_unique=True, return_indices=True)
+    shared, in_a, in_b, (_, sum_a, size_a, mean_a), (_, sum_b, size_b, mean_b) = per_model.shared(model_a, model_b)
     nan = math.nan
     paired = {"p_a_better": nan, "diff_mean": nan, "diff_low": nan, "diff_high": nan,
               "odds_ratio_median": nan, "odds_ratio_low": nan, "odds_ratio_high": nan}
     probit_result = {"p_a_better": nan, "diff_low": nan, "diff_high": nan}
     t_paired = {"p_value": nan}
     if len(shared):
-        paired = paired_logit_comparison(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], level=level)
+        if paired_logits is not None and (model_a, model_b) in paired_logits:
+            paired = paired_logits[(model_a, model_b)]
+        else:
+            paired = paired_logit_comparison(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], level=level)
         t_paired = paired_t_test(mean_a[in_a], mean_b[in_b], level)
         if probit:
             # attempts paired by (item, epoch); an attempt both models made is on a shared item
