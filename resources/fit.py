@@ -14,11 +14,12 @@ from evalpipeline.settings import load_glm_config
 
 
 @functools.lru_cache(maxsize=1)
-def process_fitter():
-    """One Fitter per process: every fit in it reuses the samplers compiled for earlier ones."""
+def process_fitter(program_cache: str | None = None):
+    """One Fitter per process: every fit in it reuses the samplers compiled for earlier ones, and
+    with ``program_cache`` the samplers other processes traced (evalpipeline.models.fit._cached_program)."""
     from evalpipeline.models import Fitter
 
-    return Fitter()
+    return Fitter(program_cache=program_cache)
 
 
 class GlmSettings(ConfigurableResource):
@@ -28,7 +29,8 @@ class GlmSettings(ConfigurableResource):
 
     config_file: str = Field(default="", description="configuration file; empty = the project default")
     compilation_cache_dir: str = Field(
-        default="", description="persistent JAX compilation cache; empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
+        default="", description="persistent JAX compilation cache, with the traced samplers under programs/; "
+                                "empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
     )
 
     def config(self) -> GlmConfig:
@@ -43,4 +45,4 @@ class GlmSettings(ConfigurableResource):
         # and its metadata says so
         parallel = self.config().settings.chain_method == "parallel"
         configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None)
-        return process_fitter()
+        return process_fitter(str(Path(cache) / "programs"))

@@ -7,6 +7,8 @@ set and the funnel data set are built to share a bucket on purpose.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -209,6 +211,43 @@ def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tm
     assert not list((tmp_path / "a").glob(".tmp-*"))
     with pytest.raises(ValueError, match="missing"):
         read_fit(tmp_path / "nothing")
+
+
+def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
+    """Fitters with a program cache trace a sampler once and store it (jax.export); a Fitter in a
+    new process loads it instead of tracing. The draws must be those of the traced sampler, and a
+    damaged file or other settings must not be used."""
+    data, settings = _use_case_1(), FitSettings(num_warmup=150, num_samples=150, predictive_draws=50)
+
+    def draws(fitter, fit_settings=settings):
+        fit = fit_glm("binomial", data, fit_settings, seed_key="program-cache", fitter=fitter)
+        return {f"posterior/{v}": fit.idata.posterior[v].values for v in fit.idata.posterior.data_vars} | {
+            f"{g}/obs": fit.idata[g]["obs"].values for g in ("prior_predictive", "posterior_predictive")}
+
+    def assert_same(expected, got):
+        assert set(got) == set(expected)
+        for name, values in expected.items():
+            np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+    traced = draws(Fitter())
+    storing = Fitter(program_cache=tmp_path)
+    assert_same(traced, draws(storing))
+    programs = list(tmp_path.glob("*.jaxexport"))
+    assert len(programs) == 1 and storing.stats()["programs_loaded"] == 0
+
+    loading = Fitter(program_cache=tmp_path)
+    assert_same(traced, draws(loading))
+    assert loading.stats()["programs_loaded"] == 1
+
+    programs[0].write_bytes(b"not a program")
+    retracing = Fitter(program_cache=tmp_path)
+    assert_same(traced, draws(retracing))
+    assert retracing.stats()["programs_loaded"] == 0 and programs[0].stat().st_size > 1000
+
+    longer = dataclasses.replace(settings, num_samples=160)
+    other = Fitter(program_cache=tmp_path)
+    draws(other, longer)
+    assert other.stats()["programs_loaded"] == 0 and len(list(tmp_path.glob("*.jaxexport"))) == 2
 
 
 def test_summary_is_tidy_and_labelled(agentic_fits):

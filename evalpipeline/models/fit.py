@@ -196,13 +196,17 @@ class Fitter:
     ``stats()`` reports compilations and reuses.
     """
 
-    def __init__(self):
+    def __init__(self, program_cache: str | os.PathLike | None = None):
         self._runners: dict = {}
         self.compilations = 0
+        #: folder of traced samplers (:func:`_cached_program`); None: every process traces its own
+        self.program_cache = Path(program_cache) if program_cache else None
+        self.programs_loaded = 0
 
     def stats(self) -> dict:
         return {
             "compilations": self.compilations,
+            "programs_loaded": self.programs_loaded,
             "runners": len(self._runners),
             "uses": sum(r.uses for r in self._runners.values()),
             "compile_seconds": round(sum(r.compile_seconds for r in self._runners.values()), 3),
@@ -216,6 +220,9 @@ class Fitter:
         found = self._runners.get(key)
         if found is None:
             found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method)
+            if self.program_cache is not None and chain_method != "parallel":  # pmap programs do not export
+                found.run, loaded = _cached_program(found.run, self.program_cache, key, arrays, settings.num_chains)
+                self.programs_loaded += loaded
             self._runners[key] = found
             self.compilations += 1
         found.uses += 1
@@ -342,6 +349,48 @@ def _effective_chain_method(settings: FitSettings) -> str:
         if devices < 2 or settings.num_chains % devices:
             return "vectorized"  # not enough host devices (configure_jax came too late) or uneven split
     return settings.chain_method
+
+
+def _program_key(runner_key: tuple) -> str:
+    """What decides a traced sampler: the runner's key (model, options, shapes, sampler settings),
+    the source of this package (the model and the sampler are traced from it) and the versions
+    of what traces and lowers it."""
+    import jaxlib
+    import numpyro
+
+    from evalpipeline.versions import code_version
+
+    versions = (jax.__version__, jaxlib.__version__, numpyro.__version__, bool(jax.config.jax_enable_x64))
+    code = code_version(["evalpipeline.models"])
+    return hashlib.sha256(repr((runner_key, versions, code)).encode()).hexdigest()[:32]
+
+
+def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chains: int):
+    """``run`` as a serialised, exported program (``jax.export``, StableHLO) kept in ``folder``.
+
+    Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks
+    (vmap over its while loops), before the persistent compilation cache can even be consulted:
+    it is keyed by the traced program. A stored program skips the tracing; the compiled program
+    and the draws are those of ``run`` (tested). Returns (program, whether it was loaded).
+    A file that does not deserialise is traced again and replaced.
+    """
+    from jax import export
+
+    from evalpipeline.lake import write_bytes_atomic
+
+    path = folder / f"nuts-{_program_key(runner_key)}.jaxexport"
+    if path.exists():
+        try:
+            return jax.jit(export.deserialize(bytearray(path.read_bytes())).call), True
+        except Exception:  # noqa: BLE001 - damaged or foreign file: trace again below
+            pass
+    specs = (jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
+             {k: jax.ShapeDtypeStruct(np.shape(v), jax.dtypes.canonicalize_dtype(np.asarray(v).dtype))
+              for k, v in arrays.items()},
+             jax.ShapeDtypeStruct((), jnp.float32))
+    exported = export.export(run)(*specs)
+    write_bytes_atomic(bytes(exported.serialize()), path)
+    return jax.jit(exported.call), False
 
 
 def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str,
