@@ -1,6 +1,8 @@
 """Asset ``eval_samples``: the canonical sample table of one model x suite."""
 
 
+from dataclasses import asdict
+
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -18,6 +20,7 @@ from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
 from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
+from evalpipeline.settings import load_ingest_options, load_validation_settings
 from evalpipeline.lake import sha256_file
 from evalpipeline.validate import SUITE_NAME, check_names
 from evalpipeline.versions import code_version
@@ -29,6 +32,16 @@ VALIDATION_CHECKS = [
     AssetCheckSpec(name, asset="eval_samples", blocking=True, description=f"{SUITE_NAME}: {name}")
     for name in check_names()
 ]
+
+
+def samples_version() -> str:
+    """The reading and validation code and the ``[ingest]`` / ``[validate]`` configuration in
+    effect: editing either marks every sample table stale, and the staged records it made are
+    read again (evalpipeline.ingest.already_ingested compares the options they were read with)."""
+    return code_version(
+        ["evalpipeline.ingest", "evalpipeline.schema", "evalpipeline.validate"],
+        {"ingest": load_ingest_options().describe(), "validate": asdict(load_validation_settings())},
+    )
 
 
 @asset(
@@ -48,7 +61,7 @@ VALIDATION_CHECKS = [
         )
     },
     check_specs=VALIDATION_CHECKS,
-    code_version=code_version(["evalpipeline.ingest", "evalpipeline.schema", "evalpipeline.validate"]),
+    code_version=samples_version(),
     # Transient I/O failures (a log still being copied, a busy network share) get two more tries.
     retry_policy=TRANSIENT_RETRY,
 )

@@ -49,12 +49,13 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     if not changed:
         return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))
 
-    found, errors = scan_sources(changed, ingest_settings.options())
+    options = ingest_settings.options()
+    found, errors = scan_sources(changed, options)
     store = lake.lake()
     for error in errors:
         record_file_error(store, error)
         context.log.warning(f"not ingested: {error.error}")
-    found = [(source, parts) for source, parts in found if not already_ingested(store, source, parts)]
+    found = [(source, parts) for source, parts in found if not already_ingested(store, source, parts, options)]
     parts = [p for _, ps in found for p in ps]
     known_models = set(context.instance.get_dynamic_partitions("model"))
     known_suites = set(context.instance.get_dynamic_partitions("suite"))

@@ -78,7 +78,7 @@ def ingest_partitions(
         if not mine:
             continue
         with_source |= mine
-        if not already_ingested(lake, source, parts):
+        if not already_ingested(lake, source, parts, options):
             to_stage.append(Path(source.path))
     missing = sorted(pair for pair in wanted - with_source
                      if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")))

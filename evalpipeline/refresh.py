@@ -49,6 +49,7 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
     """
     landing = Path(landing)
     files = find_log_files(landing) if landing.exists() else []
+    options = options or IngestOptions()
     found, unreadable = scan_sources(files, options)
     if record_errors:
         for error in unreadable:
@@ -57,7 +58,7 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
     for source, parts in found:
         pairs = {(p.model, p.suite) for p in parts}
         discovery.partitions |= pairs
-        if not already_ingested(lake, source, parts):
+        if not already_ingested(lake, source, parts, options):
             for pair in pairs:
                 discovery.changed.add(pair)
                 discovery.changed_sources.setdefault(pair, []).append(source.sha256)

@@ -126,6 +126,31 @@ def test_changing_one_models_priors_changes_only_its_code_version(tmp_path, monk
     assert after["beta_binomial"] == before["beta_binomial"] and after["null"] == before["null"]
 
 
+def test_the_ingest_and_validation_configuration_is_in_the_sample_tables_code_version(tmp_path, monkeypatch):
+    """Editing how scores are read or validated marks the sample tables stale (and only them);
+    the chunk size, which does not change a row, does not."""
+    from assets.fits import glm_version
+    from assets.posteriors import posteriors_version
+    from assets.samples import samples_version
+
+    config = tmp_path / "evalpipeline.toml"
+    config.write_text("")
+    monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
+    others = (posteriors_version(), glm_version("binomial"))
+    versions = {}
+    for label, text in [
+        ("default", ""),
+        ("chunk", "[ingest]\nchunk_rows = 1000\n"),
+        ("score map", "[ingest.scores]\nvalue_map = {C = 1.0, I = 0.0, P = 1.0}\n"),
+        ("validation", "[validate]\nmax_error_share = 0.5\n"),
+    ]:
+        config.write_text(text)
+        versions[label] = samples_version()
+        assert (posteriors_version(), glm_version("binomial")) == others, label
+    assert versions["chunk"] == versions["default"]
+    assert len({versions["default"], versions["score map"], versions["validation"]}) == 3
+
+
 def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_code_version(
     landing, tmp_path, monkeypatch
 ):

@@ -166,3 +166,45 @@ def test_dict_valued_scores_need_a_key(tmp_path):
     assert rows["reason"].str.contains("dict-valued score \\(keys \\['acc', 'f1'\\]\\); set score_key").all()
     _, keyed = read_inspect_log(path, ScoreNormalisation(score_key="acc"))
     assert keyed["reason"].isna().all() and keyed["score"].tolist() == [1.0, 0.0]
+
+
+def test_a_changed_score_map_reaches_the_lake_although_the_log_did_not_change(tmp_path):
+    """The lake skips sources it holds; "holds" means the same bytes read with the same options.
+    A record read under another score map, or one written before records carried the options,
+    is read again, and a rerun under the same options changes nothing."""
+    from dataclasses import replace
+
+    import pyarrow.parquet as pq
+
+    from evalpipeline.ingest import IngestOptions
+    from evalpipeline.pipeline import ingest_partitions
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    make_log(landing, suite="mapped", items=4)  # exact scorer: C for even items, I for odd ones
+    pair = ("mockllm/test-model", "mapped")
+    default = IngestOptions()
+    ingest_partitions(lake, landing, [pair], default)
+    assert read_samples(lake, *pair)["score"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert discover(lake, landing, default).changed == set()
+    # how rows are streamed is not what they are: no rereading
+    assert discover(lake, landing, replace(default, chunk_rows=7)).changed == set()
+
+    partial = IngestOptions(normalisation=ScoreNormalisation(value_map={"C": 1.0, "I": 0.25}))
+    assert discover(lake, landing, partial).changed == {pair}
+    report = ingest_partitions(lake, landing, [pair], partial)
+    assert report.partitions[pair].samples_written is True
+    assert read_samples(lake, *pair)["score"].tolist() == [1.0, 0.25, 1.0, 0.25]
+    assert discover(lake, landing, partial).changed == set()
+    table = lake.table_path("samples", "samples.parquet", *pair)
+    before = (table.read_bytes(), table.stat().st_mtime_ns)
+    again = ingest_partitions(lake, landing, [pair], partial)
+    assert again.partitions[pair].samples_written is False and (table.read_bytes(), table.stat().st_mtime_ns) == before
+
+    # a record from before the fingerprint: read again once, and the same rows leave the table as it was
+    (staged,) = lake.partition_dir("ingested", *pair).glob("*.parquet")
+    pq.write_table(pq.read_table(staged).replace_schema_metadata(None), staged)
+    assert discover(lake, landing, partial).changed == {pair}
+    upgraded = ingest_partitions(lake, landing, [pair], partial)
+    assert upgraded.partitions[pair].samples_written is False and table.read_bytes() == before[0]
+    assert discover(lake, landing, partial).changed == set()

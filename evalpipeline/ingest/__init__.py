@@ -191,12 +191,22 @@ def staged_path(lake: Lake, source: Source, part: SourcePartition) -> Path:
     )
 
 
-def already_ingested(lake: Lake, source: Source, parts: list[SourcePartition]) -> bool:
-    """True when the lake holds this source's ingest records and every file they were read
-    from (a source may read several: lm-eval's samples files) still has the recorded bytes."""
+#: Parquet schema metadata of a staged record: the fingerprint of the options it was read with.
+OPTIONS_METADATA_KEY = b"evalpipeline.ingest_options"
+
+
+def already_ingested(lake: Lake, source: Source, parts: list[SourcePartition], options: IngestOptions) -> bool:
+    """True when the lake holds this source's ingest records, read with ``options`` (see
+    :meth:`IngestOptions.describe`), and every file they were read from (a source may read
+    several: lm-eval's samples files) still has the recorded bytes. A record read under other
+    options, or one that predates the fingerprint, is read again: a changed score map must reach
+    the lake even though the log did not change."""
+    fingerprint = options.fingerprint().encode()
     for part in parts:
         path = staged_path(lake, source, part)
         if not path.exists():
+            return False
+        if (pq.read_schema(path).metadata or {}).get(OPTIONS_METADATA_KEY) != fingerprint:
             return False
         recorded = pq.read_table(path, columns=["log_path", "log_sha256"]).to_pylist()
         for log_path, log_sha256 in {(r["log_path"], r["log_sha256"]) for r in recorded}:
@@ -257,6 +267,7 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tu
     """Stream one source's chunks into its staged records; all or nothing per source."""
     writers: dict[tuple[str, str, str], AtomicParquetWriter] = {}
     reader = reader_for(source.format)
+    fingerprint = {OPTIONS_METADATA_KEY: options.fingerprint().encode()}
     try:
         for chunk in reader.read(source, options):
             for name in (chunk.model, chunk.suite, chunk.source_id):
@@ -272,7 +283,7 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tu
                 table = to_arrow(chunk.rows, staged_schema(with_partition_columns=False), extra=extra)
             except SchemaError as exc:
                 raise SourceReadError(source.path, f"rows do not fit the canonical table: {exc}") from exc
-            writer.write(table)
+            writer.write(table.replace_schema_metadata({**(table.schema.metadata or {}), **fingerprint}))
     except SourceReadError:
         for writer in writers.values():
             writer.abort()

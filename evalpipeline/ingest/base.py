@@ -12,6 +12,8 @@ source file whatever its format.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Protocol
@@ -83,6 +85,31 @@ class IngestOptions:
     suite: str | None = None
     model: str | None = None
     chunk_rows: int = 50_000
+
+    def describe(self) -> dict:
+        """What decides the rows a source gives (``chunk_rows`` only sets how they are streamed).
+
+        Staged records carry its :meth:`fingerprint`, so a source read under other options is
+        read again, and the ``eval_samples`` code version hashes it, so the UI marks the sample
+        tables stale when the ``[ingest]`` configuration changes.
+        """
+        n = self.normalisation
+        return {
+            "value_map": dict(sorted((str(k), float(v)) for k, v in n.value_map.items())),
+            "scorer": n.scorer,
+            "score_key": n.score_key,
+            "numeric_range": [float(x) for x in n.numeric_range],
+            "accept_incomplete_logs": self.accept_incomplete_logs,
+            "format": self.format,
+            "column_map": dict(sorted(self.column_map.items())),
+            "metadata_map": dict(sorted(self.metadata_map.items())),
+            "suite": self.suite,
+            "model": self.model,
+        }
+
+    def fingerprint(self) -> str:
+        """A short hash of :meth:`describe`."""
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
 
     def __post_init__(self):
         for key in self.column_map:
