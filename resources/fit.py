@@ -25,16 +25,17 @@ def process_fitter(program_cache: str | None = None):
 class GlmSettings(ConfigurableResource):
     """HiBayES sampler settings, diagnostic thresholds and priors: ``[glm]`` of the project
     configuration file (see evalpipeline.settings.load_glm_config), plus a persistent JAX
-    compilation cache so that new processes do not recompile the samplers."""
+    compilation cache so that new processes do not recompile the samplers. The configuration has
+    no per-run override: the fit assets' code versions hash it, so that editing a prior marks
+    exactly the fits made under the old one stale."""
 
-    config_file: str = Field(default="", description="configuration file; empty = the project default")
     compilation_cache_dir: str = Field(
         default="", description="persistent JAX compilation cache, with the traced samplers under programs/; "
                                 "empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
     )
 
     def config(self) -> GlmConfig:
-        return load_glm_config(Path(self.config_file) if self.config_file else None)
+        return load_glm_config()
 
     def fitter(self, lake_root: Path):
         from evalpipeline.models import configure_jax

@@ -29,24 +29,23 @@ class LakeResource(ConfigurableResource):
 
 
 class IngestSettings(ConfigurableResource):
-    """How sources are read: the project configuration file (``evalpipeline.toml`` or
-    ``$EVALPIPELINE_CONFIG``; see evalpipeline.settings), which the CLI reads too."""
-
-    config_file: str = Field(default="", description="configuration file; empty = the project default")
+    """How sources are read: ``[ingest]`` and ``[validate]`` of the project configuration
+    (``evalpipeline.toml`` or ``$EVALPIPELINE_CONFIG``; see evalpipeline.settings), which the CLI
+    reads too. There is no per-run override: ``eval_samples``' code version hashes this file, and
+    a run under another one would record tables that its code version does not describe."""
 
     def options(self) -> IngestOptions:
-        return load_ingest_options(Path(self.config_file) if self.config_file else None)
+        return load_ingest_options()
 
     def validation(self) -> ValidationSettings:
-        return load_validation_settings(Path(self.config_file) if self.config_file else None)
+        return load_validation_settings()
 
 
 class PosteriorSettings(ConfigurableResource):
     """The conjugate baseline's prior and HPDI mass: ``[posterior]`` of the project configuration
     (evalpipeline.settings.load_posterior_settings), the file the asset's code version hashes, so
-    a changed prior marks the tables stale. The prior is recorded in every output row."""
-
-    config_file: str = Field(default="", description="configuration file; empty = the project default")
+    a changed prior marks the tables stale (hence no per-run override). The prior is recorded in
+    every output row."""
 
     def values(self) -> dict[str, float]:
-        return load_posterior_settings(Path(self.config_file) if self.config_file else None)
+        return load_posterior_settings()
