@@ -1,6 +1,7 @@
 """Assets ``reliability`` (per model x suite) and ``model_reliability`` (per model): HIP-LLM
 imprecise-prior reliability envelopes."""
 
+from dataclasses import asdict
 
 from dagster import (
     AssetDep,
@@ -31,7 +32,17 @@ from resources import LakeResource
 
 
 def _version() -> str:
+    """The HIP-LLM code and settings; also the ``code`` in every output's inputs hash."""
     return code_version(["evalpipeline.reliability"], load_reliability_config().describe())
+
+
+def model_version() -> str:
+    """:func:`_version` plus what the taxonomy file says (suite -> domain, operational profile), which
+    only the model level uses: editing the file marks every model's reliability stale, not the
+    600 partitions'. (The outputs' own reuse needs no such help: the domains are in their counts and
+    the profile in their settings.)"""
+    config = load_reliability_config()
+    return code_version(["evalpipeline.reliability"], {**config.describe(), "taxonomy_contents": asdict(config.taxonomy())})
 
 
 def _result(output: ReliabilityOutput) -> MaterializeResult:
@@ -100,7 +111,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
-    code_version=_version(),
+    code_version=model_version(),
     automation_condition=refresh_when_inputs_change(),
     description=(
         "HIP-LLM reliability of one model across every suite it was evaluated on: suites mapped to domains "

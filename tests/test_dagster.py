@@ -151,6 +151,28 @@ def test_the_ingest_and_validation_configuration_is_in_the_sample_tables_code_ve
     assert len({versions["default"], versions["score map"], versions["validation"]}) == 3
 
 
+def test_editing_the_taxonomy_marks_the_model_reliability_stale_and_not_the_partitions(tmp_path, monkeypatch):
+    from assets.reliability import _version as reliability_version
+    from assets.reliability import model_reliability, model_version, reliability
+
+    # the assets carry these versions (computed at import, under the session's configuration)
+    assert set(model_reliability.code_versions_by_key.values()) == {model_version()}
+    assert set(reliability.code_versions_by_key.values()) == {reliability_version()}
+    config, taxonomy = tmp_path / "evalpipeline.toml", tmp_path / "taxonomy.toml"
+    config.write_text("")
+    monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
+    taxonomy.write_text("# nothing mapped yet\n")
+    before = (reliability_version(), model_version())
+    taxonomy.write_text("# a comment changes nothing\n\n")
+    assert (reliability_version(), model_version()) == before
+    taxonomy.write_text('[suites]\narith = "math"\n')
+    mapped = (reliability_version(), model_version())
+    taxonomy.write_text('[suites]\narith = "math"\n[profile.domains]\nmath = 1.0\n')
+    weighted = (reliability_version(), model_version())
+    assert mapped[0] == weighted[0] == before[0]
+    assert len({before[1], mapped[1], weighted[1]}) == 3
+
+
 def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_code_version(
     landing, tmp_path, monkeypatch
 ):
