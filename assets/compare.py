@@ -1,6 +1,7 @@
 """Assets ``suite_comparison`` (per suite), ``model_profile`` (per model) and ``report`` (lake-wide)."""
 
 
+from dataclasses import asdict
 from datetime import datetime, timezone
 
 from dagster import (
@@ -30,10 +31,16 @@ from evalpipeline.comparison import (
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.report_builder import build_report
+from evalpipeline.settings import load_comparison_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
 _STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline.plots"]
+
+
+def comparison_version() -> str:
+    """The comparison code and its settings (the ``[posterior]`` prior and mass among them)."""
+    return code_version(_STATS_MODULES, asdict(load_comparison_settings()))
 
 
 @asset(
@@ -46,7 +53,7 @@ _STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline
     retry_policy=TRANSIENT_RETRY,
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
-    code_version=code_version(_STATS_MODULES),
+    code_version=comparison_version(),
     automation_condition=refresh_when_inputs_change(),
     description=(
         "Everything needed to compare the models evaluated on one suite. leaderboard.parquet: per model the "
@@ -68,7 +75,7 @@ VERDICTS_SHOWN = 50
 def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
     suite = from_partition_key(key)
     with permanent_errors():
-        result = build_suite_comparison(lake.lake(), suite)
+        result = build_suite_comparison(lake.lake(), suite, load_comparison_settings())
     board = result.leaderboard
     shown = result.pairwise.head(VERDICTS_SHOWN)
     verdicts = "\n".join(f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in shown.itertuples()) \
@@ -105,7 +112,7 @@ def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
     retry_policy=TRANSIENT_RETRY,
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
-    code_version=code_version(_STATS_MODULES),
+    code_version=comparison_version(),
     automation_condition=refresh_when_inputs_change(ignore=AssetSelection.assets("eval_samples"), when_missing=False),
     description=(
         "One model across every suite it was evaluated on: one row per suite (posterior mean, HPDI, "
@@ -122,7 +129,7 @@ def _profile(lake: LakeResource, key: str) -> MaterializeResult:
     model = from_partition_key(key)
     store = lake.lake()
     with permanent_errors():
-        profile = build_model_profile(store, model)
+        profile = build_model_profile(store, model, load_comparison_settings())
     directory = store.root / "model_profile" / f"model={to_partition_key(model)}"
     metadata = {**table_metadata(profile, directory / "profile.parquet"), "model": model}
     forest = directory / "plots" / "forest.png"

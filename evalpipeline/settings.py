@@ -31,7 +31,7 @@ share, so a mapping declared once applies everywhere::
     epoch_max = 1000
     max_error_share = 0.2           # share of errored samples a partition may have
 
-    [posterior]                     # the conjugate baseline (accuracy_posteriors)
+    [posterior]                     # the conjugate baseline (accuracy_posteriors, suite_comparison, model_profile)
     prior_a = 1.0                   # Beta(prior_a, prior_b) prior on each success rate
     prior_b = 1.0
     hpdi_mass = 0.95
@@ -137,8 +137,9 @@ POSTERIOR_DEFAULTS = {"prior_a": 1.0, "prior_b": 1.0, "hpdi_mass": 0.95}
 def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     """The conjugate baseline's prior and HPDI mass from ``[posterior]`` (defaults otherwise).
 
-    They are part of ``accuracy_posteriors``' code version, so editing them marks exactly
-    those tables stale.
+    They are part of the code versions of ``accuracy_posteriors``, ``suite_comparison`` and
+    ``model_profile`` (see :func:`load_comparison_settings`), so editing them marks exactly those
+    tables stale.
     """
     path = path or config_path()
     data: dict = {}
@@ -163,6 +164,16 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     if not 0.0 < values["hpdi_mass"] < 1.0:
         raise ConfigError(f"{path}: [posterior] hpdi_mass must be in (0, 1), got {values['hpdi_mass']}")
     return values
+
+
+def load_comparison_settings(path: Path | None = None):
+    """Settings of the suite comparisons and model profiles: the Beta prior and interval mass of
+    ``[posterior]``, so that their leaderboards state the same conjugate posterior as
+    ``accuracy_posteriors`` (until now they always used Beta(1, 1) and 0.95); the rest default."""
+    from evalpipeline.comparison import ComparisonSettings
+
+    values = load_posterior_settings(path)
+    return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"])
 
 
 def load_glm_config(path: Path | None = None):

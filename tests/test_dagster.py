@@ -177,6 +177,7 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     landing, tmp_path, monkeypatch
 ):
     from assets.fits import glm_version
+    from assets.compare import comparison_version
     from assets.posteriors import posteriors_version
     from assets.reliability import _version as reliability_version
     from evalpipeline.settings import ConfigError
@@ -184,10 +185,11 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     config = tmp_path / "evalpipeline.toml"  # (the taxonomy path is relative to the configuration's folder)
     config.write_text("")
     monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
-    before = (posteriors_version(), glm_version("binomial"), reliability_version())
+    before = (posteriors_version(), comparison_version(), glm_version("binomial"), reliability_version())
     config.write_text("[posterior]\nprior_a = 2\nprior_b = 2\n")
-    after = (posteriors_version(), glm_version("binomial"), reliability_version())
-    assert after[0] != before[0] and after[1:] == before[1:]
+    after = (posteriors_version(), comparison_version(), glm_version("binomial"), reliability_version())
+    # the suite comparisons and model profiles state the same conjugate posterior, so they go stale too
+    assert after[0] != before[0] and after[1] != before[1] and after[2:] == before[2:]
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", [to_partition_key("mockllm/beta/v2")])
@@ -200,6 +202,12 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     # 6 of 6 right under Beta(2, 2): posterior Beta(8, 2), mean 8 / 10 (Beta(1, 1) would give 7 / 8)
     assert (overall["prior_a"], overall["prior_b"], overall["k"], overall["n"]) == (2.0, 2.0, 6, 6)
     assert overall["posterior_mean"] == pytest.approx(0.8)
+    from assets.compare import _comparison
+
+    _comparison(_resources(tmp_path / "lake", landing)["lake"], to_partition_key("unit suite"))
+    (board,) = (tmp_path / "lake" / "suite_comparison").rglob("leaderboard.parquet")
+    row = pd.read_parquet(board).iloc[0]
+    assert (row["prior_a"], row["prior_b"], row["posterior_mean"]) == (2.0, 2.0, pytest.approx(0.8))
 
     config.write_text("[posterior]\nprior_a = 0\n")
     with pytest.raises(ConfigError, match=r"evalpipeline.toml: \[posterior\] prior_a and prior_b must be positive"):
