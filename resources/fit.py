@@ -13,13 +13,18 @@ from evalpipeline.fits import GlmConfig
 from evalpipeline.settings import load_glm_config
 
 
+#: Default bound of the compilation cache in MiB; the traced programs beside it get an eighth.
+DEFAULT_CACHE_MAX_MB = 2048
+CACHE_MAX_ENV = "EVALPIPELINE_JAX_CACHE_MAX_MB"
+
+
 @functools.lru_cache(maxsize=1)
-def process_fitter(program_cache: str | None = None):
+def process_fitter(program_cache: str | None = None, program_cache_max_bytes: int | None = None):
     """One Fitter per process: every fit in it reuses the samplers compiled for earlier ones, and
     with ``program_cache`` the samplers other processes traced (evalpipeline.models.fit._cached_program)."""
     from evalpipeline.models import Fitter
 
-    return Fitter(program_cache=program_cache)
+    return Fitter(program_cache=program_cache, program_cache_max_bytes=program_cache_max_bytes)
 
 
 class GlmSettings(ConfigurableResource):
@@ -33,9 +38,24 @@ class GlmSettings(ConfigurableResource):
         default="", description="persistent JAX compilation cache, with the traced samplers under programs/; "
                                 "empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
     )
+    cache_max_mb: int = Field(
+        default=0, description="bound of the compilation cache in MiB (least recently used entries go first; the "
+                               f"traced programs get an eighth of it); 0 = ${CACHE_MAX_ENV} or {DEFAULT_CACHE_MAX_MB}"
+    )
 
     def config(self) -> GlmConfig:
         return load_glm_config()
+
+    def cache_max_bytes(self) -> int:
+        raw = self.cache_max_mb or os.environ.get(CACHE_MAX_ENV) or DEFAULT_CACHE_MAX_MB
+        try:
+            megabytes = int(raw)
+        except ValueError:
+            megabytes = 0
+        if megabytes < 1:
+            source = "cache_max_mb" if self.cache_max_mb else f"${CACHE_MAX_ENV}"
+            raise ValueError(f"{source} = {raw!r}: the compilation cache bound must be a whole number of MiB >= 1")
+        return megabytes * 2**20
 
     def fitter(self, lake_root: Path):
         from evalpipeline.models import configure_jax
@@ -45,5 +65,7 @@ class GlmSettings(ConfigurableResource):
         # (in a step process that is now); if JAX started earlier the fit falls back to vectorized
         # and its metadata says so
         parallel = self.config().settings.chain_method == "parallel"
-        configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None)
-        return process_fitter(str(Path(cache) / "programs"))
+        limit = self.cache_max_bytes()
+        configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None,
+                      cache_max_bytes=limit)
+        return process_fitter(str(Path(cache) / "programs"), limit // 8)

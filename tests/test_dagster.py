@@ -566,3 +566,17 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         assert pool.submit(math.sqrt, 16.0).result(timeout=120) == 4.0
     finally:
         pool.shutdown()
+
+
+def test_the_compilation_cache_bound_comes_from_the_resource_or_the_environment(monkeypatch):
+    from resources.fit import CACHE_MAX_ENV, DEFAULT_CACHE_MAX_MB, GlmSettings
+
+    monkeypatch.delenv(CACHE_MAX_ENV, raising=False)
+    assert GlmSettings().cache_max_bytes() == DEFAULT_CACHE_MAX_MB * 2**20
+    monkeypatch.setenv(CACHE_MAX_ENV, "300")
+    assert GlmSettings().cache_max_bytes() == 300 * 2**20
+    assert GlmSettings(cache_max_mb=64).cache_max_bytes() == 64 * 2**20
+    for bad in ("2GB", "-5"):
+        monkeypatch.setenv(CACHE_MAX_ENV, bad)
+        with pytest.raises(ValueError, match=rf"\$EVALPIPELINE_JAX_CACHE_MAX_MB = '{bad}': .* whole number of MiB"):
+            GlmSettings().cache_max_bytes()

@@ -8,6 +8,8 @@ set and the funnel data set are built to share a bucket on purpose.
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -248,6 +250,62 @@ def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
     other = Fitter(program_cache=tmp_path)
     draws(other, longer)
     assert other.stats()["programs_loaded"] == 0 and len(list(tmp_path.glob("*.jaxexport"))) == 2
+
+    # bounded: a loaded program counts as used, and the one used longest ago goes first
+    (first,) = programs
+    (second,) = set(tmp_path.glob("*.jaxexport")) - {first}
+    os.utime(first, ns=(10**18, 10**18))
+    os.utime(second, ns=(15 * 10**17, 15 * 10**17))  # both in the past, ``second`` used later
+    budget = int(2.5 * max(first.stat().st_size, second.stat().st_size))
+    bounded = Fitter(program_cache=tmp_path, program_cache_max_bytes=budget)
+    assert_same(traced, draws(bounded))  # loads ``first``, the older of the two
+    assert bounded.stats()["programs_loaded"] == 1 and first.stat().st_mtime_ns > second.stat().st_mtime_ns
+    draws(bounded, dataclasses.replace(settings, num_samples=170))  # a third program: over the budget
+    kept = set(tmp_path.glob("*.jaxexport"))
+    assert first in kept and second not in kept and len(kept) == 2
+    assert sum(p.stat().st_size for p in kept) <= budget
+
+
+_CACHE_SCRIPT = """
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from evalpipeline.models.fit import configure_jax
+
+folder, bound, sizes = Path(sys.argv[1]), int(sys.argv[2]), [int(n) for n in sys.argv[3].split(",")]
+configure_jax(compilation_cache_dir=folder, cache_max_bytes=None if bound < 0 else bound)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # these programs compile fast
+for size in sizes:
+    jax.jit(lambda x: jnp.cumsum(jnp.sin(x)) @ jnp.cos(x)).lower(np.ones(size, np.float32)).compile()
+"""
+
+
+def test_the_compilation_cache_stays_under_its_bound(tmp_path):
+    """JAX's persistent cache evicts the least recently used programs once it holds more than
+    ``cache_max_bytes``, including entries written by a process that had no bound (which carry
+    no record of their use until configure_jax gives them one). In subprocesses: the cache is
+    set up once per process."""
+    import subprocess
+    import sys
+
+    script, cache = tmp_path / "compile.py", tmp_path / "cache"
+    script.write_text(_CACHE_SCRIPT)
+
+    def compile_in_new_process(bound: int, sizes: str) -> dict:
+        subprocess.run([sys.executable, str(script), str(cache), str(bound), sizes], check=True, cwd=Path(__file__).resolve().parent.parent)
+        return {p.name: p.stat().st_size for p in cache.glob("*-cache")}
+
+    unbounded = compile_in_new_process(-1, "11,12,13")
+    assert len(unbounded) == 3 and not list(cache.glob("*-atime"))
+    bound = int(3.5 * max(unbounded.values()))
+    bounded = compile_in_new_process(bound, "21,22,23")
+    assert sum(bounded.values()) <= bound
+    assert len(set(bounded) - set(unbounded)) >= 2, "the bounded process cached (next to) nothing new"
+    assert len(set(unbounded) - set(bounded)) >= 2, "the oldest entries were not evicted"
 
 
 def test_summary_is_tidy_and_labelled(agentic_fits):

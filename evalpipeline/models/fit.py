@@ -34,6 +34,7 @@ machine -> bit-identical draws.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -141,13 +142,20 @@ def seed_from_key(key: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
 
 
-def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str | os.PathLike | None = None) -> dict:
+def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str | os.PathLike | None = None,
+                  cache_max_bytes: int | None = None) -> dict:
     """Set JAX process options; call before anything runs a JAX computation.
 
     ``host_devices`` (for ``chain_method="parallel"``) only takes effect before
     JAX initialises its CPU backend, so it is applied then and reported as not
     applied afterwards (the caller decides whether to fall back). Returns what
     was applied.
+
+    ``cache_max_bytes`` bounds the compilation cache with JAX's own least-recently-used
+    eviction (``jax_compilation_cache_max_size``): a nightly job nobody watches adds entries for
+    every new padded shape and code change. JAX records use only for entries written while the
+    bound is on, and its eviction fails on an entry without that record (so nothing new would be
+    cached), so entries from an unbounded cache are first given their write time as last use.
     """
     from jax._src import xla_bridge
 
@@ -165,7 +173,47 @@ def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str
         jax.config.update("jax_compilation_cache_dir", str(compilation_cache_dir))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
         applied["compilation_cache_dir"] = str(compilation_cache_dir)
+        if cache_max_bytes is not None:
+            _record_last_use(Path(compilation_cache_dir))
+            jax.config.update("jax_compilation_cache_max_size", int(cache_max_bytes))
+            applied["cache_max_bytes"] = int(cache_max_bytes)
     return applied
+
+
+#: The files of JAX's persistent cache (jax._src.lru_cache): ``<key>-cache`` holds the compiled
+#: program, ``<key>-atime`` its last use in nanoseconds (8 bytes, little-endian). A JAX release that
+#: changes them fails tests/test_models_fit.py::test_the_compilation_cache_stays_under_its_bound.
+_JAX_ENTRY, _JAX_LAST_USE = "-cache", "-atime"
+
+
+def _record_last_use(folder: Path) -> None:
+    for entry in folder.glob(f"*{_JAX_ENTRY}"):
+        last_use = entry.with_name(entry.name.removesuffix(_JAX_ENTRY) + _JAX_LAST_USE)
+        if not last_use.exists():
+            try:
+                last_use.write_bytes(entry.stat().st_mtime_ns.to_bytes(8, "little"))
+            except OSError:  # evicted by another process meanwhile
+                pass
+
+
+def prune_least_recently_used(folder: Path, pattern: str, max_bytes: int) -> list[Path]:
+    """Delete the files matching ``pattern`` in ``folder`` used longest ago (by modification time,
+    which readers refresh) until the rest fit in ``max_bytes``; returns what was deleted."""
+    entries = []
+    for path in folder.glob(pattern):
+        try:
+            stat = path.stat()
+        except OSError:  # deleted by another process meanwhile
+            continue
+        entries.append((stat.st_mtime_ns, stat.st_size, path))
+    total, deleted = sum(size for _, size, _ in entries), []
+    for _, size, path in sorted(entries):
+        if total <= max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        deleted.append(path)
+    return deleted
 
 
 # ---------------------------------------------------------------------------
@@ -196,11 +244,13 @@ class Fitter:
     ``stats()`` reports compilations and reuses.
     """
 
-    def __init__(self, program_cache: str | os.PathLike | None = None):
+    def __init__(self, program_cache: str | os.PathLike | None = None, program_cache_max_bytes: int | None = None):
         self._runners: dict = {}
         self.compilations = 0
         #: folder of traced samplers (:func:`_cached_program`); None: every process traces its own
         self.program_cache = Path(program_cache) if program_cache else None
+        #: the folder keeps the samplers used most recently that fit in this many bytes (None: all)
+        self.program_cache_max_bytes = program_cache_max_bytes
         self.programs_loaded = 0
 
     def stats(self) -> dict:
@@ -221,7 +271,8 @@ class Fitter:
         if found is None:
             found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method)
             if self.program_cache is not None and chain_method != "parallel":  # pmap programs do not export
-                found.run, loaded = _cached_program(found.run, self.program_cache, key, arrays, settings.num_chains)
+                found.run, loaded = _cached_program(found.run, self.program_cache, key, arrays, settings.num_chains,
+                                                    self.program_cache_max_bytes)
                 self.programs_loaded += loaded
             self._runners[key] = found
             self.compilations += 1
@@ -365,14 +416,17 @@ def _program_key(runner_key: tuple) -> str:
     return hashlib.sha256(repr((runner_key, versions, code)).encode()).hexdigest()[:32]
 
 
-def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chains: int):
+def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chains: int,
+                    max_bytes: int | None = None):
     """``run`` as a serialised, exported program (``jax.export``, StableHLO) kept in ``folder``.
 
     Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks
     (vmap over its while loops), before the persistent compilation cache can even be consulted:
     it is keyed by the traced program. A stored program skips the tracing; the compiled program
     and the draws are those of ``run`` (tested). Returns (program, whether it was loaded).
-    A file that does not deserialise is traced again and replaced.
+    A file that does not deserialise is traced again and replaced. Loading a file marks it used
+    (its modification time); with ``max_bytes`` the programs used longest ago are deleted once the
+    folder holds more.
     """
     from jax import export
 
@@ -381,15 +435,21 @@ def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chai
     path = folder / f"nuts-{_program_key(runner_key)}.jaxexport"
     if path.exists():
         try:
-            return jax.jit(export.deserialize(bytearray(path.read_bytes())).call), True
-        except Exception:  # noqa: BLE001 - damaged or foreign file: trace again below
+            program = jax.jit(export.deserialize(bytearray(path.read_bytes())).call)
+        except Exception:  # noqa: BLE001 - damaged or foreign file (or deleted meanwhile): trace again below
             pass
+        else:
+            with contextlib.suppress(OSError):  # a read-only cache still serves its programs
+                path.touch()
+            return program, True
     specs = (jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
              {k: jax.ShapeDtypeStruct(np.shape(v), jax.dtypes.canonicalize_dtype(np.asarray(v).dtype))
               for k, v in arrays.items()},
              jax.ShapeDtypeStruct((), jnp.float32))
     exported = export.export(run)(*specs)
     write_bytes_atomic(bytes(exported.serialize()), path)
+    if max_bytes is not None:
+        prune_least_recently_used(folder, "nuts-*.jaxexport", max_bytes)
     return jax.jit(exported.call), False
 
 
