@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
     run.add_argument("--only-changed", action="store_true",
-                     help="rerun only partitions with new or changed logs (the nightly behaviour)")
+                     help="rerun only partitions with new or changed logs, and what is stale (an output missing, "
+                          "or made by other code or settings): the nightly behaviour")
     run.add_argument("--partitions-per-run", type=_positive_int, default=60, metavar="N",
                      help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
                           "orchestration whatever it holds, and a failure fails its whole batch")

@@ -34,11 +34,11 @@ from assets.accounting import ingest_accounting
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
-from assets.partitions import key_blocks, range_blocks
+from assets.partitions import key_blocks, model_suite_key, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
-from assets.schedules import build_nightly_schedule
+from assets.schedules import build_nightly_schedule, stale_partitions
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
 from evalpipeline.keys import from_partition_key, to_partition_key
@@ -125,12 +125,14 @@ def run_main_job(
     executed side by side in that many spawned worker processes, one run each at a time:
     the stages stay in order, and a worker imports JAX and compiles samplers once.
 
-    With ``only_changed``, partitions whose sources the lake already holds are not rerun
-    (the nightly behaviour), nor are the suites none of the rerun partitions feed, nor the
-    models evaluated on none of those suites. Of the models that are, those without a rerun
-    partition refresh only their profile (their suites' ranks moved; their reliability has no
-    new input), so a new model does not rematerialise every model's reliability. The lake-wide
-    tables always refresh (cheaply: unchanged fits are reused).
+    With ``only_changed`` (the nightly behaviour), partitions whose sources the lake already
+    holds are not rerun unless one of their assets is stale as the nightly schedule judges it
+    (no materialisation yet, or one under another code version: edited code, priors, score map),
+    nor are the suites none of the rerun partitions feed and that are not stale themselves, nor
+    the models evaluated on none of those suites and not stale. Of the models that are, those
+    without a rerun partition refresh only their profile (their suites' ranks moved; their
+    reliability has no new input), so a new model does not rematerialise every model's
+    reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
     instance = instance or local_instance()
     _fail_orphaned_runs(instance, echo)
@@ -140,13 +142,15 @@ def run_main_job(
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
     for error in discovery.unreadable:
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
-    pairs = sorted(discovery.changed if only_changed else discovery.partitions)
+    stale = _stale(instance, discovery) if only_changed else {"pairs": set(), "suites": set(), "models": set()}
+    pairs = sorted(discovery.changed | stale["pairs"] if only_changed else discovery.partitions)
     # only the suites the rerun partitions feed, and the models on those suites (a new model moves every
     # rank and P(best) on its suites); all of them on a full run
-    suites = sorted({s for _, s in pairs} if only_changed else discovery.suites)
-    models = sorted({m for m, s in discovery.partitions if s in suites} if only_changed else discovery.models)
+    suites = sorted({s for _, s in pairs} | stale["suites"] if only_changed else discovery.suites)
+    models = sorted({m for m, s in discovery.partitions if s in suites} | stale["models"] if only_changed
+                    else discovery.models)
     # a model with a rerun partition gets the whole model stage; the others on those suites their profile only
-    profile_only = sorted(set(models) - {m for m, _ in pairs}) if only_changed else []
+    profile_only = sorted(set(models) - {m for m, _ in pairs} - stale["models"]) if only_changed else []
     models = [m for m in models if m not in profile_only]
     _register(instance, "model", {to_partition_key(m) for m in discovery.models})
     _register(instance, "suite", {to_partition_key(s) for s in discovery.suites})
@@ -154,6 +158,10 @@ def run_main_job(
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
         f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
     )
+    if any(stale.values()):
+        labels = {"pairs": "model x suite partition(s)", "suites": "suite(s)", "models": "model(s)"}
+        echo("to redo as well (an output missing, or made by other code or settings): "
+             + ", ".join(f"{len(v)} {labels[k]}" for k, v in stale.items() if v))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
     workers = max(1, workers)
@@ -243,6 +251,28 @@ def run_main_job(
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict[str, set]:
+    """What the nightly run must redo besides new logs, as the schedule decides it: the partitions,
+    suites and models one of whose assets has no materialisation yet (a failure, say) or was last
+    materialised under another code version (edited code, priors, score map, taxonomy). Only what
+    new or changed logs do not bring in already (their partitions, suites and models)."""
+
+    def stale_names(assets_defs, names: dict[str, object]) -> set:
+        code_versions: dict = {}
+        for assets_def in assets_defs:
+            code_versions.update(assets_def.code_versions_by_key)
+        return {names[key] for key in stale_partitions(instance, code_versions, list(names))}
+
+    pairs = {str(model_suite_key(m, s)): (m, s) for m, s in discovery.partitions}
+    return {
+        "pairs": stale_names(partition_assets or PARTITION_ASSETS, pairs) - discovery.changed,
+        "suites": stale_names(SUITE_ASSETS, {to_partition_key(s): s for s in discovery.suites})
+        - {s for _, s in discovery.changed},
+        "models": stale_names(MODEL_ASSETS, {to_partition_key(m): m for m in discovery.models})
+        - {m for m, _ in discovery.changed},
+    }
 
 
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:

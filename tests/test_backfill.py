@@ -255,6 +255,14 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     # Nothing new and nothing stale: the nightly schedule launches nothing.
     partition_assets = [a for a in defs.assets if a.key.to_user_string() in partition_level]
     assert _nightly_requests(instance, partition_assets) == {}
+    # `evalpipeline run --only-changed` decides alike: no partition, suite or model to redo
+    from evalpipeline.definitions import _stale
+    from evalpipeline.lake import Lake
+    from evalpipeline.refresh import discover
+    from evalpipeline.settings import load_ingest_options
+
+    discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
+    assert _stale(instance, discovery) == {"pairs": set(), "suites": set(), "models": set()}
 
     # A prior of the binomial GLM changes: every partition's glm_binomial was made with the old
     # one, so every partition is requested, for that asset alone (the run selects only it).
@@ -265,6 +273,8 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     partition_assets = [a for a in partition_assets if a.key != edited.key] + [edited]
     stale = "glm_binomial code changed ['glm_binomial']"
     assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions}
+    assert _stale(instance, discovery, partition_assets) == {"pairs": discovery.partitions, "suites": set(),
+                                                             "models": set()}
 
     # Once one partition is refitted with the new prior, only the other three remain stale.
     from dagster import materialize
