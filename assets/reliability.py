@@ -36,11 +36,28 @@ def _version() -> str:
     return code_version(["evalpipeline.reliability"], load_reliability_config().describe())
 
 
+def partition_version() -> str:
+    """:func:`_version` plus the domain the taxonomy file gives each suite: a partition's tables name
+    its suite's domain, so moving a suite to another domain marks the partitions stale. Their rerun
+    recomputes only the partitions whose suite moved (the domain is in their counts, so the others
+    match their stored inputs and are reused). The operational profile stays out: only the model
+    level weighs by it."""
+    config = load_reliability_config()
+    moved = _moved_suites(config)
+    # without moved suites the version is :func:`_version`'s, so a default taxonomy stales nothing
+    return code_version(["evalpipeline.reliability"], {**config.describe(), **({"suite_domains": moved} if moved else {})})
+
+
+def _moved_suites(config) -> dict[str, str]:
+    """The suites the taxonomy puts in a domain other than their own (listing a suite under its own name
+    changes nothing)."""
+    return {suite: domain for suite, domain in sorted(config.taxonomy().suite_domains.items()) if domain != suite}
+
+
 def model_version() -> str:
-    """:func:`_version` plus what the taxonomy file says (suite -> domain, operational profile), which
-    only the model level uses: editing the file marks every model's reliability stale, not the
-    600 partitions'. (The outputs' own reuse needs no such help: the domains are in their counts and
-    the profile in their settings.)"""
+    """:func:`_version` plus everything the taxonomy file says (suite -> domain, operational profile):
+    editing the profile marks every model's reliability stale, not the partitions'. (The outputs' own
+    reuse needs no such help: the domains are in their counts and the profile in their settings.)"""
     config = load_reliability_config()
     return code_version(["evalpipeline.reliability"], {**config.describe(), "taxonomy_contents": asdict(config.taxonomy())})
 
@@ -78,7 +95,7 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
     retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
-    code_version=_version(),
+    code_version=partition_version(),
     automation_condition=refresh_partition_when_inputs_change(),
     description=(
         "HIP-LLM reliability of one model on one suite: the suite's subdomains pooled in its domain by a "

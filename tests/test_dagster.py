@@ -154,25 +154,27 @@ def test_the_ingest_and_validation_configuration_is_in_the_sample_tables_code_ve
     assert len({versions["default"], versions["score map"], versions["validation"]}) == 3
 
 
-def test_editing_the_taxonomy_marks_the_model_reliability_stale_and_not_the_partitions(tmp_path, monkeypatch):
-    from assets.reliability import _version as reliability_version
-    from assets.reliability import model_reliability, model_version, reliability
+def test_moving_a_suite_marks_the_partition_reliability_stale_and_a_profile_edit_only_the_models(tmp_path, monkeypatch):
+    from assets.reliability import model_reliability, model_version, partition_version, reliability
 
     # the assets carry these versions (computed at import, under the session's configuration)
     assert set(model_reliability.code_versions_by_key.values()) == {model_version()}
-    assert set(reliability.code_versions_by_key.values()) == {reliability_version()}
+    assert set(reliability.code_versions_by_key.values()) == {partition_version()}
     config, taxonomy = tmp_path / "evalpipeline.toml", tmp_path / "taxonomy.toml"
     config.write_text("")
     monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
     taxonomy.write_text("# nothing mapped yet\n")
-    before = (reliability_version(), model_version())
+    before = (partition_version(), model_version())
     taxonomy.write_text("# a comment changes nothing\n\n")
-    assert (reliability_version(), model_version()) == before
+    assert (partition_version(), model_version()) == before
+    taxonomy.write_text('[suites]\narith = "arith"\n')  # a suite listed under its own name: no move
+    assert partition_version() == before[0]
     taxonomy.write_text('[suites]\narith = "math"\n')
-    mapped = (reliability_version(), model_version())
+    mapped = (partition_version(), model_version())
     taxonomy.write_text('[suites]\narith = "math"\n[profile.domains]\nmath = 1.0\n')
-    weighted = (reliability_version(), model_version())
-    assert mapped[0] == weighted[0] == before[0]
+    weighted = (partition_version(), model_version())
+    # the partitions' tables name the suite's domain; the profile weighs only the model level
+    assert mapped[0] != before[0] and weighted[0] == mapped[0]
     assert len({before[1], mapped[1], weighted[1]}) == 3
 
 
@@ -182,7 +184,7 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     from assets.fits import glm_version
     from assets.compare import comparison_version
     from assets.posteriors import posteriors_version
-    from assets.reliability import _version as reliability_version
+    from assets.reliability import partition_version as reliability_version
     from evalpipeline.settings import ConfigError
 
     config = tmp_path / "evalpipeline.toml"  # (the taxonomy path is relative to the configuration's folder)

@@ -160,6 +160,34 @@ def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_pat
     assert assess_model(lake, "m", config, code="v1").status == "computed"
 
 
+def test_moving_a_suite_to_another_domain_recomputes_its_partitions_under_the_new_name_only(tmp_path):
+    from evalpipeline.lake import Lake
+    from evalpipeline.reliability import ReliabilitySettings
+    from evalpipeline.reliability.lake import ReliabilityConfig, assess_partition
+    from tests.test_comparison import planted_scores, write_samples
+
+    rng = np.random.default_rng(9)
+    lake = Lake(tmp_path / "lake")
+    for suite in ("arith", "reading"):
+        write_samples(lake, "m", suite, planted_scores(rng, rng.normal(0, 1, 10), 1.0))
+    taxonomy = tmp_path / "taxonomy.toml"
+    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
+                               taxonomy_path=str(taxonomy))
+    first = {suite: assess_partition(lake, "m", suite, config, code="v1") for suite in ("arith", "reading")}
+    assert set(first["arith"].result.cdf_envelopes["domain"]) - {"(all)"} == {"arith"}  # (all): the LLM level
+
+    taxonomy.write_text('[suites]\narith = "math"\n')
+    moved = assess_partition(lake, "m", "arith", config, code="v1")
+    kept = assess_partition(lake, "m", "reading", config, code="v1")
+    assert (moved.status, kept.status) == ("computed", "reused")
+    for name in ("cdf_envelopes", "expected_reliability", "quantile_envelopes", "target_probability"):
+        stored = pd.read_parquet(moved.directory / f"{name}.parquet")
+        assert set(stored["domain"]) - {"(all)"} == {"math"}, name
+    # the same seed and counts: only the name changed
+    before = first["arith"].result.expected_reliability.drop(columns="domain")
+    pd.testing.assert_frame_equal(moved.result.expected_reliability.drop(columns="domain"), before)
+
+
 def test_model_reliability_takes_over_current_suite_rows_and_agrees_with_the_suites(tmp_path):
     import pyarrow as pa
 
