@@ -307,15 +307,17 @@ def start_dask_cluster(
             "scheduler",
         )
         deadline = time.monotonic() + timeout
-        while not scheduler_file.exists():
+        address = None
+        while address is None:
             _check_alive(processes, log_dir)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Dask scheduler did not start within {timeout:.0f}s; see {log_dir}/scheduler.log")
             time.sleep(0.1)
-        address = json.loads(scheduler_file.read_text())["address"]
+            address = _scheduler_address(scheduler_file)
         for number in range(1, n_workers + 1):
             args = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host,
-                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--name", f"worker-{number}",
+                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--dashboard-address", f"{host}:0",
+                    "--name", f"worker-{number}",
                     "--local-directory", str(log_dir / f"worker-{number}")]
             for module in preload:
                 args += ["--preload", module]
@@ -324,6 +326,16 @@ def start_dask_cluster(
         yield DaskCluster(address=address, worker_pids=worker_pids, log_dir=log_dir, processes=processes)
     finally:
         _stop(processes)
+
+
+def _scheduler_address(scheduler_file: Path) -> str | None:
+    """The address in the scheduler's file, or None while it is missing or half written.
+
+    The scheduler writes the file in place, so it can exist empty or truncated for a moment."""
+    try:
+        return json.loads(scheduler_file.read_text())["address"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return None
 
 
 def _check_alive(processes: list[subprocess.Popen], log_dir: Path) -> None:

@@ -192,3 +192,35 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
         # and a local step process does not: the same numbers up to the order of the additions
         exact = not name.startswith("reliability/")
         pd.testing.assert_frame_equal(table, local_tables[name], check_exact=exact, rtol=1e-9, obj=name)
+
+
+def test_a_half_written_scheduler_file_is_waited_for_not_parsed(tmp_path):
+    from resources.executors import _scheduler_address
+
+    scheduler_file = tmp_path / "scheduler.json"
+    assert _scheduler_address(scheduler_file) is None  # not there yet
+    scheduler_file.write_text("")  # created, not yet written (a CI run failed on this)
+    assert _scheduler_address(scheduler_file) is None
+    scheduler_file.write_text('{"type": "Scheduler", "addr')
+    assert _scheduler_address(scheduler_file) is None
+    scheduler_file.write_text('{"type": "Scheduler", "address": "tcp://127.0.0.1:4242"}')
+    assert _scheduler_address(scheduler_file) == "tcp://127.0.0.1:4242"
+
+
+def test_every_cluster_process_listens_on_loopback_only(tmp_path):
+    import psutil
+
+    with start_dask_cluster(1, log_dir=tmp_path / "dask", preload=()) as cluster:
+        listening = []
+        for process in cluster.processes:
+            parent = psutil.Process(process.pid)
+            for member in [parent, *parent.children(recursive=True)]:
+                listening += [
+                    (member.pid, c.laddr.ip)
+                    for c in member.net_connections(kind="inet")
+                    if c.status == psutil.CONN_LISTEN
+                ]
+    # scheduler (comm + dashboard) and worker (comm + its HTTP server) at least; a worker's HTTP
+    # server listened on every interface before it was given the address
+    assert len(listening) >= 4, listening
+    assert {ip for _, ip in listening} == {"127.0.0.1"}, listening
