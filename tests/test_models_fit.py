@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +215,26 @@ def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tm
     assert not list((tmp_path / "a").glob(".tmp-*"))
     with pytest.raises(ValueError, match="missing"):
         read_fit(tmp_path / "nothing")
+
+
+def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_write(agentic_fits, tmp_path):
+    # A process killed while writing posterior.nc leaves its temporary; the rerun's write removes it.
+    killed_writer = (
+        "import os, sys, types\n"
+        "from evalpipeline.models import fit\n"
+        "def half_written(idata, path):\n"
+        "    open(path, 'wb').write(b'HDF partial')\n"
+        "    os._exit(137)  # as SIGKILL: no cleanup runs\n"
+        "fit._write_netcdf = half_written\n"
+        "fit.write_fit(types.SimpleNamespace(idata=None), sys.argv[1])\n"
+    )
+    folder = tmp_path / "binomial"
+    assert subprocess.run([sys.executable, "-c", killed_writer, str(folder)]).returncode == 137
+    (left,) = folder.glob(".tmp-*")
+    assert left.read_bytes() == b"HDF partial"
+    write_fit(agentic_fits[1]["binomial"], folder)
+    assert not list(folder.glob(".tmp-*")), "the killed writer's partial posterior is still there"
+    assert read_fit(folder).passed == agentic_fits[1]["binomial"].passed
 
 
 def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
