@@ -22,6 +22,7 @@ def permanent_errors():
 
 
 #: Every asset's step retry: a transient failure (a log still being copied, a busy network share, a
-#: worker that died) gets two more tries, 5 s then ~10 s later (jittered so that parallel steps do
-#: not retry in lockstep). Permanent errors (above) are not retried.
+#: worker that died) gets two more tries, after 5 s then 15 s (Dagster's exponential backoff waits
+#: (2**n - 1) x delay before retry n), each +/- up to 5 s of jitter so that parallel steps do not
+#: retry in lockstep. Permanent errors (above) are not retried.
 TRANSIENT_RETRY = RetryPolicy(max_retries=2, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)

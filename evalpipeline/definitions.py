@@ -135,9 +135,9 @@ def run_main_job(
     reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
     instance = instance or local_instance()
-    _fail_orphaned_runs(instance, echo)
     lake = defs.resources["lake"]
     store = lake.lake()
+    _fail_orphaned_runs(instance, echo, store)
     landing = lake.landing_dir()
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
     for error in discovery.unreadable:
@@ -197,29 +197,8 @@ def run_main_job(
     pool = WorkerPool(workers)
 
     def execute(steps: list, count: int) -> list[bool]:
-        """Run ``steps`` ((number, job, keys, label)), side by side in the worker pool when there is one."""
-        if workers > 1 and len(steps) > 1:
-            futures = {}
-            for number, job_name, keys, label in steps:
-                echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-                futures[pool.submit(_execute_block, job_name, keys, instance.root_directory)] = (number, job_name, label)
-            succeeded = {}
-            for future in as_completed(futures):
-                number, job_name, label = futures[future]
-                try:
-                    outcome = future.result()
-                except Exception as error:  # the worker process died (killed, out of memory)
-                    outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
-                _echo_outcome(echo, count, number, job_name, label, *outcome)
-                succeeded[number] = outcome[0]
-            return [succeeded[number] for number, *_rest in steps]  # in the order of ``steps``
-        succeeded = []
-        for number, job_name, keys, label in steps:
-            echo(f"[{number}/{count}] {job_name} {label} ...")
-            outcome = _execute_block(job_name, keys, instance=instance)
-            _echo_outcome(echo, count, number, job_name, label, *outcome)
-            succeeded.append(outcome[0])
-        return succeeded
+        return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
+                          on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store))
 
     try:
         for stage in stages:
@@ -251,6 +230,64 @@ def run_main_job(
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     return 1 if failures else 0
+
+
+def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: WorkerPool | None,
+               instance: DagsterInstance, on_lost_workers: Callable[[], None],
+               block: Callable[..., tuple[bool, float, list[str]]] | None = None) -> list[bool]:
+    """Run ``steps`` ((number, job, keys, label)) and return whether each succeeded, in order: side
+    by side in ``pool`` when there is one and more than one step, else one after another here.
+
+    A worker that dies (killed, out of memory) breaks the pool, and the pool ends the runs of its
+    healthy siblings with it. Those runs would stay STARTED in Dagster: ``on_lost_workers`` marks
+    them failed (and records them) once the broken pool's processes are gone; then every step the
+    break ended is run once more, one at a time in fresh workers, so a sibling's run does not fail
+    for another's death. A step whose worker dies again is reported failed."""
+    block = block or _execute_block
+    if pool is None or len(steps) < 2:
+        succeeded = []
+        for number, job_name, keys, label in steps:
+            echo(f"[{number}/{count}] {job_name} {label} ...")
+            outcome = block(job_name, keys, instance=instance)
+            _echo_outcome(echo, count, number, job_name, label, *outcome)
+            succeeded.append(outcome[0])
+        return succeeded
+    succeeded: dict[int, bool] = {}
+    lost = _submit_and_collect(pool, steps, count, echo, instance, block, succeeded)
+    if lost:
+        echo(f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a time "
+             "in fresh workers (a run that kills its worker again then ends no other)")
+        pool.reset()  # joins the broken pool's processes: their runs are now orphans
+        on_lost_workers()
+        for step in lost:
+            if _submit_and_collect(pool, [step], count, echo, instance, block, succeeded):
+                pool.reset()
+                on_lost_workers()
+    return [succeeded[number] for number, *_rest in steps]  # in the order of ``steps``
+
+
+def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callable[[str], None], instance, block,
+                        succeeded: dict[int, bool]) -> list:
+    """Submit ``steps`` to ``pool``, print each outcome as it arrives into ``succeeded`` (by step
+    number), and return the steps a dead worker ended (in step order)."""
+    futures = {}
+    for step in steps:
+        number, job_name, keys, label = step
+        echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
+        futures[pool.submit(block, job_name, keys, instance.root_directory)] = step
+    lost = []
+    for future in as_completed(futures):
+        number, job_name, _keys, label = futures[future]
+        try:
+            outcome = future.result()
+        except BrokenProcessPool as error:
+            lost.append(futures[future])
+            outcome = (False, 0.0, [f"    worker process lost: {error}"])
+        except Exception as error:  # the step's function itself failed outside Dagster
+            outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
+        _echo_outcome(echo, count, number, job_name, label, *outcome)
+        succeeded[number] = outcome[0]
+    return sorted(lost)
 
 
 def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict[str, set]:
@@ -290,9 +327,10 @@ def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
 
 class WorkerPool:
     """Spawned worker processes, started on first use (each imports JAX and GX once). A worker that
-    dies (killed, out of memory) breaks a ``ProcessPoolExecutor`` for good; here the next ``submit``
-    starts fresh workers instead, so one lost worker fails its own run, not the rest of the job.
-    Workers end when the process that started them does (:func:`_exit_with_parent`)."""
+    dies (killed, out of memory) breaks a ``ProcessPoolExecutor`` for good, ending the work of the
+    other workers too; here the next ``submit`` (or :meth:`reset`) starts fresh workers instead, so
+    the job goes on (:func:`_run_steps` reruns what the break ended). Workers end when the process
+    that started them does (:func:`_exit_with_parent`)."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -312,6 +350,10 @@ class WorkerPool:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
+
+    def reset(self) -> None:
+        """Shut the current workers down and wait for them to exit; the next ``submit`` starts new ones."""
+        self.shutdown()
 
 
 _worker_instances: dict[str, DagsterInstance] = {}
@@ -356,9 +398,10 @@ def _label(block: list, name: Callable) -> str:
     return f"{len(block)} partitions ({name(block[0])} .. {name(block[-1])})"
 
 
-def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None]) -> None:
-    """Mark runs of a dead `evalpipeline run` process on this host failed and free their
-    concurrency slots, so that a killed run neither blocks the fit pool nor shows as running."""
+def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], store: Lake) -> None:
+    """Mark runs of a dead `evalpipeline run` process (or worker) on this host failed, record them in
+    the lake's run status table and free their concurrency slots, so that a killed run neither
+    blocks the fit pool nor shows as running, and the morning's failure table lists it."""
     from dagster import DagsterRunStatus, RunsFilter
 
     host = socket.gethostname()
@@ -368,9 +411,24 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None]) 
     for run in active:
         pid = int(run.tags.get(PID_TAG, "0") or 0)
         if pid and not process_alive(pid):
-            instance.report_run_failed(run, f"the process running it (pid {pid}) is gone: killed or crashed")
+            message = f"the process running it (pid {pid}) is gone: killed or crashed"
+            instance.report_run_failed(run, message)
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            record_run_failure(
+                store, run_id=run.run_id, job=run.job_name, partition=_run_partitions(run.tags),
+                failures=[StepFailure("(run)", "", "ProcessDied", message)],
+                failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
             echo(f"marked run {run.run_id} failed: its process {pid} died")
+
+
+def _run_partitions(tags: dict) -> str:
+    """The partition a run's tags name, "first..last" for a range run, "" for an unpartitioned one."""
+    if "dagster/partition" in tags:
+        return tags["dagster/partition"]
+    if ASSET_PARTITION_RANGE_START_TAG in tags:
+        return f"{tags[ASSET_PARTITION_RANGE_START_TAG]}..{tags[ASSET_PARTITION_RANGE_END_TAG]}"
+    return ""
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None]) -> None:

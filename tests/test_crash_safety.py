@@ -51,11 +51,12 @@ def _run(env: dict, root: Path) -> subprocess.CompletedProcess:
 
 
 def _outputs(lake: Path) -> dict[str, bytes]:
-    """Every table the lake holds (netCDF posteriors compare by value below: HDF5 embeds timestamps)."""
+    """Every table the lake holds (netCDF posteriors compare by value below: HDF5 embeds timestamps)
+    but the run status records: the killed run's failure is recorded there, checked above."""
     return {
         str(p.relative_to(lake)): p.read_bytes()
         for p in lake.rglob("*")
-        if p.is_file() and p.suffix in (".parquet", ".png") and ".cache" not in p.parts
+        if p.is_file() and p.suffix in (".parquet", ".png") and not {".cache", "run_status"} & set(p.parts)
     }
 
 
@@ -85,6 +86,17 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     rerun = _run(killed_env, killed_root)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert "marked run" in rerun.stdout and "failed: its process" in rerun.stdout
+    # ... and recorded it where the morning's failures are read, as the failure sensor would
+    import re
+
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    killed_runs = set(re.findall(r"marked run (\S+) failed: its process", rerun.stdout))
+    failures = read_run_failures(Lake(lake))
+    recorded = failures.loc[failures["error_type"] == "ProcessDied"]
+    assert set(recorded["run_id"]) == killed_runs, failures
+    assert recorded["partition"].str.len().gt(0).all() and recorded["error_summary"].str.contains("is gone").all()
 
     clean_env = _workspace(clean_root)
     clean = _run(clean_env, clean_root)

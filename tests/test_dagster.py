@@ -20,8 +20,10 @@ from evalpipeline.definitions import PID_TAG, defs, run_main_job
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
-from tests.conftest import DEMO_LOGS
+from tests.conftest import DEMO_LOGS, REPO
 from tests.inspect_logs import echo, make_log
+
+README = (REPO / "README.md").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,15 @@ def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input()
     for assets_def in defs.assets:
         policy = assets_def.op.retry_policy
         assert policy is not None and policy.max_retries >= 2 and policy.backoff == Backoff.EXPONENTIAL, assets_def.key
+    # the waits the README states ("after 5 s, then 15 s, each ±5 s"), as Dagster computes them
+    from dagster._core.definitions.policy import calculate_delay
+
+    from assets.errors import TRANSIENT_RETRY as policy
+
+    assert [calculate_delay(n, policy.backoff, None, policy.delay) for n in (1, 2)] == [5, 15]
+    assert policy.max_retries == 2 and policy.delay == 5 and "after 5 s, then 15 s, each ±5 s" in README
+    jittered = [calculate_delay(2, policy.backoff, policy.jitter, policy.delay) for _ in range(200)]
+    assert 10 <= min(jittered) and max(jittered) <= 20
     with pytest.raises(Failure) as failure:
         with permanent_errors():
             raise NoDataError("no sources for model 'x'")
@@ -578,6 +589,40 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         assert pool.submit(math.sqrt, 16.0).result(timeout=120) == 4.0
     finally:
         pool.shutdown()
+
+
+def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
+    """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
+    marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
+    and succeeds, the dying one fails: one lost worker fails its own run only."""
+    import types
+
+    from evalpipeline.definitions import WorkerPool, _run_steps
+    from evalpipeline.lake import process_alive
+    from tests.pool_steps import die_or_finish
+
+    def pids(job: str) -> list[int]:
+        return [int(p.read_text()) for p in tmp_path.glob(f"{job}-*.pid")]
+
+    lost_calls = []
+
+    def on_lost_workers():  # what the job does here: mark the runs of dead processes failed
+        lost_calls.append({pid: process_alive(pid) for pid in pids("die") + pids("finish")})
+
+    lines = []
+    steps = [(1, "die", [str(tmp_path)], "dies"), (2, "finish", [str(tmp_path)], "finishes")]
+    pool = WorkerPool(2)
+    try:
+        succeeded = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+                               on_lost_workers=on_lost_workers, block=die_or_finish)
+    finally:
+        pool.shutdown()
+    assert succeeded == [False, True], lines
+    assert len(pids("die")) == 2 and len(pids("finish")) == 2, "both ran, were lost and ran again"
+    # once after the break, once after the dying run's second death; every lost process gone by then
+    assert len(lost_calls) == 2 and all(not alive for call in lost_calls for alive in call.values()), lost_calls
+    assert "a worker process died: running the 2 run(s) the break ended once more" in "\n".join(lines)
+    assert lines[-1].startswith("[2/2] finish finishes: ok"), lines
 
 
 def test_the_compilation_cache_bound_comes_from_the_resource_or_the_environment(monkeypatch):

@@ -1,0 +1,22 @@
+"""Step functions for WorkerPool tests: importable by spawned worker processes (a test module's
+local functions are not)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def die_or_finish(job_name: str, keys: list[str], root: str) -> tuple[bool, float, list[str]]:
+    """``job_name`` "die": exit as if SIGKILLed once the sibling step runs; "finish": succeed after
+    a few seconds. Each call leaves its pid in ``keys[0]``."""
+    folder = Path(keys[0])
+    (folder / f"{job_name}-{os.getpid()}.pid").write_text(str(os.getpid()))
+    if job_name == "die":
+        deadline = time.monotonic() + 60
+        while not list(folder.glob("finish-*.pid")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(9)
+    time.sleep(3.0)
+    return True, 3.0, []
