@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="worker processes that execute a stage's runs side by side (default: the cores "
                           f"available, {available_cores()} here); 1 runs everything in this process")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
-    ingest.add_argument("path", help="an Inspect .eval/.json log, or a folder searched recursively")
+    ingest.add_argument("path", help="a log or table (Inspect .eval/.json, lm-evaluation-harness results_*.json, "
+                                      "long or wide .csv/.parquet), or a folder searched recursively for them")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
     ingest.add_argument("--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)")
     ingest.add_argument("--format", choices=["auto", *FORMATS], default=None, help="source format (default: detect)")
@@ -64,12 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,cov_<name>=COL,...")
     ingest.add_argument("--metadata-map", type=_pairs, default=None, metavar="COLUMN=KEY,...",
                         help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...")
-    ingest.add_argument("--suite", default=None, help="suite name for wide tables (default: the file name's stem)")
+    ingest.add_argument("--suite", default=None,
+                        help="suite name for tables without a suite column (wide tables default to the file name's stem)")
     ingest.add_argument("--model", default=None, help="model name for tables without a model column")
-    ingest.add_argument("--scorer", default=None, help="scorer to read when a log has several (default: the first)")
+    ingest.add_argument("--scorer", default=None, help="scorer (Inspect) or metric (lm-eval) to read when a log has several (default: the first)")
     ingest.add_argument("--score-key", default=None, help="key to read from dict-valued scores")
     ingest.add_argument("--value-map", type=_value_map, default=None, help="letter grades, e.g. C=1,I=0,P=0.5,N=0")
-    ingest.add_argument("--numeric-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"))
+    ingest.add_argument("--numeric-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"),
+                        help="numeric scores are mapped linearly from this range to [0, 1] (default 0 1)")
     ingest.add_argument("--no-validate", action="store_true",
                         help="skip the Great Expectations validation of each partition (faster)")
     ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,

@@ -18,3 +18,23 @@ def test_readme_keeps_its_two_first_commands():
     text = (REPO / "README.md").read_text()
     first_block = text.split("```", 2)[1]
     assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make demo", "make test"]
+
+
+def test_ingest_help_lists_every_option_and_format_the_readme_documents():
+    import re
+
+    from evalpipeline.cli import build_parser
+
+    (ingest,) = [p for a in build_parser()._subparsers._group_actions for name, p in a.choices.items() if name == "ingest"]
+    help_text = " ".join(a.help or "" for a in ingest._actions)
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("evalpipeline ingest PATH [options]"):]
+    block = block[: block.index("```")]
+    documented = set(re.findall(r"^\s+(--[a-z-]+)", block, flags=re.M)) | set(re.findall(r" / (--[a-z-]+)", block))
+    assert documented and documented <= {o for a in ingest._actions for o in a.option_strings}, documented
+    for option in documented:  # every option explains itself in --help
+        (action,) = [a for a in ingest._actions if option in a.option_strings]
+        assert action.help, option
+    for format_hint in ("Inspect", "lm-evaluation-harness", "long or wide", "folder"):
+        assert format_hint in help_text, format_hint
+    assert "tables without a suite column" in help_text
