@@ -18,6 +18,7 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema
 from assets.partitions import model_suite_names, model_suite_partitions
+from evalpipeline.ingest import partition_files_state
 from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
 from evalpipeline.settings import load_ingest_options, load_validation_settings
@@ -32,6 +33,11 @@ VALIDATION_CHECKS = [
     AssetCheckSpec(name, asset="eval_samples", blocking=True, description=f"{SUITE_NAME}: {name}")
     for name in check_names()
 ]
+
+
+#: Metadata entry of each materialisation: the partition's files as it left them (see
+#: evalpipeline.ingest.partition_files_state); the nightly redoes a partition whose files changed since.
+FILES_STATE = "lake_files_state"
 
 
 def samples_version() -> str:
@@ -106,6 +112,7 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
             "rows_failed_validation": account.rows_failed_validation,
             "data_docs": MetadataValue.path(str(validation.data_docs_index)) if validation.data_docs_index else "none",
             "logs": account.logs,
+            FILES_STATE: partition_files_state(store, model, suite),
             "unchanged": not account.samples_written,
             "quarantine_reasons": MetadataValue.md(
                 "\n".join(f"- {n} x {r}" for r, n in sorted(reasons.items())) or "none"

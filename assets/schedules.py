@@ -7,7 +7,10 @@ model x suite partition that
 - has a source whose exact bytes the lake does not hold yet, or
 - misses a materialisation of one of the job's assets, or
 - was last materialised by different code or settings (its code version
-  changed, e.g. a model's priors were edited).
+  changed, e.g. a model's priors were edited), or
+- was left behind by an interrupted run: an asset older than the latest
+  ``eval_samples`` of its partition, or an ``eval_samples`` whose files
+  (staged records, tables) changed after it was recorded.
 
 Unchanged partitions get no run, so a night without new logs launches no
 fits. The per-suite, per-model and lake-wide assets downstream refresh by
@@ -20,6 +23,8 @@ Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
 
 import hashlib
 import os
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from dagster import (
     AssetKey,
@@ -33,16 +38,28 @@ from dagster import (
 )
 
 from assets.partitions import model_suite_key
+from assets.samples import FILES_STATE
 from evalpipeline.keys import to_partition_key
 from evalpipeline.refresh import discover
 from resources import IngestSettings, LakeResource
 
+SAMPLES = AssetKey("eval_samples")
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
 
 
-def latest_code_versions(instance: DagsterInstance, key: AssetKey, chunk: int = 500) -> dict[str, str | None]:
-    """partition key -> code version of its latest materialisation.
+@dataclass(frozen=True)
+class Latest:
+    """The latest materialisation of one partition of an asset: its position in the event log, the
+    code version it was made under and what it recorded of the partition's files (eval_samples)."""
+
+    storage_id: int
+    code_version: str | None
+    files_state: str | None
+
+
+def latest_materialisations(instance: DagsterInstance, key: AssetKey, chunk: int = 500) -> dict[str, Latest]:
+    """partition key -> its latest materialisation.
 
     Reads the latest materialisation of each partition (one indexed query for their ids, then the
     records by id), so a tick costs one lookup per partition, not a pass over the asset's history.
@@ -52,28 +69,108 @@ def latest_code_versions(instance: DagsterInstance, key: AssetKey, chunk: int = 
     latest_ids = instance.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
     partition_of = {storage_id: partition for partition, storage_id in latest_ids.items()}
     ids = sorted(partition_of)
-    versions: dict[str, str | None] = {}
+    latest: dict[str, Latest] = {}
     for start in range(0, len(ids), chunk):
         batch = ids[start:start + chunk]
         records = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=batch), limit=len(batch)).records
         for record in records:
-            versions[partition_of[record.storage_id]] = record.asset_materialization.tags.get("dagster/code_version")
-    return versions
+            materialisation = record.asset_materialization
+            state = materialisation.metadata.get(FILES_STATE)
+            latest[partition_of[record.storage_id]] = Latest(
+                record.storage_id, materialisation.tags.get("dagster/code_version"), state.value if state else None
+            )
+    return latest
 
 
 def stale_partitions(
-    instance: DagsterInstance, code_versions: dict[AssetKey, str | None], partitions: list[str]
+    instance: DagsterInstance,
+    code_versions: dict[AssetKey, str | None],
+    partitions: list[str],
+    *,
+    inputs: Callable[[AssetKey, str], list[tuple[AssetKey, str]]] | None = None,
+    files_states: Mapping[str, str] | None = None,
 ) -> dict[str, dict[AssetKey, str]]:
-    """partition -> {asset: why it must run}: a missing materialisation or a changed code version."""
+    """partition -> {asset: why it must run}:
+
+    - a missing materialisation, or one under another code version;
+    - with ``inputs`` (asset, partition -> the upstream (asset, partition)s it reads): a
+      materialisation older than the latest of one of its inputs. A run killed after its inputs were
+      written leaves it so; Dagster's own input data versions cannot tell, as a range run records
+      one for the whole range;
+    - with ``files_states`` (partition -> :func:`evalpipeline.ingest.partition_files_state` now):
+      an ``eval_samples`` materialisation that recorded other files (a run killed between staging a
+      changed log and recording the table, or an ingest outside Dagster).
+    """
     reasons: dict[str, dict[AssetKey, str]] = {}
+    cache: dict[AssetKey, dict[str, Latest]] = {}
+
+    def latest(key: AssetKey) -> dict[str, Latest]:
+        if key not in cache:
+            cache[key] = latest_materialisations(instance, key)
+        return cache[key]
+
     for key, current in code_versions.items():
-        latest = latest_code_versions(instance, key)
         for partition in partitions:
-            if partition not in latest:
-                reasons.setdefault(partition, {})[key] = f"{key.to_user_string()} missing"
-            elif current is not None and latest[partition] != current:
-                reasons.setdefault(partition, {})[key] = f"{key.to_user_string()} code changed"
+            own = latest(key).get(partition)
+            why = None
+            if own is None:
+                why = "missing"
+            elif current is not None and own.code_version != current:
+                why = "code changed"
+            elif files_states is not None and key == SAMPLES and own.files_state != files_states.get(partition):
+                why = "its files changed since (an interrupted run, or an ingest outside Dagster)"
+            elif inputs is not None:
+                newer = sorted({upstream.to_user_string() for upstream, upstream_partition in inputs(key, partition)
+                                if latest(upstream).get(upstream_partition, own).storage_id > own.storage_id})
+                if newer:
+                    why = f"older than its input {', '.join(newer)}"
+            if why:
+                reasons.setdefault(partition, {})[key] = f"{key.to_user_string()} {why}"
     return reasons
+
+
+def current_files_states(store, pairs) -> dict[str, str]:
+    """partition key -> :func:`evalpipeline.ingest.partition_files_state` of each (model, suite) pair."""
+    from evalpipeline.ingest import partition_files_state
+
+    return {str(model_suite_key(m, s)): partition_files_state(store, m, s) for m, s in pairs}
+
+
+def input_partitions(assets_defs: list, pairs: set[tuple[str, str]]) -> Callable[[AssetKey, str], list[tuple[AssetKey, str]]]:
+    """For :func:`stale_partitions`: the upstream (asset, partition)s that the partition of an asset
+    reads, among ``assets_defs`` and the model x suite ``pairs`` (display names) the landing holds: a
+    model x suite asset reads the same partition, a suite asset every model's on that suite (or the
+    same suite upstream), a model asset every suite's of that model (or those suites upstream)."""
+    from assets.partitions import model_suite_partitions
+
+    by_key = {key: assets_def for assets_def in assets_defs for key in assets_def.keys}
+    keys = [(to_partition_key(m), to_partition_key(s)) for m, s in pairs]
+
+    def dimension(key: AssetKey) -> str | None:
+        partitions_def = by_key[key].partitions_def
+        if partitions_def is model_suite_partitions:
+            return "pair"
+        return getattr(partitions_def, "name", None)  # "model" or "suite"
+
+    def upstream_of(key: AssetKey, partition: str) -> list[tuple[AssetKey, str]]:
+        own = dimension(key)
+        found = []
+        for parent in by_key[key].asset_deps.get(key, set()):
+            if parent not in by_key:
+                continue
+            theirs = dimension(parent)
+            if own == theirs:
+                found.append((parent, partition))
+            elif own == "pair":
+                continue  # a pair asset reads only pairs
+            elif theirs == "pair":
+                index = 0 if own == "model" else 1
+                found += [(parent, f"{m}|{s}") for m, s in keys if (m, s)[index] == partition]
+            elif own == "model" and theirs == "suite":
+                found += [(parent, s) for m, s in keys if m == partition]
+        return found
+
+    return upstream_of
 
 
 def build_nightly_schedule(job, partition_assets):
@@ -105,7 +202,9 @@ def build_nightly_schedule(job, partition_assets):
             if missing:
                 instance.add_dynamic_partitions(dimension, missing)
         keys = {pair: model_suite_key(*pair) for pair in discovery.partitions}
-        stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()])
+        stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()],
+                                 inputs=input_partitions(partition_assets, discovery.partitions),
+                                 files_states=current_files_states(store, discovery.partitions))
         requests = []
         for pair in sorted(discovery.partitions):
             key = keys[pair]
@@ -121,7 +220,9 @@ def build_nightly_schedule(job, partition_assets):
                     partition_key=key,
                     # new data reruns the whole partition; edited code or priors only what they made
                     # (the other fits would only be found unchanged and reused)
-                    asset_selection=None if pair in discovery.changed else sorted(stale_assets, key=str),
+                    # (new samples: everything downstream of them too)
+                    asset_selection=None if pair in discovery.changed or SAMPLES in stale_assets
+                    else sorted(stale_assets, key=str),
                     tags={"evalpipeline/reason": "; ".join(why)[:200]},
                 )
             )

@@ -38,7 +38,7 @@ from assets.partitions import key_blocks, model_suite_key, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
-from assets.schedules import build_nightly_schedule, stale_partitions
+from assets.schedules import build_nightly_schedule, current_files_states, input_partitions, stale_partitions
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
 from evalpipeline.keys import from_partition_key, to_partition_key
@@ -292,19 +292,24 @@ def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callabl
 
 def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict[str, set]:
     """What the nightly run must redo besides new logs, as the schedule decides it: the partitions,
-    suites and models one of whose assets has no materialisation yet (a failure, say) or was last
-    materialised under another code version (edited code, priors, score map, taxonomy). Only what
-    new or changed logs do not bring in already (their partitions, suites and models)."""
+    suites and models one of whose assets has no materialisation yet (a failure, say), was last
+    materialised under another code version (edited code, priors, score map, taxonomy), is older
+    than one of its inputs, or (eval_samples) recorded other files than the lake holds: the last
+    two are what a killed run leaves. Only what new or changed logs do not bring in already."""
+    partition_assets = partition_assets or PARTITION_ASSETS
+    store = defs.resources["lake"].lake()
+    inputs = input_partitions([*partition_assets, *SUITE_ASSETS, *MODEL_ASSETS], discovery.partitions)
 
-    def stale_names(assets_defs, names: dict[str, object]) -> set:
+    def stale_names(assets_defs, names: dict[str, object], **checks) -> set:
         code_versions: dict = {}
         for assets_def in assets_defs:
             code_versions.update(assets_def.code_versions_by_key)
-        return {names[key] for key in stale_partitions(instance, code_versions, list(names))}
+        return {names[key] for key in stale_partitions(instance, code_versions, list(names), inputs=inputs, **checks)}
 
     pairs = {str(model_suite_key(m, s)): (m, s) for m, s in discovery.partitions}
     return {
-        "pairs": stale_names(partition_assets or PARTITION_ASSETS, pairs) - discovery.changed,
+        "pairs": stale_names(partition_assets, pairs, files_states=current_files_states(store, discovery.partitions))
+        - discovery.changed,
         "suites": stale_names(SUITE_ASSETS, {to_partition_key(s): s for s in discovery.suites})
         - {s for _, s in discovery.changed},
         "models": stale_names(MODEL_ASSETS, {to_partition_key(m): m for m in discovery.models})

@@ -280,6 +280,58 @@ def test_materialize_one_partition_and_the_leaderboard(landing, tmp_path):
     assert event.asset_materialization.metadata["dagster/row_count"].value == 2
 
 
+def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
+    """A nightly killed after staging a changed log (or after some of its assets) must be finished by
+    the next one, although the lake already holds the log's bytes: the sample table whose files
+    changed after it was recorded, then each asset older than its input, is stale until rerun."""
+    from assets.schedules import current_files_states, input_partitions, stale_partitions
+    from evalpipeline.lake import Lake
+    from evalpipeline.pipeline import ingest_partitions
+    from evalpipeline.refresh import discover
+
+    landing = tmp_path / "landing"
+    make_log(landing, model="mockllm/alpha", suite="unit suite", items=6)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", [to_partition_key("mockllm/alpha")])
+    instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
+    resources = _resources(tmp_path / "lake", landing)
+    pair_key, suite_key = model_suite_key("mockllm/alpha", "unit suite"), to_partition_key("unit suite")
+    store = Lake(tmp_path / "lake")
+    pair_assets, suite_assets = [eval_samples, accuracy_posteriors], [suite_leaderboard]
+
+    def stale() -> dict[str, set[str]]:
+        discovery = discover(store, landing)
+        assert not discovery.changed  # the lake holds every log: only the checks below can tell
+        inputs = input_partitions(pair_assets + suite_assets, discovery.partitions)
+        found = set()
+        for assets, partition, states in ((pair_assets, str(pair_key), current_files_states(store, discovery.partitions)),
+                                          (suite_assets, suite_key, None)):
+            versions = {k: v for a in assets for k, v in a.code_versions_by_key.items()}
+            why = stale_partitions(instance, versions, [partition], inputs=inputs, files_states=states)
+            found |= {reason for reasons in why.values() for reason in reasons.values()}
+        return found
+
+    def run(assets, key):
+        assert materialize(assets, partition_key=key, instance=instance, resources=resources).success
+
+    run(pair_assets, pair_key)
+    run(suite_assets, suite_key)
+    assert stale() == set()
+    # a second log of the same pair is staged and consolidated, then the run is killed
+    make_log(landing, model="mockllm/alpha", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)})
+    ingest_partitions(store, landing, [("mockllm/alpha", "unit suite")])
+    assert stale() == {"eval_samples its files changed since (an interrupted run, or an ingest outside Dagster)"}
+    run([eval_samples], pair_key)  # killed after the sample table, before the posteriors
+    assert stale() == {"accuracy_posteriors older than its input eval_samples"}
+    run([accuracy_posteriors], pair_key)  # killed before the suite stage
+    assert stale() == {"suite_leaderboard older than its input accuracy_posteriors"}
+    run(suite_assets, suite_key)
+    assert stale() == set()
+    board = pd.read_parquet(store.root / "suite_leaderboard/suite=unit%20suite/leaderboard.parquet")
+    assert board["posterior_mean"].tolist() == pytest.approx([7 / 8])  # the newer log's 6 of 6, not 3 of 6
+    instance.dispose()
+
+
 def test_failing_validation_blocks_the_downstream_fit(tmp_path):
     landing = tmp_path / "landing"
     # every answer is scored with an unknown value: all rows quarantined, the sample table is empty

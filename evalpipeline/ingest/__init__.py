@@ -65,6 +65,7 @@ __all__ = [
     "already_ingested",
     "record_file_error",
     "consolidate_partition",
+    "partition_files_state",
     "find_log_files",
     "ingest_paths",
 ]
@@ -297,6 +298,28 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tu
         writer.commit()
         written[(model, suite)] = written.get((model, suite), 0) + writer.rows
     return written
+
+
+def partition_files_state(lake: Lake, model: str, suite: str) -> str:
+    """A digest of the files one partition's sample table is built from and made of: the name,
+    size and modification time of its staged records, ``samples.parquet`` and ``quarantine.parquet``.
+
+    Ingestion changes it whenever it writes or removes one of them (unchanged tables are not
+    rewritten, so a rerun leaves it alone). A materialisation that records it tells whether the lake
+    changed since: a run killed between staging a changed log and recording the new table, or an
+    ``evalpipeline ingest`` outside Dagster. File times are compared with file times of the same
+    file system, never with a clock of another machine."""
+    entries = []
+    files = sorted(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
+    files += [lake.table_path(table, f"{table}.parquet", model, suite) for table in ("samples", "quarantine")]
+    for path in files:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            entries.append(f"{path.parent.parent.parent.name}/{path.name}:missing")
+            continue
+        entries.append(f"{path.parent.parent.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
 
 
 def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, str]]) -> set[tuple[str, str]]:
