@@ -349,6 +349,11 @@ class WorkerPool:
                 self._pool.shutdown(cancel_futures=True)
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
+        # Start every worker now: the pool spawns them on demand, and its manager thread only notices
+        # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
+        # spawned by a later submit could die unnoticed until another run ended.
+        for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
+            started.result()
         return self._pool.submit(fn, *args)
 
     def shutdown(self) -> None:

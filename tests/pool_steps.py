@@ -9,14 +9,17 @@ from pathlib import Path
 
 
 def die_or_finish(job_name: str, keys: list[str], root: str) -> tuple[bool, float, list[str]]:
-    """``job_name`` "die": exit as if SIGKILLed once the sibling step runs; "finish": succeed after
-    a few seconds. Each call leaves its pid in ``keys[0]``."""
+    """``job_name`` "die": exit as if SIGKILLed once the sibling step runs; "finish": succeed, after
+    a minute the first time (so that the sibling dies while it runs), at once after. Each call
+    leaves its pid in ``keys[0]``."""
     folder = Path(keys[0])
+    first = not list(folder.glob(f"{job_name}-*.pid"))
     (folder / f"{job_name}-{os.getpid()}.pid").write_text(str(os.getpid()))
     if job_name == "die":
         deadline = time.monotonic() + 60
         while not list(folder.glob("finish-*.pid")) and time.monotonic() < deadline:
             time.sleep(0.05)
         os._exit(9)
-    time.sleep(3.0)
-    return True, 3.0, []
+    if first:
+        time.sleep(60)
+    return True, 0.0, []
