@@ -208,3 +208,41 @@ def test_a_changed_score_map_reaches_the_lake_although_the_log_did_not_change(tm
     upgraded = ingest_partitions(lake, landing, [pair], partial)
     assert upgraded.partitions[pair].samples_written is False and table.read_bytes() == before[0]
     assert discover(lake, landing, partial).changed == set()
+
+
+def test_a_log_rewritten_under_another_model_retires_the_old_partition_and_its_outputs(tmp_path):
+    """A log rewritten in place under another model name leaves the old model with no log: its
+    tables and every output made from them go (they would rank a model that no longer exists);
+    the suite, which still has a model, keeps its own tables."""
+    import shutil
+
+    from evalpipeline.keys import to_partition_key
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    first = make_log(tmp_path / "made", model="mockllm/old-name", suite="unit suite", items=4)
+    shutil.copy(first, landing / "run.eval")
+    assert ingest_paths(find_log_files(landing), lake).rows_ingested == 4
+    old, suite = to_partition_key("mockllm/old-name"), to_partition_key("unit suite")
+    outputs = [f"accuracy_posteriors/model={old}/suite={suite}/posteriors.parquet",
+               f"glm_fits/model={old}/suite={suite}/binomial/summary.parquet",
+               f"validation/data_docs/model={old}/suite={suite}/index.html",
+               f"model_profile/model={old}/profile.parquet",
+               f"suite_leaderboard/suite={suite}/leaderboard.parquet"]
+    for name in outputs:  # what the pipeline made downstream of the old partition
+        (lake.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (lake.root / name).write_bytes(b"made from the old partition")
+
+    second = make_log(tmp_path / "made-again", model="mockllm/new-name", suite="unit suite", items=4)
+    shutil.copy(second, landing / "run.eval")  # the same path, another model
+    lines = []
+    report = ingest_paths(find_log_files(landing), lake, progress=lines.append)
+    # 6 model x suite folders (ingested, samples, quarantine and the 3 outputs) and the model's 7
+    assert report.retired == {("mockllm/old-name", "unit suite"): 13}, (report.retired, lines)
+    assert any("mockllm/old-name x unit suite: no log holds it any more" in line for line in lines)
+    assert "retired, no log holds it any more" in "\n".join(report.summary_lines())
+    left = sorted(str(p.relative_to(lake.root)) for p in lake.root.rglob("*") if old in str(p))
+    assert left == [], left
+    assert (lake.root / outputs[-1]).exists()  # the suite still has a model: its tables stay
+    assert read_samples(lake, "mockllm/new-name", "unit suite").shape[0] == 4
+    assert not list(lake.root.rglob(".tmp-*"))

@@ -11,7 +11,10 @@ ingest PATH``) and by the Dagster asset ``eval_samples``:
    logs into ``samples/`` and ``quarantine/``. Where two runs of the same
    model and suite hold the same ``(item_id, epoch)``, the newer run's row
    (by ``created_at``, then ``eval_id``) is kept and the older one is
-   quarantined as superseded: nothing is dropped silently.
+   quarantined as superseded: nothing is dropped silently. A partition no log
+   holds any more (its only log was rewritten in place under another model or
+   suite name) is retired: its tables and the outputs made from them are
+   removed, so the old name does not linger as a model that no longer exists.
 
 For every partition, rows read = rows ingested + rows quarantined; this is
 checked, not assumed.
@@ -20,7 +23,9 @@ checked, not assumed.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -40,7 +45,7 @@ from evalpipeline.ingest.detect import SOURCE_SUFFIXES, claimed_by_results_file,
 from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError
 from evalpipeline.ingest.scores import ScoreNormalisation
 from evalpipeline.keys import PartitionKeyError, from_partition_key, to_partition_key
-from evalpipeline.lake import AtomicParquetWriter, Lake, sha256_file, write_parquet_atomic
+from evalpipeline.lake import AtomicParquetWriter, Lake, sha256_file, temp_prefix, write_parquet_atomic
 from evalpipeline.schema import (
     SchemaError,
     covariate_schema,
@@ -66,6 +71,7 @@ __all__ = [
     "record_file_error",
     "consolidate_partition",
     "partition_files_state",
+    "retire_partition",
     "find_log_files",
     "ingest_paths",
 ]
@@ -106,6 +112,8 @@ class IngestReport:
     file_errors: list[FileError] = field(default_factory=list)
     partitions: dict[tuple[str, str], PartitionAccount] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    #: partitions no log holds any more (see retire_partition) -> table folders removed
+    retired: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def rows_read(self) -> int:
@@ -136,6 +144,8 @@ class IngestReport:
                     f"    validation: {'FAILED ' + ', '.join(failed) if failed else 'all checks passed'}"
                     + (f"; {acc.rows_failed_validation} row(s) moved to quarantine" if acc.rows_failed_validation else "")
                 )
+        for (model, suite), folders in sorted(self.retired.items()):
+            lines.append(f"  {model} x {suite}: retired, no log holds it any more ({folders} table folder(s) removed)")
         for reason, count in sorted(self.quarantine_reasons.items()):
             lines.append(f"  quarantined x{count}: {reason}")
         for err in self.file_errors:
@@ -254,13 +264,20 @@ def ingest_paths(
         summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
         say(f"[{number}/{len(paths)}] {path} ({source.format}): {summary or 'no rows'}")
     for model, suite in sorted(touched):
+        if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
+            removed = retire_partition(lake, model, suite)
+            report.retired[(model, suite)] = len(removed)
+            say(f"{model} x {suite}: no log holds it any more (rewritten under another model or suite name): "
+                f"removed its {len(removed)} table folder(s)")
+            continue
         account, reasons = consolidate_partition(lake, model, suite, validator)
         report.partitions[(model, suite)] = account
         for reason, count in reasons.items():
             report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
-    if touched:
-        lake.record_partition_names("model", {m for m, _ in touched})
-        lake.record_partition_names("suite", {s for _, s in touched})
+    kept = touched - set(report.retired)
+    if kept:
+        lake.record_partition_names("model", {m for m, _ in kept})
+        lake.record_partition_names("suite", {s for _, s in kept})
     return report
 
 
@@ -320,6 +337,38 @@ def partition_files_state(lake: Lake, model: str, suite: str) -> str:
             continue
         entries.append(f"{path.parent.parent.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+
+
+def retire_partition(lake: Lake, model: str, suite: str) -> list[Path]:
+    """Remove the tables of a model x suite partition none of whose sources is left (a log rewritten
+    in place under another model or suite name, see :func:`_remove_stale_records`): its samples,
+    quarantine and every output made from them, and the model's (or the suite's) own outputs and
+    registered name once no partition of it is left. Otherwise the old name's fits, posteriors and leaderboard rows stay in
+    the lake as a model that no longer exists. Returns the folders removed.
+
+    Each folder is first renamed to a temporary name of this process, then deleted: a reader sees
+    the whole folder or none of it, and what a kill leaves is swept by the next write beside it."""
+    model_key, suite_key = to_partition_key(model), to_partition_key(suite)
+    folders = [*lake.root.glob(f"*/model={model_key}/suite={suite_key}"),
+               *lake.root.glob(f"*/*/model={model_key}/suite={suite_key}")]
+    names = []
+    if not any(lake.root.glob(f"ingested/model={model_key}/suite=*/*.parquet")):
+        folders += [*lake.root.glob(f"*/model={model_key}"), *lake.root.glob(f"*/*/model={model_key}")]
+        names.append(lake.root / "partition_names" / "model" / f"name-{model_key}.parquet")
+    if not any(lake.root.glob(f"ingested/model=*/suite={suite_key}/*.parquet")):
+        folders += [*lake.root.glob(f"*/suite={suite_key}"), *lake.root.glob(f"*/*/suite={suite_key}")]
+        names.append(lake.root / "partition_names" / "suite" / f"name-{suite_key}.parquet")
+    removed = []
+    for folder in sorted(set(folders), key=lambda f: len(f.parts), reverse=True):  # inner folders first
+        if not folder.is_dir():
+            continue
+        doomed = folder.with_name(f"{temp_prefix()}retired-{folder.name}")
+        os.replace(folder, doomed)
+        shutil.rmtree(doomed)
+        removed.append(folder)
+    for name in names:  # the name registry lists what the lake holds
+        name.unlink(missing_ok=True)
+    return removed
 
 
 def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, str]]) -> set[tuple[str, str]]:
