@@ -11,7 +11,10 @@ from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 PARTITION_STEPS = [
     "eval_samples", "accuracy_posteriors", "reliability", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]
 ]
-SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS], "suite_comparison"]
+SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS]]
+#: Its own job, after the suite GLMs: in one run a GLM's failed blocking check would skip it, while it
+#: should run and exclude that GLM with the reason (fits.parquet) like waic_rankings does.
+COMPARISON_STEPS = ["suite_comparison"]
 MODEL_STEPS = ["model_reliability", "model_profile"]
 LAKE_STEPS = ["ingest_accounting", "waic_rankings", "report"]
 
@@ -24,7 +27,14 @@ ingest_and_fit_job = define_asset_job(
 suite_job = define_asset_job(
     "suite_analysis",
     selection=AssetSelection.assets(*SUITE_STEPS),
-    description="Per suite: rank all evaluated models, fit the multi-LLM GLMs, compare every pair.",
+    description="Per suite: rank all evaluated models (conjugate leaderboard) and fit the multi-LLM GLMs.",
+)
+
+comparison_job = define_asset_job(
+    "suite_comparisons",
+    selection=AssetSelection.assets(*COMPARISON_STEPS),
+    description="Per suite, after its GLMs: compare every pair and rank the models; a suite GLM that failed its "
+                "diagnostics is excluded with the reason instead of holding the comparison back.",
 )
 
 model_job = define_asset_job(

@@ -7,8 +7,9 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py add-model --keep DIR
 
 ``demo`` copies data/inspect_logs into a temporary landing folder and runs
-``run_main_job`` (the four stages: one ``ingest_and_fit`` run per model x suite,
-``suite_analysis`` per suite, ``model_analysis`` per model, ``lake_reports``)
+``run_main_job`` (the five stages: ``ingest_and_fit`` runs over the model x suite
+partitions, ``suite_analysis`` and then ``suite_comparisons`` over the suites,
+``model_analysis`` (or ``model_profiles``) over the models, ``lake_reports``)
 against a fresh lake and Dagster instance (a copy of dagster_home/dagster.yaml).
 It prints the wall time of each stage (as `run_main_job` reports it per run) and
 of each asset (step start to end, summed over runs, from
@@ -54,7 +55,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
-STAGES = ("ingest_and_fit", "suite_analysis", "model_analysis", "lake_reports")
+STAGES = ("ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports")
 LEADERBOARD = {"models": 100, "suites": 6, "items": 200}
 TARGET_FULL_S, TARGET_NEW_MODEL_S = 600.0, 60.0
 

@@ -33,7 +33,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from assets.accounting import ingest_accounting
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
-from assets.jobs import ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
+from assets.jobs import comparison_job, ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
 from assets.partitions import key_blocks, model_suite_key, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
@@ -81,7 +81,7 @@ automation_sensor = AutomationConditionSensorDefinition(
 
 defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS],
-    jobs=[ingest_and_fit_job, suite_job, model_job, model_profile_job, lake_job],
+    jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
     sensors=[landing_sensor, record_run_failures, automation_sensor],
     resources={
@@ -114,9 +114,11 @@ def run_main_job(
     partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
     workers: int = 1,
 ) -> int:
-    """Materialise the whole graph for the logs in the landing folder, in four stages: the
-    model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites,
-    the models, then the lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
+    """Materialise the whole graph for the logs in the landing folder, in five stages: the
+    model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites
+    (leaderboard, GLMs), the suites' comparisons (a run of their own, so that a suite GLM failing
+    its blocking checks is excluded from them rather than skipping them), the models, then the
+    lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
 
     Each stage runs its partitions in batches: one Dagster run per range of up to
     ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
@@ -187,6 +189,7 @@ def run_main_job(
           _label(block, pair_name), [pair_name(p) for p in block])
          for block in range_blocks(partition_keys, model_order, suite_order, per_run(len(pairs)))],
         keyed_runs(suite_job, suites, suite_order, suite_name),
+        keyed_runs(comparison_job, suites, suite_order, suite_name),
         keyed_runs(model_job, models, model_order, model_name)
         + keyed_runs(model_profile_job, profile_only, model_order, model_name),
         [(lake_job.name, None, "lake-wide tables", [])],

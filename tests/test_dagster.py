@@ -1,6 +1,7 @@
 """The Dagster layer: the code location loads, one partition and a leaderboard materialise,
 the sensor discovers logs, and the main job runs the whole demo graph twice with the same result."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -460,10 +461,11 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert run_main_job() == 0
     out = capsys.readouterr().out
-    # one run per stage: the 6 partitions, the 3 suites and the 2 models are each one range run
-    assert "[1/4] ingest_and_fit 6 partitions (mockllm/atlas-large x " in out
-    assert "[2/4] suite_analysis 3 partitions (suite " in out and "[3/4] model_analysis 2 partitions (model " in out
-    assert "[4/4] lake_reports lake-wide tables: ok" in out and "FAILED" not in out
+    # one run per stage: the 6 partitions, the 3 suites (twice) and the 2 models are each one range run
+    assert "[1/5] ingest_and_fit 6 partitions (mockllm/atlas-large x " in out
+    assert "[2/5] suite_analysis 3 partitions (suite " in out and "[3/5] suite_comparisons 3 partitions (suite " in out
+    assert "[4/5] model_analysis 2 partitions (model " in out
+    assert "[5/5] lake_reports lake-wide tables: ok" in out and "FAILED" not in out
     assert "skipped (unreadable, recorded under file_errors/): landing/broken.eval: cannot read" in out
     assert len(list((lake / "file_errors").glob("*.json"))) == 1
     files = _lake_files(lake)
@@ -482,12 +484,12 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     runs_before = {run.run_id for run in instance.get_runs()}
     assert run_main_job(workers=2) == 0
     out = capsys.readouterr().out
-    assert "[1/7] ingest_and_fit 3 partitions (mockllm/atlas-large x " in out and "(worker process)" in out
+    assert "[1/9] ingest_and_fit 3 partitions (mockllm/atlas-large x " in out and "(worker process)" in out
     assert "FAILED" not in out
     assert _lake_files(lake) == files
     new_runs = [run for run in instance.get_runs() if run.run_id not in runs_before]
     worker_pids = {run.tags[PID_TAG] for run in new_runs if run.job_name != "lake_reports"}  # one run: in process
-    assert len(new_runs) == 7 and len(worker_pids) == 2 and str(os.getpid()) not in worker_pids
+    assert len(new_runs) == 9 and len(worker_pids) == 2 and str(os.getpid()) not in worker_pids
     event = instance.get_latest_materialization_event(AssetKey("glm_binomial"))
     assert event.asset_materialization.metadata["status"].value == "reused"
     board = pd.read_parquet(lake / "suite_leaderboard")
@@ -538,10 +540,11 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch, capsys):
-    """Dagster gates per run: a blocking check that fails for one suite of a range run skips the
-    downstream step (suite_comparison) of every suite in the run. run_main_job reruns a failed range
-    one partition per run, so only the failing suite's comparison waits, and the failure is recorded."""
+def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison(tmp_path, monkeypatch, capsys):
+    """Dagster gates per run: a blocking check that fails for one suite of a range run fails the run.
+    run_main_job reruns a failed range one partition per run, so the failure is confined to its
+    suite and recorded; the comparisons run in a stage of their own, so every suite is compared,
+    the failing one without its GLM (listed in fits.parquet with the failed diagnostic)."""
     import dataclasses
 
     import assets.fits as fit_assets
@@ -567,18 +570,29 @@ def test_a_failing_suite_fit_holds_back_only_its_own_suite(tmp_path, monkeypatch
             return outcome
         diagnostics = outcome.diagnostics.copy()
         diagnostics.loc[diagnostics["diagnostic"] == "r_hat", ["value", "passed"]] = [9.0, False]
+        # stored as a real failed fit is, for the comparison that reads it in its own run
+        diagnostics.to_parquet(outcome.directory / "diagnostics.parquet", index=False)
+        provenance = json.loads((outcome.directory / "provenance.json").read_text())
+        (outcome.directory / "provenance.json").write_text(json.dumps({**provenance, "passed": False}))
         return dataclasses.replace(outcome, diagnostics=diagnostics, passed=False)
 
     monkeypatch.setattr(fit_assets, "fit_suite_glm", r_hat_fails_on_reading)
     assert run_main_job() == 1
     out = capsys.readouterr().out
-    assert "[2/4] suite_analysis 3 partitions (suite " in out
+    assert "[2/5] suite_analysis 3 partitions (suite " in out
     assert "1 range run(s) failed: rerunning their 3 partition(s) one run each" in out
     assert "suite_analysis suite reading: FAILED" in out
     assert "suite_analysis suite arith: ok" in out and "suite_analysis suite agentic_ops: ok" in out
+    assert "[3/5] suite_comparisons 3 partitions (suite " in out and "suite_comparisons suite reading" not in out
     lake = tmp_path / "lake"
+    # every suite is compared: reading without its failed GLM, which fits.parquet lists with the reason
     compared = {p.parent.name for p in lake.glob("suite_comparison/suite=*/pairwise.parquet")}
-    assert compared == {"suite=arith", "suite=agentic_ops"}  # the gate holds for reading alone
+    assert compared == {"suite=arith", "suite=agentic_ops", "suite=reading"}
+    fits = pd.read_parquet(lake / "suite_comparison/suite=reading/fits.parquet").set_index("glm")
+    assert not fits.loc["suite_binomial", "passed"] and not fits.loc["suite_binomial", "used"]
+    assert "r_hat" in fits.loc["suite_binomial", "failed"]
+    assert pd.read_parquet(lake / "suite_comparison/suite=reading/leaderboard.parquet")["glm"].isna().all()
+    assert pd.read_parquet(lake / "suite_comparison/suite=arith/leaderboard.parquet")["glm"].eq("suite_binomial").all()
     failures = read_run_failures(Lake(lake))
     assert "suite_glm_binomial:r_hat" in set(failures.loc[failures["partition"] == "reading", "step"])
 
