@@ -63,7 +63,7 @@ def samples_version() -> str:
     ),
     metadata={
         "dagster/column_schema": column_schema(
-            column_docs(), {f.name: str(f.type) for f in samples_schema()}
+            column_docs(), {**{f.name: str(f.type) for f in samples_schema()}, "cov_<name>": "as mapped"}
         )
     },
     check_specs=VALIDATION_CHECKS,

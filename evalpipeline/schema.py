@@ -183,6 +183,20 @@ def covariate_schema(table: pa.Schema) -> pa.Schema:
     return pa.schema([f for f in table if f.name.startswith(COVARIATE_PREFIX)])
 
 
-def column_docs() -> dict[str, str]:
-    """Column name -> one-line meaning (for Dagster column schemas and docs)."""
-    return {c.name: c.doc for c in (*SAMPLE_COLUMNS, REASON_COLUMN)}
+#: Covariate columns: as many as the ingest maps, each named cov_<name>.
+COVARIATE_DOC = ("a covariate mapped from sample metadata or a table column (--metadata-map / --map "
+                 "cov_<name>=...), one column per covariate; absent when none is mapped")
+
+
+def column_docs(*, quarantine: bool = False) -> dict[str, str]:
+    """Column name -> one-line meaning of the sample table (``quarantine``: of the quarantine table,
+    which adds ``reason``), as a reader of the lake sees it (for Dagster column schemas and docs).
+    ``model`` and ``suite`` are Hive partition columns: in the folder names, not in the files."""
+    docs = {}
+    for c in SAMPLE_COLUMNS:
+        docs[c.name] = c.doc + (" (in the folder name, not the file: read the folder to get it)"
+                                if c.name in PARTITION_COLUMNS else "")
+    docs[f"{COVARIATE_PREFIX}<name>"] = COVARIATE_DOC
+    if quarantine:
+        docs[REASON_COLUMN.name] = REASON_COLUMN.doc
+    return docs

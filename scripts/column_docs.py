@@ -17,7 +17,10 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
     from evalpipeline.accounting import ACCOUNTING_COLUMNS
     from evalpipeline.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
     from evalpipeline.fits import RANKING_COLUMNS
-    from evalpipeline.models.fit import SUMMARY_COLUMNS
+    from evalpipeline.models.compare import CRITERIA_COLUMNS
+    from evalpipeline.models.fit import DIAGNOSTICS_COLUMNS, SUMMARY_COLUMNS
+    from evalpipeline.models.glm import PREDICTIVE_COLUMNS
+    from evalpipeline.stats.posteriors import LEADERBOARD_COLUMNS as CONJUGATE_LEADERBOARD_COLUMNS
     from evalpipeline.reliability.lake import RELIABILITY_COLUMNS
     from evalpipeline.schema import column_docs
     from evalpipeline.stats.posteriors import POSTERIOR_COLUMNS
@@ -25,12 +28,17 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
 
     return [
         ("Samples", "samples/model=<key>/suite=<key>/samples.parquet", column_docs()),
+        ("Quarantine", "quarantine/model=<key>/suite=<key>/quarantine.parquet", column_docs(quarantine=True)),
         ("Conjugate posteriors", "accuracy_posteriors/model=<key>/suite=<key>/posteriors.parquet", POSTERIOR_COLUMNS),
+        ("Conjugate leaderboard", "suite_leaderboard/suite=<key>/leaderboard.parquet", CONJUGATE_LEADERBOARD_COLUMNS),
         ("Suite leaderboard", "suite_comparison/suite=<key>/leaderboard.parquet", LEADERBOARD_COLUMNS),
         ("Pairwise comparisons", "suite_comparison/suite=<key>/pairwise.parquet", PAIRWISE_TABLE_COLUMNS),
         ("Suite GLMs used or not", "suite_comparison/suite=<key>/fits.parquet", FIT_STATUS_COLUMNS),
         ("Model profile", "model_profile/model=<key>/profile.parquet", PROFILE_COLUMNS),
         ("GLM summaries", "glm_fits/model=<key>/suite=<key>/<glm>/summary.parquet, glm_suite_fits/suite=<key>/<glm>/summary.parquet", SUMMARY_COLUMNS),
+        ("GLM diagnostics", "glm_fits/model=<key>/suite=<key>/<glm>/diagnostics.parquet, glm_suite_fits/suite=<key>/<glm>/diagnostics.parquet", DIAGNOSTICS_COLUMNS),
+        ("GLM predictive checks", "glm_fits/model=<key>/suite=<key>/<glm>/predictive.parquet, glm_suite_fits/suite=<key>/<glm>/predictive.parquet", PREDICTIVE_COLUMNS),
+        ("GLM pointwise WAIC/LOO terms", "glm_fits/model=<key>/suite=<key>/<glm>/criteria.parquet, glm_suite_fits/suite=<key>/<glm>/criteria.parquet (one row per unit)", CRITERIA_COLUMNS),
         ("WAIC/LOO rankings", "waic_rankings/rankings.parquet", RANKING_COLUMNS),
         *[(f"Reliability: {name.replace('_', ' ')}",
            f"reliability/model=<key>/suite=<key>/{name}.parquet, model_reliability/model=<key>/{name}.parquet", columns)

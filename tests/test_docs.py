@@ -38,3 +38,16 @@ def test_ingest_help_lists_every_option_and_format_the_readme_documents():
     for format_hint in ("Inspect", "lm-evaluation-harness", "long or wide", "folder"):
         assert format_hint in help_text, format_hint
     assert "tables without a suite column" in help_text
+
+
+def test_sample_and_quarantine_docs_list_the_columns_a_reader_of_the_lake_gets():
+    """The files hold every column but model and suite (folder names, added by readers of the
+    folder); the quarantine table adds reason; cov_<name> stands for the mapped covariates."""
+    from evalpipeline.schema import column_docs, quarantine_schema, samples_schema
+
+    documented = set(column_docs()) - {"cov_<name>"}
+    assert documented == set(samples_schema().names)
+    assert {"model", "suite"} - set(samples_schema(with_partition_columns=False).names) == {"model", "suite"}
+    assert "reason" not in column_docs() and "(in the folder name" in column_docs()["model"]
+    assert set(column_docs(quarantine=True)) - {"cov_<name>"} == set(quarantine_schema().names)
+    assert "cov_<name>" in column_docs()

@@ -127,6 +127,19 @@ def test_posterior_predictive_success_rates_figure_7(agentic_fits):
     assert np.isfinite(share["null"].loc["prior", "simulated_mean"])
 
 
+def test_the_stored_fit_tables_have_the_documented_columns(agentic_fits):
+    """The README documents diagnostics, predictive and criteria tables from these dictionaries."""
+    from evalpipeline.models.compare import CRITERIA_COLUMNS, pointwise_criteria
+    from evalpipeline.models.fit import DIAGNOSTICS_COLUMNS
+    from evalpipeline.models.glm import PREDICTIVE_COLUMNS
+
+    data, fits = agentic_fits
+    fit = fits["binomial"]
+    assert list(fit.diagnostics.columns) == list(DIAGNOSTICS_COLUMNS)
+    assert list(fit.predictive_checks(data).columns) == list(PREDICTIVE_COLUMNS)
+    assert (fit.criteria or pointwise_criteria(fit.idata)).to_table().column_names == list(CRITERIA_COLUMNS)
+
+
 def test_compare_rejects_different_units(agentic_fits):
     data, fits = agentic_fits
     other = fit_glm("binomial", _agentic(seed=8), SETTINGS, seed_key="agent|other|binomial", fitter=FITTER)

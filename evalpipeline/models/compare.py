@@ -46,6 +46,15 @@ COMPARE_COLUMNS = {
 }
 
 
+CRITERIA_COLUMNS = {
+    "waic_i": "WAIC term of the unit (lppd_i - p_waic_i, log scale)",
+    "p_waic_i": "posterior variance of the unit's log-likelihood",
+    "loo_i": "PSIS-LOO elpd term of the unit",
+    "lppd_i": "log of the unit's mean likelihood over the draws",
+    "pareto_k": "PSIS Pareto shape of the unit's importance weights (high values: its LOO term is unreliable)",
+}
+
+
 @dataclass(frozen=True)
 class PointwiseCriteria:
     """A fit's WAIC and PSIS-LOO terms per observational unit: everything the rankings need.
@@ -92,8 +101,7 @@ class PointwiseCriteria:
         )
 
     def to_table(self) -> pa.Table:
-        columns = {"waic_i": self.waic_i, "p_waic_i": self.p_waic_i, "loo_i": self.loo_i, "lppd_i": self.lppd_i,
-                   "pareto_k": self.pareto_k}
+        columns = {name: getattr(self, name) for name in CRITERIA_COLUMNS}
         meta = {"n_samples": self.n_samples, "observed_total": self.observed_total}
         return pa.table({k: pa.array(np.asarray(v, dtype=np.float64)) for k, v in columns.items()},
                         metadata={b"criteria": json.dumps(meta).encode()})

@@ -786,6 +786,15 @@ def hpdi(draws: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
     return x[start, cols], x[start + width - 1, cols]
 
 
+DIAGNOSTICS_COLUMNS = {
+    "diagnostic": "divergences, r_hat, ess_bulk, ess_tail, bfmi or pareto_k",
+    "value": "the fit's worst value over its parameters (most divergences, highest r-hat, lowest ESS, ...)",
+    "threshold": "the configured limit ([glm.thresholds])",
+    "comparison": "how value must compare with threshold to pass (<= or >=)",
+    "passed": "value is within the threshold (a NaN value fails)",
+    "gates": "a failure fails the fit (blocking check); otherwise it only warns",
+}
+
 SUMMARY_COLUMNS = {
     "parameter": "posterior quantity (site name)",
     "model": "LLM label where the quantity is per LLM",

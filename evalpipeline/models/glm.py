@@ -899,6 +899,20 @@ def axis_labels(data: GlmData, axis: str) -> list:
 # predictive checks (Figure 7)
 
 
+PREDICTIVE_COLUMNS = {
+    "stat": "bin_share (share of units whose success rate k/n falls in the bin), share_at_0_or_1 or sd_rate",
+    "bin_low": "lower edge of the success-rate bin (NaN for the other stats)",
+    "bin_high": "upper edge of the bin (the last bin is closed)",
+    "observed": "the statistic of the observed data",
+    "simulated_mean": "its mean over the predictive draws",
+    "simulated_low": "lower end of the central 95% interval of the draws",
+    "simulated_high": "upper end of that interval",
+    "inside": "observed lies in the interval",
+    "p_value": "predictive p-value P(simulated >= observed)",
+    "check": "prior or posterior: which predictive distribution the draws come from",
+}
+
+
 def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10, mass: float = 0.95) -> pd.DataFrame:
     """Distribution of per-unit success rates k/n: observed vs simulated (hibayes-paper.txt Figure 7).
 
