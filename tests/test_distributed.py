@@ -162,7 +162,7 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
         dask = _run_driver(tmp_path, "dask", {EXECUTOR_ENV: "dask", DASK_SCHEDULER_ENV: cluster.address}, 2)
         processes = cluster.processes
     assert all(p.poll() is not None for p in processes)  # the cluster is gone
-    local = _run_driver(tmp_path, "local", {}, 1)
+    local = _run_driver(tmp_path, "local", {}, 2)  # two runs side by side, as the Dask half
 
     assert (dask["executor"], local["executor"]) == ("dask", "multiprocess")
     for report in (dask, local):
