@@ -1,7 +1,8 @@
 """Schedule ``nightly_refresh``: new or changed logs, and fits whose code changed, every night.
 
 At each tick it scans the landing folder (headers only), registers new
-models and suites, and requests one run of the per-partition job for every
+models and suites (and unregisters those neither a log nor the lake holds any
+more: see :func:`sync_dynamic_partitions`), and requests one run of the per-partition job for every
 model x suite partition that
 
 - has a source whose exact bytes the lake does not hold yet, or
@@ -40,12 +41,39 @@ from dagster import (
 from assets.partitions import model_suite_key
 from assets.samples import FILES_STATE
 from evalpipeline.keys import to_partition_key
-from evalpipeline.refresh import discover
+from evalpipeline.lake import Lake
+from evalpipeline.refresh import Discovery, discover
 from resources import IngestSettings, LakeResource
 
 SAMPLES = AssetKey("eval_samples")
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
+
+
+def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: Discovery) -> dict[str, list[str]]:
+    """Make the instance's ``model`` and ``suite`` partitions those of the landing folder and the lake.
+
+    Registers the keys ``discovery`` found that the instance lacks, and deletes the keys that
+    neither a log in the landing folder nor an ingest record in the lake holds any more: a
+    model or suite retired when its logs were rewritten under another name
+    (``evalpipeline.ingest.retire_partition``). Otherwise the UI keeps showing it as a
+    partition to materialise, and a run launched for it fails for want of data. A name
+    whose log is unreadable tonight keeps its partition while the lake holds its records.
+    Its past materialisations stay in the event log. Returns the deleted keys per dimension.
+    """
+    ingested = store.partitions("ingested")
+    deleted = {}
+    for index, (dimension, names) in enumerate((("model", discovery.models), ("suite", discovery.suites))):
+        current = {to_partition_key(n) for n in names}
+        held = current | {to_partition_key(pair[index]) for pair in ingested}
+        registered = instance.get_dynamic_partitions(dimension)
+        missing = sorted(current - set(registered))
+        if missing:
+            instance.add_dynamic_partitions(dimension, missing)
+        deleted[dimension] = [key for key in registered if key not in held]
+        for key in deleted[dimension]:
+            instance.delete_dynamic_partition(dimension, key)
+    return deleted
 
 
 @dataclass(frozen=True)
@@ -197,10 +225,9 @@ def build_nightly_schedule(job, partition_assets):
         for error in discovery.unreadable:
             context.log.warning(f"not ingested: {error.error}")
         instance = context.instance
-        for dimension, names in (("model", discovery.models), ("suite", discovery.suites)):
-            missing = sorted({to_partition_key(n) for n in names} - set(instance.get_dynamic_partitions(dimension)))
-            if missing:
-                instance.add_dynamic_partitions(dimension, missing)
+        for dimension, keys in sync_dynamic_partitions(instance, store, discovery).items():
+            if keys:
+                context.log.info(f"{dimension} partition(s) no log or lake table holds any more, unregistered: {', '.join(keys)}")
         keys = {pair: model_suite_key(*pair) for pair in discovery.partitions}
         stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()],
                                  inputs=input_partitions(partition_assets, discovery.partitions),

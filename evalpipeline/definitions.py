@@ -38,7 +38,13 @@ from assets.partitions import key_blocks, model_suite_key, range_blocks
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
-from assets.schedules import build_nightly_schedule, current_files_states, input_partitions, stale_partitions
+from assets.schedules import (
+    build_nightly_schedule,
+    current_files_states,
+    input_partitions,
+    stale_partitions,
+    sync_dynamic_partitions,
+)
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures
 from evalpipeline.keys import from_partition_key, to_partition_key
@@ -154,8 +160,7 @@ def run_main_job(
     # a model with a rerun partition gets the whole model stage; the others on those suites their profile only
     profile_only = sorted(set(models) - {m for m, _ in pairs} - stale["models"]) if only_changed else []
     models = [m for m in models if m not in profile_only]
-    _register(instance, "model", {to_partition_key(m) for m in discovery.models})
-    _register(instance, "suite", {to_partition_key(s) for s in discovery.suites})
+    _sync_partitions(instance, store, discovery, echo)
     echo(
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
         f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
@@ -220,6 +225,7 @@ def run_main_job(
                     [(i, job_name, keys, label) for i, (job_name, keys, label) in enumerate(singles, 1)], len(singles)))
     finally:
         pool.shutdown()
+    _sync_partitions(instance, store, discovery, echo)  # what this run's ingest retired
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
@@ -471,7 +477,8 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
     )
 
 
-def _register(instance: DagsterInstance, dimension: str, keys: set[str]) -> None:
-    missing = sorted(keys - set(instance.get_dynamic_partitions(dimension)))
-    if missing:
-        instance.add_dynamic_partitions(dimension, missing)
+def _sync_partitions(instance: DagsterInstance, store: Lake, discovery, echo: Callable[[str], None]) -> None:
+    for dimension, keys in sync_dynamic_partitions(instance, store, discovery).items():
+        if keys:
+            echo(f"{dimension}(s) no log or lake table holds any more, unregistered from the Dagster instance: "
+                 + ", ".join(from_partition_key(k) for k in keys))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context, materialize
+from dagster import AssetKey, DagsterInstance, Definitions, build_schedule_context, build_sensor_context, materialize
 
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
@@ -422,6 +422,62 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
     ) as context:
         result = landing_sensor(context)
     assert [r.run_key.split(":")[0] for r in result.run_requests] == [sha256_file(files[2])]
+
+
+def _nightly_tick(instance, resources):
+    from assets.jobs import ingest_and_fit_job
+    from assets.schedules import build_nightly_schedule
+
+    with build_schedule_context(instance=instance, resources=resources) as context:
+        return build_nightly_schedule(ingest_and_fit_job, [eval_samples])(context)
+
+
+def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unreadable_tonight(tmp_path, capsys):
+    """A model (or suite) whose logs were rewritten under another name is retired from the lake by the
+    ingest; the nightly and `evalpipeline run` then delete its dynamic partition, so the UI stops
+    offering it for materialisation. A model whose only log cannot be read tonight keeps its
+    partition while the lake holds its records."""
+    from evalpipeline.ingest import ingest_paths
+    from evalpipeline.lake import Lake
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    table = landing / "scores.csv"
+    table.write_text("model,suite,item_id,score\nold-name,s1,a,1\nold-name,old-suite,a,0\nkept,s1,a,1\n")
+    unstable = landing / "flaky.csv"
+    unstable.write_text("model,suite,item_id,score\nflaky,s1,a,1\n")
+    (tmp_path / "home").mkdir()
+    instance = DagsterInstance.local_temp(str(tmp_path / "home"))  # a schedule context needs a persistent one
+    resources = {"lake": LakeResource(root=str(lake.root), landing=str(landing)), "ingest_settings": IngestSettings()}
+    _nightly_tick(instance, resources)
+    assert set(instance.get_dynamic_partitions("model")) == {"old-name", "kept", "flaky"}
+    assert set(instance.get_dynamic_partitions("suite")) == {"s1", "old-suite"}
+    ingest_paths([table, unstable], lake)
+
+    # registered and in the lake, but no log names them now: nothing is deleted before the ingest retires them
+    table.write_text("model,suite,item_id,score\nnew-name,s1,a,1\nkept,s1,a,1\n")
+    unstable.write_bytes(b"\xff\xfe\x00 a half-copied file")  # unreadable: recorded under file_errors/
+    _nightly_tick(instance, resources)
+    assert set(instance.get_dynamic_partitions("model")) == {"old-name", "kept", "flaky", "new-name"}
+    report = ingest_paths([table], lake)
+    assert set(report.retired) == {("old-name", "s1"), ("old-name", "old-suite")}
+
+    _nightly_tick(instance, resources)
+    assert set(instance.get_dynamic_partitions("model")) == {"kept", "flaky", "new-name"}
+    assert set(instance.get_dynamic_partitions("suite")) == {"s1"}
+
+    # `evalpipeline run` does the same. Logs deleted from the landing folder leave their tables in the lake,
+    # so their partitions stay; a key registered for nothing goes.
+    instance.add_dynamic_partitions("model", ["ghost"])
+    table.unlink()
+    unstable.unlink()
+    from evalpipeline.definitions import _sync_partitions
+    from evalpipeline.refresh import discover
+
+    _sync_partitions(instance, lake, discover(lake, landing), print)
+    assert set(instance.get_dynamic_partitions("model")) == {"kept", "flaky", "new-name"}
+    assert "model(s) no log or lake table holds any more, unregistered from the Dagster instance: ghost" in (
+        capsys.readouterr().out)
 
 
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
