@@ -65,18 +65,20 @@ def comparison_version() -> str:
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
 def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
-    yield from emit(context, [PartitionResult(key, _comparison(lake, key)) for key in context.partition_keys])
+    yield from emit(context, [PartitionResult(key, _comparison(lake, key, context.log)) for key in context.partition_keys])
 
 
 #: Verdict sentences previewed in the UI (a 100-model suite has 4,950 pairs: the rest are in the table).
 VERDICTS_SHOWN = 50
 
 
-def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
+def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     suite = from_partition_key(key)
     with permanent_errors():
         result = build_suite_comparison(lake.lake(), suite, load_comparison_settings())
     board = result.leaderboard
+    for model, checks in sorted(result.rejected.items()):
+        log.warning(f"{model} left out of suite {suite}: its sample table failed validation ({', '.join(checks)})")
     shown = result.pairwise.head(VERDICTS_SHOWN)
     verdicts = "\n".join(f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in shown.itertuples()) \
         or "(one model: nothing to compare)"
@@ -89,6 +91,8 @@ def _comparison(lake: LakeResource, key: str) -> MaterializeResult:
         "suite": suite,
         "models": len(board),
         "glm_used": result.glm or "none passed",
+        "left_out_failed_validation": MetadataValue.md(
+            "\n".join(f"- {m}: {', '.join(checks)}" for m, checks in sorted(result.rejected.items())) or "none"),
         "verdicts": MetadataValue.md(verdicts),
         "pairwise": MetadataValue.path(str(result.directory / "pairwise.parquet")),
         "pairs_computed": result.pairwise.attrs.get("pairs_computed", len(result.pairwise)),

@@ -22,6 +22,8 @@ ACCOUNTING_COLUMNS = {
     "rows_accounted": "rows_ingested + rows_quarantined: every row the sources yielded",
     "quarantine_reasons": "quarantine reasons by class (text before the first ':'), with counts",
     "file_error": "why a log could not be read at all (unreadable files only)",
+    "failed_validation": "blocking validation checks the sample table failed, comma-separated (empty when it passed): "
+                         "its rows are kept here but reach no comparison, profile, suite fit or reliability",
 }
 
 
@@ -49,6 +51,7 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
                 "rows_accounted": len(samples) + len(quarantine),
                 "quarantine_reasons": "; ".join(f"{n} x {r}" for r, n in getattr(classes, "items", lambda: [])()),
                 "file_error": None,
+                "failed_validation": ", ".join(lake.failed_validation(model, suite)),
             }
         )
     for path in sorted((lake.root / "file_errors").glob("*.json")):
@@ -63,6 +66,7 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
                 "rows_accounted": 0,
                 "quarantine_reasons": "",
                 "file_error": record.get("error", ""),
+                "failed_validation": "",
             }
         )
     return pd.DataFrame(rows, columns=list(ACCOUNTING_COLUMNS))

@@ -64,9 +64,9 @@ import pandas as pd
 import pyarrow as pa
 
 from evalpipeline.fits import SUITE_TABLE, read_outcome
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, read_samples
+from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
 from evalpipeline.stats.intervals import beta_hpdi, beta_posterior, clt_flags, clt_interval
@@ -217,6 +217,8 @@ class SuiteComparison:
     directory: Path
     plots: dict[str, Path] = field(default_factory=dict)
     glm: str | None = None
+    #: models left out because their sample table on the suite failed validation -> the failed checks
+    rejected: dict[str, list[str]] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ reading
@@ -232,12 +234,12 @@ def model_profile_dir(lake: Lake, model: str) -> Path:
 
 def lake_suites(lake: Lake) -> list[str]:
     """Suites with at least one sample table, sorted by display name."""
-    return sorted({suite for _model, suite in lake.partitions("samples")})
+    return sorted({suite for _model, suite, _path in lake.sample_tables()})
 
 
 def lake_models(lake: Lake) -> list[str]:
     """Models with at least one sample table, sorted by display name."""
-    return sorted({model for model, _suite in lake.partitions("samples")})
+    return sorted({model for model, _suite, _path in lake.sample_tables()})
 
 
 def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
@@ -248,13 +250,13 @@ def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
     lack the columns a comparison needs.
     """
     key = to_partition_key(suite)
-    files = sorted(lake.root.glob(f"samples/model=*/suite={key}/samples.parquet"))
-    if not files:
+    tables = lake.sample_tables(suite=suite)  # without those that failed validation
+    if not tables:
         raise NoDataError(f"suite {suite!r} has no sample tables: nothing matches "
-                          f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}")
+                          f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}"
+                          + rejected_note(lake, suite=suite))
     frames = []
-    for path in files:
-        model = from_partition_key(path.parent.parent.name.split("=", 1)[1])
+    for model, _suite, path in tables:
         frame = lake.read_files([path])
         frame = frame.drop(columns=[c for c in ("model", "suite") if c in frame.columns])
         frame.insert(0, "model", model)
@@ -549,7 +551,8 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     for name in ("pairwise", "glm_forest"):
         if name not in plots:
             (plots_dir / f"{name}.png").unlink(missing_ok=True)
-    return SuiteComparison(suite, board, pairs, fits, directory, plots, glm)
+    rejected = {m: lake.failed_validation(m, suite) for m, _s, _p in lake.sample_tables(suite=suite, include_failed=True)}
+    return SuiteComparison(suite, board, pairs, fits, directory, plots, glm, {m: c for m, c in rejected.items() if c})
 
 
 def _hpdi_of_draws(draws: np.ndarray, mass: float) -> tuple[float, float]:
@@ -585,9 +588,10 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
     on the suite, which is why the ``model_profile`` asset depends on them all.
     """
     settings = settings or ComparisonSettings()
-    suites = sorted(suite for m, suite in lake.partitions("samples") if m == model)
+    suites = sorted(suite for _model, suite, _path in lake.sample_tables(model=model))
     if not suites:
-        raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}")
+        raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}"
+                          + rejected_note(lake, model=model))
     rows, pooled_scores, per_suite = [], [], []
     for suite in suites:
         board = _suite_board(lake, suite, settings).set_index("model")

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, sha256_file, write_bytes_atomic, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, read_samples
+from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 
 PARTITION_TABLE = "glm_fits"
 SUITE_TABLE = "glm_suite_fits"
@@ -116,13 +116,12 @@ def fit_partition_glm(
 
 def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]:
     """Every model's samples on ``suite`` (with a ``model`` column) and the hash of each input file."""
-    key = to_partition_key(suite)
-    files = sorted(lake.root.glob(f"samples/model=*/suite={key}/samples.parquet"))
-    if not files:
-        raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}")
+    tables = lake.sample_tables(suite=suite)  # without those that failed validation
+    if not tables:
+        raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}"
+                          + rejected_note(lake, suite=suite))
     frames, hashes = [], {}
-    for path in files:
-        model = from_partition_key(path.parent.parent.name.split("=", 1)[1])
+    for model, _suite, path in tables:
         frames.append(lake.read_files([path], model=model))
         hashes[model] = sha256_file(path)
     return pd.concat(frames, ignore_index=True), hashes

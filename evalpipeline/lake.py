@@ -7,6 +7,9 @@ Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
         accepted): the ingest record, one file per log file
     <root>/samples/model=<key>/suite=<key>/samples.parquet
         the canonical sample table of the partition (asset ``eval_samples``)
+    <root>/samples/model=<key>/suite=<key>/_validation.json
+        the validation verdict of that table (failed blocking checks); a table
+        that failed one is left out of every comparison (see sample_tables)
     <root>/quarantine/model=<key>/suite=<key>/quarantine.parquet
         rows set aside, each with its ``reason``
     <root>/file_errors/<sha256[:16]>-<path hash>.json
@@ -211,6 +214,34 @@ class Lake:
                         )
                     )
         return found
+
+    def sample_tables(self, *, model: str | None = None, suite: str | None = None,
+                      include_failed: bool = False) -> list[tuple[str, str, Path]]:
+        """(model, suite, path) of the partitions' sample tables, sorted, optionally of one model or
+        suite. Tables that failed a blocking validation check (:meth:`failed_validation`) are left
+        out unless ``include_failed``: what compares, ranks or pools partitions reads only these, so
+        data the validation rejected reaches no leaderboard, profile, suite fit or reliability."""
+        pattern = (f"samples/model={'*' if model is None else to_partition_key(model)}/"
+                   f"suite={'*' if suite is None else to_partition_key(suite)}/samples.parquet")
+        found = []
+        for path in sorted(self.root.glob(pattern)):
+            names = (from_partition_key(path.parent.parent.name.split("=", 1)[1]),
+                     from_partition_key(path.parent.name.split("=", 1)[1]))
+            if include_failed or not self.failed_validation(*names):
+                found.append((*names, path))
+        return found
+
+    def validation_path(self, model: str, suite: str) -> Path:
+        # "_" keeps it out of the Parquet dataset for pyarrow and Spark readers of samples/
+        return self.table_path("samples", "_validation.json", model, suite)
+
+    def failed_validation(self, model: str, suite: str) -> list[str]:
+        """Names of the blocking validation checks the partition's sample table failed when it was
+        written ([] when it passed, or was written without validation)."""
+        path = self.validation_path(model, suite)
+        if not path.exists():
+            return []
+        return list(json.loads(path.read_text()).get("failed_checks", []))
 
     def record_partition_names(self, dimension: str, names: set[str] | list[str]) -> None:
         """Store key -> display name for ``dimension``: one small file per key, so that runs

@@ -142,12 +142,23 @@ def format_leaderboard(board: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def rejected_note(lake: Lake, *, model: str | None = None, suite: str | None = None) -> str:
+    """For a 'no data' error: the sample tables of this model or suite that validation rejected."""
+    rejected = [f"{m} x {s} ({', '.join(lake.failed_validation(m, s))})"
+                for m, s, _path in lake.sample_tables(model=model, suite=suite, include_failed=True)
+                if lake.failed_validation(m, s)]
+    return f"; left out, failed validation: {'; '.join(rejected)}" if rejected else ""
+
+
 def write_suite_leaderboard(lake: Lake, suite: str) -> tuple[pd.DataFrame, Path]:
     """Rank every model that has posteriors on ``suite``; skip combinations never evaluated."""
     suite_key = to_partition_key(suite)
     files = sorted(lake.root.glob(f"accuracy_posteriors/model=*/suite={suite_key}/posteriors.parquet"))
+    # posteriors of a sample table that failed validation since (stale, and of rejected data) are left out
+    files = [f for f in files if not lake.failed_validation(from_partition_key(f.parent.parent.name.split("=", 1)[1]), suite)]
     if not files:
-        raise NoDataError(f"no accuracy posteriors for suite {suite!r} under {lake.root / 'accuracy_posteriors'}")
+        raise NoDataError(f"no accuracy posteriors for suite {suite!r} under {lake.root / 'accuracy_posteriors'}"
+                          + rejected_note(lake, suite=suite))
     frames = []
     for file in files:
         model_key = file.parent.parent.name.split("=", 1)[1]

@@ -117,6 +117,50 @@ def test_bad_input(tmp_path, planted_lake):
         build_model_profile(planted_lake, "ghost")
 
 
+def test_a_sample_table_that_failed_validation_reaches_no_comparison(tmp_path):
+    """A partition whose sample table fails a blocking check (half its samples errored against the
+    0.2 bound) is ingested and recorded, but left out of the suite comparison, the conjugate
+    leaderboard, the suite GLMs' data, the model profile and the model's reliability, each naming it;
+    once its logs are fixed it is back. Its older posteriors (from data that passed) are left out too."""
+    from evalpipeline.fits import suite_samples
+    from evalpipeline.pipeline import ingest_partitions, partition_validator, write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.reliability.lake import ReliabilityConfig, assess_model
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    rows = ["model,suite,item_id,score,error"]
+    rows += [f"good,s,q{i},{i % 2}," for i in range(20)] + [f"bad,s,q{i},{i % 3 == 0:d}," for i in range(20)]
+    (landing / "s.csv").write_text("\n".join(rows) + "\n")
+    pairs = [("good", "s"), ("bad", "s")]
+    validator = partition_validator(lake, data_docs=False)
+    ingest_partitions(lake, landing, pairs, validator=validator)
+    for model, suite in pairs:
+        write_accuracy_posteriors(lake, model, suite)  # "bad"'s from data that passed
+    assert lake.failed_validation("bad", "s") == []
+
+    rows = rows[:21] + [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored
+    (landing / "s.csv").write_text("\n".join(rows) + "\n")
+    report = ingest_partitions(lake, landing, pairs, validator=validator)
+    assert [c.name for c in report.partitions[("bad", "s")].validation.failed_checks] == ["errored_share_within_bound"]
+    assert lake.failed_validation("bad", "s") == ["errored_share_within_bound"]
+    assert len(pd.read_parquet(lake.table_path("samples", "samples.parquet", "bad", "s"))) == 20  # recorded, not lost
+
+    comparison = build_suite_comparison(lake, "s")
+    assert comparison.leaderboard["model"].tolist() == ["good"] and len(comparison.pairwise) == 0
+    assert comparison.rejected == {"bad": ["errored_share_within_bound"]}
+    assert set(write_suite_leaderboard(lake, "s")[0]["model"]) == {"good"}
+    assert set(suite_samples(lake, "s")[0]["model"]) == {"good"}
+    for build in (build_model_profile, lambda lake_, model: assess_model(lake_, model, ReliabilityConfig())):
+        with pytest.raises(NoDataError, match=r"left out, failed validation: bad x s \(errored_share_within_bound\)"):
+            build(lake, "bad")
+
+    rows = rows[:21] + [f"bad,s,q{i},{i % 3 == 0:d}," for i in range(20)]  # the logs fixed
+    (landing / "s.csv").write_text("\n".join(rows) + "\n")
+    ingest_partitions(lake, landing, pairs, validator=validator)
+    assert lake.failed_validation("bad", "s") == []
+    assert set(build_suite_comparison(lake, "s").leaderboard["model"]) == {"good", "bad"}
+
+
 def test_thresholds_are_wide_columns(planted_lake):
     settings = ComparisonSettings(thresholds=(0.5, 0.8, 0.95))
     board = build_suite_comparison(planted_lake, "other", settings).leaderboard

@@ -221,7 +221,9 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     assert overall["posterior_mean"] == pytest.approx(0.8)
     from assets.compare import _comparison
 
-    _comparison(_resources(tmp_path / "lake", landing)["lake"], to_partition_key("unit suite"))
+    import logging
+
+    _comparison(_resources(tmp_path / "lake", landing)["lake"], to_partition_key("unit suite"), logging.getLogger("test"))
     (board,) = (tmp_path / "lake" / "suite_comparison").rglob("leaderboard.parquet")
     row = pd.read_parquet(board).iloc[0]
     assert (row["prior_a"], row["prior_b"], row["posterior_mean"]) == (2.0, 2.0, pytest.approx(0.8))

@@ -452,6 +452,13 @@ def consolidate_partition(
             f"row accounting broken for {model} x {suite}: {len(staged)} read != "
             f"{len(samples)} ingested + {len(quarantined)} quarantined"
         )
+    # The verdict first: a reader never pairs the new table with an older verdict (a kill in
+    # between leaves a new verdict on the old table, and a changed partition state the nightly redoes).
+    verdict = lake.validation_path(model, suite)
+    if validation is None:
+        verdict.unlink(missing_ok=True)
+    else:
+        lake.write_json_atomic({"failed_checks": [c.name for c in validation.failed_checks]}, verdict)
     written = write_parquet_atomic(
         to_arrow(samples, samples_schema(with_partition_columns=False)),
         lake.table_path("samples", "samples.parquet", model, suite),

@@ -26,9 +26,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, read_samples
+from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
 from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
@@ -180,12 +180,12 @@ def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
     suite's stored subdomain rows can stand in for recomputing them (:func:`assess_model`).
     """
     key = to_partition_key(model)
-    files = sorted(lake.root.glob(f"samples/model={key}/suite=*/samples.parquet"))
-    if not files:
-        raise NoDataError(f"no sample tables for model {model!r} under {lake.root / 'samples'}")
+    tables = lake.sample_tables(model=model)  # without those that failed validation
+    if not tables:
+        raise NoDataError(f"no sample tables for model {model!r} under {lake.root / 'samples'}"
+                          + rejected_note(lake, model=model))
     by_suite = {}
-    for path in files:
-        suite = from_partition_key(path.parent.name.split("=", 1)[1])
+    for _model, suite, _path in tables:
         by_suite[suite] = read_samples(lake, model, suite)
     taxonomy = config.taxonomy()
     counts = model_counts(by_suite, taxonomy, success_threshold=config.success_threshold)
