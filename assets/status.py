@@ -1,27 +1,58 @@
 """Sensor ``record_run_failures``: every failed run lands in the lake's run status table."""
 
 
+import re
 from datetime import datetime, timezone
 
 from dagster import DefaultSensorStatus, RunFailureSensorContext, run_failure_sensor
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from evalpipeline.status import StepFailure, record_run_failure
 from resources import LakeResource
+
+
+#: Dagster's wrappers around the error a step raised: the record names what they wrap.
+_WRAPPERS = {"RetryRequestedFromPolicy", "RetryRequested", "Failure", "DagsterExecutionStepExecutionError",
+             "DagsterUserCodeExecutionError"}
+
+
+def describe_step_error(error, fallback: str = "") -> tuple[str, str]:
+    """(error type, message) of a failed step's error, as a reader of the failure table needs them:
+    the error the step's code raised, not Dagster's wrapper around it (after the retries run out
+    Dagster reports "Exceeded max_retries of 2", wrapping the OSError that caused them; bad input is
+    a Failure wrapping the ValueError). A wrapper's own message is kept after it in brackets when it
+    adds something; a failed-checks error keeps the names of the checks its later lines hold."""
+    if error is None:
+        return "", fallback
+    outer, root, depth = error, error, 0
+    while root.cls_name in _WRAPPERS and (root.cause or root.context) and depth < 10:
+        root, depth = root.cause or root.context, depth + 1
+    lines = [line.strip() for line in (root.message or "").splitlines() if line.strip()]
+    if lines and lines[0].endswith(":") and len(lines) > 1:  # "1 blocking asset check failed ...:" then the names
+        lines = [" ".join(lines)]
+    message = "\n".join(lines) or fallback
+    message = re.sub(rf"^([\w.]+\.)?{re.escape(root.cls_name or '')}: ", "", message)  # the type has its own column
+    if outer is not root and outer.cls_name.startswith("Retry"):
+        message += f" ({outer.message.strip()})"
+    return root.cls_name or "", message
+
+
+def run_partitions(tags) -> str:
+    """The partition a run's tags name, "first..last" for a range run, "" for an unpartitioned one."""
+    if "dagster/partition" in tags:
+        return tags["dagster/partition"]
+    if ASSET_PARTITION_RANGE_START_TAG in tags:
+        return f"{tags[ASSET_PARTITION_RANGE_START_TAG]}..{tags[ASSET_PARTITION_RANGE_END_TAG]}"
+    return ""
 
 
 def step_failures(step_failure_events, run_failure_message: str) -> list[StepFailure]:
     """One record per failed step, or one for the whole run when it failed outside any step."""
     failures = []
     for event in step_failure_events:
-        error = event.event_specific_data.error
-        failures.append(
-            StepFailure(
-                asset=event.step_key,  # our assets are single-op: the step key is the asset key
-                step=event.step_key,
-                error_type=(error.cls_name if error else "") or "",
-                message=(error.message if error else event.message) or "",
-            )
-        )
+        error_type, message = describe_step_error(event.event_specific_data.error, event.message or "")
+        # our assets are single-op: the step key is the asset key
+        failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message))
     return failures or [StepFailure(asset="(run)", step="", error_type="", message=run_failure_message)]
 
 
@@ -38,7 +69,7 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
         lake.lake(),
         run_id=run.run_id,
         job=run.job_name,
-        partition=run.tags.get("dagster/partition", ""),
+        partition=run_partitions(run.tags),
         failures=step_failures(context.get_step_failure_events(), context.failure_event.message or ""),
         failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

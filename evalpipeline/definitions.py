@@ -46,7 +46,7 @@ from assets.schedules import (
     sync_dynamic_partitions,
 )
 from assets.sensors import landing_sensor
-from assets.status import record_run_failures
+from assets.status import record_run_failures, run_partitions, step_failures
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
@@ -434,20 +434,11 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], 
             instance.report_run_failed(run, message)
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             record_run_failure(
-                store, run_id=run.run_id, job=run.job_name, partition=_run_partitions(run.tags),
+                store, run_id=run.run_id, job=run.job_name, partition=run_partitions(run.tags),
                 failures=[StepFailure("(run)", "", "ProcessDied", message)],
                 failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             )
             echo(f"marked run {run.run_id} failed: its process {pid} died")
-
-
-def _run_partitions(tags: dict) -> str:
-    """The partition a run's tags name, "first..last" for a range run, "" for an unpartitioned one."""
-    if "dagster/partition" in tags:
-        return tags["dagster/partition"]
-    if ASSET_PARTITION_RANGE_START_TAG in tags:
-        return f"{tags[ASSET_PARTITION_RANGE_START_TAG]}..{tags[ASSET_PARTITION_RANGE_END_TAG]}"
-    return ""
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None]) -> None:
@@ -456,10 +447,8 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
     failed = []
     for event in result.all_events:
         if event.is_step_failure:
-            error = event.event_specific_data.error
-            message = error.message.strip() if error else (event.message or "")
-            echo(f"    {event.step_key}: {message}")
-            failed.append(StepFailure(event.step_key, event.step_key, error.cls_name if error else "", message))
+            failed += step_failures([event], "")
+            echo(f"    {event.step_key}: {failed[-1].error_type}: {failed[-1].message}")
         elif event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = event.event_specific_data
             if not evaluation.passed:

@@ -22,7 +22,7 @@ FAILURE_COLUMNS = {
     "asset": "asset key of the failed step ((run) when the run failed outside a step)",
     "partition": "partition key of the run; a range run's keys joined by commas, or first..last when its process was killed (empty when unpartitioned)",
     "step": "step key",
-    "error_type": "exception class",
+    "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
 }

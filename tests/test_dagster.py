@@ -387,8 +387,37 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["run_id"], row["asset"], row["partition"]) == (run.run_id, "eval_samples", "mockllm%2Fghost|unit%20suite")
-    assert "NoDataError" in row["error_summary"] and "mockllm/ghost" in row["error_summary"]
+    assert row["error_type"] == "NoDataError" and "mockllm/ghost" in row["error_summary"]  # not Dagster's "Failure"
     instance.dispose()
+
+
+def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
+    """After its retries a step's error is Dagster's "Exceeded max_retries", and a failed blocking check
+    names the checks on a second line: the failure table records the step's own error and the checks."""
+    from dagster import AssetCheckResult, AssetCheckSpec, MaterializeResult, RetryPolicy, asset
+
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from assets.status import run_partitions, step_failures
+
+    # a range run (evalpipeline run's batches) is recorded as "first..last", not as unpartitioned
+    assert run_partitions({ASSET_PARTITION_RANGE_START_TAG: "a|s", ASSET_PARTITION_RANGE_END_TAG: "c|s"}) == "a|s..c|s"
+
+    @asset(retry_policy=RetryPolicy(max_retries=1))
+    def full_disk():
+        raise OSError(28, "No space left on device")
+
+    @asset(check_specs=[AssetCheckSpec("rows_sane", asset="strict", blocking=True)])
+    def strict():
+        yield MaterializeResult()
+        yield AssetCheckResult(check_name="rows_sane", passed=False)
+
+    for assets_def, error_type, words in ((full_disk, "OSError", ["No space left on device", "max_retries of 1"]),
+                                          (strict, "DagsterAssetCheckFailedError", ["blocking asset check", "rows_sane"])):
+        result = materialize([assets_def], instance=DagsterInstance.ephemeral(), raise_on_error=False)
+        (record,) = step_failures([e for e in result.all_events if e.is_step_failure], "")
+        assert record.error_type == error_type, record
+        assert all(word in record.message for word in words), record
 
 
 def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landing, tmp_path):
