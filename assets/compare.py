@@ -60,7 +60,9 @@ def comparison_version() -> str:
         "Beta posterior mean and 95% HPDI with Wilson, Clopper-Pearson and CLT intervals beside it, "
         "P(best), expected rank, P(accuracy > threshold), and the suite GLM's model effect where a fit "
         "passed its diagnostics. pairwise.parquet: per pair independent and paired P(A > B), difference "
-        "and odds-ratio intervals, the HPDI-overlap verdict, a plain-language verdict and t-test p-values."
+        "and odds-ratio intervals, the HPDI-overlap verdict, a plain-language verdict and t-test p-values. "
+        "fits.parquet: each suite GLM, whether it passed and was used. Models whose sample table failed "
+        "validation are left out and listed. The column schema shown is that of leaderboard.parquet."
     ),
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )

@@ -56,8 +56,8 @@ def samples_version() -> str:
     kinds={"parquet", "python"},
     owners=["team:evalpipeline"],
     description=(
-        "One row per scored attempt (model x suite x item x epoch) read from the Inspect logs in the "
-        "landing folder, normalised to [0, 1]. Errored samples are kept and flagged; rows that cannot "
+        "One row per scored attempt (model x suite x item x epoch) read from the logs in the landing "
+        "folder (Inspect .eval/.json, lm-evaluation-harness samples, long or wide tables), normalised to [0, 1]. Errored samples are kept and flagged; rows that cannot "
         "be trusted (unknown score values, missing scores, duplicates, unfinished logs) go to the "
         "quarantine table with their reason. Rows read = ingested + quarantined."
     ),
