@@ -154,16 +154,22 @@ def run_main_job(
     pairs = sorted(discovery.changed | stale["pairs"] if only_changed else discovery.partitions)
     # only the suites the rerun partitions feed, and the models on those suites (a new model moves every
     # rank and P(best) on its suites); all of them on a full run
-    suites = sorted({s for _, s in pairs} | stale["suites"] if only_changed else discovery.suites)
-    models = sorted({m for m, s in discovery.partitions if s in suites} | stale["models"] if only_changed
-                    else discovery.models)
+    # a partition the ingest retires (its log now names another model or suite) leaves its suite and
+    # model, where they have other partitions, with one model or suite fewer to compare
+    retired_from = ({s for _, s in discovery.retiring} & discovery.suites, {m for m, _ in discovery.retiring} & discovery.models)
+    suites = sorted({s for _, s in pairs} | stale["suites"] | retired_from[0] if only_changed else discovery.suites)
+    models = sorted({m for m, s in discovery.partitions if s in suites} | stale["models"] | retired_from[1]
+                    if only_changed else discovery.models)
     # a model with a rerun partition gets the whole model stage; the others on those suites their profile only
-    profile_only = sorted(set(models) - {m for m, _ in pairs} - stale["models"]) if only_changed else []
+    profile_only = (sorted(set(models) - {m for m, _ in pairs} - stale["models"] - retired_from[1])
+                    if only_changed else [])
     models = [m for m in models if m not in profile_only]
     _sync_partitions(instance, store, discovery, echo)
     echo(
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
-        f"({len(discovery.changed)} new or changed), {len(suites)} suite(s)"
+        f"({len(discovery.changed)} new or changed"
+        + (f", {len(discovery.lake_only)} held only by the lake" if discovery.lake_only else "")
+        + (f", {len(discovery.retiring)} to retire" if discovery.retiring else "") + f"), {len(suites)} suite(s)"
     )
     if any(stale.values()):
         labels = {"pairs": "model x suite partition(s)", "suites": "suite(s)", "models": "model(s)"}

@@ -15,17 +15,23 @@ from evalpipeline.ingest import (
     find_log_files,
     record_file_error,
     scan_sources,
+    staged_partitions,
 )
 from evalpipeline.lake import Lake
 
 
 @dataclass
 class Discovery:
-    """The landing folder as a refresh sees it."""
+    """The landing folder, and the lake's partitions, as a refresh sees them."""
 
     files: int = 0
-    #: every (model, suite) some readable source names
+    #: every (model, suite) some readable source names, and those only the lake holds (``lake_only``)
     partitions: set[tuple[str, str]] = field(default_factory=set)
+    #: partitions whose logs left the landing folder (or that were ingested from elsewhere): the lake keeps
+    #: their rows, so they stay partitions to keep fresh (a prior edit must reach them too)
+    lake_only: set[tuple[str, str]] = field(default_factory=set)
+    #: partitions a changed source held and names no more, with no other source: its ingest retires them
+    retiring: set[tuple[str, str]] = field(default_factory=set)
     #: the (model, suite) pairs with at least one source whose exact bytes the lake does not hold yet
     changed: set[tuple[str, str]] = field(default_factory=set)
     #: content hashes of the changed sources per pair (a run key that is the same for the same input)
@@ -59,9 +65,14 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
         pairs = {(p.model, p.suite) for p in parts}
         discovery.partitions |= pairs
         if not already_ingested(lake, source, parts, options):
-            for pair in pairs:
+            # a partition the source held before and names no more loses its rows, or is retired
+            held = {pair: others for pair, others in staged_partitions(lake, source.path).items() if pair not in pairs}
+            discovery.retiring |= {pair for pair, others in held.items() if not others}
+            for pair in pairs | {pair for pair, others in held.items() if others}:
                 discovery.changed.add(pair)
                 discovery.changed_sources.setdefault(pair, []).append(source.sha256)
+    discovery.lake_only = set(lake.partitions("ingested")) - discovery.partitions - discovery.retiring
+    discovery.partitions |= discovery.lake_only
     for hashes in discovery.changed_sources.values():
         hashes.sort()
     return discovery

@@ -511,6 +511,38 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
         capsys.readouterr().out)
 
 
+@pytest.mark.slow
+def test_only_changed_refreshes_the_suite_and_model_a_retired_partition_leaves(tmp_path, monkeypatch, capsys):
+    """A log rewritten under another model name retires the old model x suite. The nightly
+    (`--only-changed`) must then also redo the suite it left (its leaderboard listed the old model)
+    and the old model's other suites' model outputs, though neither has a new or changed log."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for model in ("alpha", "beta"):
+        for suite in ("arith", "logic"):
+            rows = [f"{model},{suite},q{i},{(i + len(model)) % 2},d,{suite}" for i in range(8)]
+            (landing / f"{model}_{suite}.csv").write_text("model,suite,item_id,score,domain,subdomain\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evalpipeline.toml").write_text(
+        "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
+    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
+    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert run_main_job() == 0
+    board = lambda suite: set(pd.read_parquet(f"lake/suite_comparison/suite={suite}/leaderboard.parquet")["model"])  # noqa: E731
+    assert board("logic") == {"alpha", "beta"}
+
+    text = (landing / "beta_logic.csv").read_text()
+    (landing / "beta_logic.csv").write_text(text.replace("beta,logic", "gamma,logic"))
+    capsys.readouterr()
+    assert run_main_job(only_changed=True) == 0
+    out = capsys.readouterr().out
+    assert "1 to retire" in out and "FAILED" not in out
+    assert board("logic") == {"alpha", "gamma"}
+    assert set(pd.read_parquet("lake/suite_leaderboard/suite=logic/leaderboard.parquet")["model"]) == {"alpha", "gamma"}
+    assert set(pd.read_parquet("lake/model_profile/model=beta/profile.parquet")["suite"]) == {"arith", "(all)"}
+
+
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
 #: defaults are what `make demo` runs. Thresholds are lowered to what 4 x 500 draws can show.
 FAST_GLM_CONFIG = """

@@ -125,6 +125,60 @@ def test_rewritten_table_drops_partitions_it_no_longer_holds(tmp_path):
     assert lake.read_partition("samples", "m1", "s")["item_id"].tolist() == ["a", "b"]
 
 
+def _records(lake, model, suite):
+    return sorted(p.name for p in (lake.root / "ingested" / f"model={model}" / f"suite={suite}").glob("*.parquet"))
+
+
+def test_a_moved_or_respelled_log_replaces_its_record_and_a_later_edit_reaches_the_lake(tmp_path, monkeypatch):
+    """Records are named by a hash of the path: a log moved to another path, or the same file spelled
+    relative and absolute, must not leave a second record, whose rows would be kept or quarantined as
+    superseded by the order of the paths rather than by which content is current."""
+    from evalpipeline.pipeline import read_samples
+
+    monkeypatch.chdir(tmp_path)
+    lake = Lake(tmp_path / "lake")
+    old = _write(tmp_path / "landing" / "z_scores.csv", "model,suite,item_id,score\nm,s,a,1\nm,s,b,1\n")
+    ingest_paths([old], lake)
+    moved = tmp_path / "landing" / "sub" / "a_scores.csv"
+    moved.parent.mkdir()
+    old.rename(moved)
+    report = ingest_paths([moved], lake)
+    assert len(_records(lake, "m", "s")) == 1
+    assert report.partitions[("m", "s")].rows_quarantined == 0 and report.partitions[("m", "s")].rows_read == 2
+    _write(moved, "model,suite,item_id,score\nm,s,a,0\nm,s,b,0\n")  # edited after the move
+    ingest_paths([moved], lake)
+    assert read_samples(lake, "m", "s")["score"].tolist() == [0.0, 0.0]
+
+    # the same file by a relative path (evalpipeline ingest landing/...) and by its absolute one (the nightly)
+    relative = _write(tmp_path / "landing" / "t.csv", "model,suite,item_id,score\nm2,s,a,1\n").relative_to(tmp_path)
+    ingest_paths([relative], lake)
+    _write(tmp_path / "landing" / "t.csv", "model,suite,item_id,score\nm2,s,a,0\n")
+    report = ingest_paths([tmp_path / "landing" / "t.csv"], lake)
+    assert len(_records(lake, "m2", "s")) == 1 and report.partitions[("m2", "s")].rows_quarantined == 0
+    assert read_samples(lake, "m2", "s")["score"].tolist() == [0.0]
+
+    # a copy at a path that still exists is another file: both records stay, the repeat is accounted for
+    copy = _write(tmp_path / "landing" / "copy.csv", (tmp_path / "landing" / "t.csv").read_text())
+    report = ingest_paths([copy], lake)
+    assert len(_records(lake, "m2", "s")) == 2 and report.partitions[("m2", "s")].rows_quarantined == 1
+
+
+def test_discovery_sees_lake_only_partitions_and_those_a_rewritten_log_retires(tmp_path):
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    table = _write(landing / "t.csv", "model,suite,item_id,score\na,s1,q,1\nb,s1,q,0\nb,s2,q,1\n")
+    other = _write(tmp_path / "elsewhere" / "o.csv", "model,suite,item_id,score\nc,s1,q,1\nb,s2,r,1\n")
+    ingest_paths([table, other], lake)
+    # b x s1 leaves the log (retired: no other file holds it); b x s2 loses a row but o.csv holds it too
+    _write(table, "model,suite,item_id,score\na,s1,q,1\nd,s1,q,0\n")
+    found = discover(lake, landing)
+    assert found.retiring == {("b", "s1")}
+    assert found.lake_only == {("c", "s1"), ("b", "s2")}  # ingested from elsewhere: still partitions to keep fresh
+    assert found.changed == {("a", "s1"), ("d", "s1"), ("b", "s2")}
+    assert ("b", "s1") not in found.partitions and {"b", "c"} <= found.models
+
+
 def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path / "evalpipeline.toml", """
 [ingest]

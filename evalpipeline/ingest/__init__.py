@@ -72,6 +72,7 @@ __all__ = [
     "consolidate_partition",
     "partition_files_state",
     "retire_partition",
+    "staged_partitions",
     "find_log_files",
     "ingest_paths",
 ]
@@ -372,16 +373,53 @@ def retire_partition(lake: Lake, model: str, suite: str) -> list[Path]:
 
 
 def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Drop records this path wrote earlier for partitions it no longer holds; return those partitions."""
+    """Drop records this path wrote earlier for partitions it no longer holds, and the records of the
+    partitions it writes that this very file made under another name; return the partitions touched.
+
+    Another name is the same file spelled otherwise (a relative path, a symlink: ``os.path.samefile``)
+    or the path it was moved from (gone now, same bytes). Records are named by a hash of the path, so
+    these would otherwise stay as a second copy of the rows, and which copy consolidation keeps would
+    follow the paths' order rather than the newer content. A copy at a path that still exists is
+    another file and keeps its record; so do the rows of a log deleted from the landing folder."""
     stale = set()
-    for record in lake.root.glob(f"ingested/model=*/suite=*/*-{_path_hash(source.path)}.parquet"):
+    own = _path_hash(source.path)
+    for record in lake.root.glob(f"ingested/model=*/suite=*/*-{own}.parquet"):
         model = from_partition_key(record.parent.parent.name.split("=", 1)[1])
         suite = from_partition_key(record.parent.name.split("=", 1)[1])
         if (model, suite) in written:
             continue
         record.unlink()
         stale.add((model, suite))
+    for model, suite in written:
+        for record in lake.partition_dir("ingested", model, suite).glob("*.parquet"):
+            if record.stem.endswith(f"-{own}"):
+                continue
+            origins = {(r["log_path"], r["log_sha256"]) for r in
+                       pq.read_table(record, columns=["log_path", "log_sha256"]).to_pylist()}
+            if origins and all(_same_file(Path(path), Path(source.path)) or
+                               (not Path(path).exists() and sha == source.sha256) for path, sha in origins):
+                record.unlink()
+                stale.add((model, suite))
     return stale
+
+
+def staged_partitions(lake: Lake, path: str | Path) -> dict[tuple[str, str], bool]:
+    """The partitions the lake holds records of the file at ``path`` for, each with whether records
+    of other files are there too (without them, the partition is retired when the file stops naming it)."""
+    own = _path_hash(str(path))
+    found = {}
+    for record in lake.root.glob(f"ingested/model=*/suite=*/*-{own}.parquet"):
+        pair = (from_partition_key(record.parent.parent.name.split("=", 1)[1]),
+                from_partition_key(record.parent.name.split("=", 1)[1]))
+        found[pair] = any(not r.stem.endswith(f"-{own}") for r in record.parent.glob("*.parquet"))
+    return found
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (any more)
+        return False
 
 
 def _as_options(options, accept_incomplete_logs: bool | None) -> IngestOptions:
