@@ -1,10 +1,34 @@
 """Automation conditions shared by the downstream assets."""
 
 
+import os
+
 from dagster import AssetSelection, AutomationCondition
 
+#: The nightly's cron and timezone (``EVALPIPELINE_NIGHTLY_CRON``, ``EVALPIPELINE_TIMEZONE``): the
+#: schedule's, and when automation retries what failed (see :func:`retry_failed_nightly`).
+DEFAULT_CRON = "0 2 * * *"
+DEFAULT_TIMEZONE = "UTC"
 
-def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_missing: bool = True) -> AutomationCondition:
+
+def nightly_cron() -> tuple[str, str]:
+    return os.environ.get("EVALPIPELINE_NIGHTLY_CRON", DEFAULT_CRON), os.environ.get("EVALPIPELINE_TIMEZONE", DEFAULT_TIMEZONE)
+
+
+def retry_failed_nightly() -> AutomationCondition:
+    """True from the nightly cron tick until requested, for a partition whose latest run failed (its
+    step retries spent) or that has never been materialised. Automation requests a partition once
+    per change, handled whether its run then succeeds or not, and the nightly schedule launches only
+    model x suite runs: without this, a suite or model whose refresh failed would stay failed until
+    its inputs changed again."""
+    cron, timezone = nightly_cron()
+    return ((AutomationCondition.cron_tick_passed(cron, timezone)
+             & (AutomationCondition.execution_failed() | AutomationCondition.missing()))
+            .since_last_handled().with_label("failed or missing at the nightly tick"))
+
+
+def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_missing: bool = True,
+                               retry_nightly: bool = True) -> AutomationCondition:
     """Eager refresh that reacts to changed *data*, not to every rerun upstream.
 
     Like ``AutomationCondition.eager()``, but an upstream materialisation only
@@ -23,7 +47,9 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     instead of running at once. ``model_profile`` reads its samples and the
     suites' leaderboards, which change whenever those samples do (a new
     model's included): reacting to the samples too would run it before the
-    leaderboards are refreshed and again after.
+    leaderboards are refreshed and again after. ``retry_nightly``: also
+    :func:`retry_failed_nightly` (not for the model x suite assets, which the
+    nightly schedule reruns itself).
     """
     inputs_changed = AutomationCondition.any_deps_match(AutomationCondition.data_version_changed())
     if ignore is not None:
@@ -31,13 +57,16 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     trigger = inputs_changed | AutomationCondition.code_version_changed()
     if when_missing:
         trigger = AutomationCondition.newly_missing() | trigger
+    trigger = trigger.since_last_handled().with_label("missing, inputs changed or code changed")
+    if retry_nightly:
+        trigger = trigger | retry_failed_nightly()
     # an upstream asset whose own inputs were just updated is about to refresh (in another run,
     # so will_be_requested cannot see it): wait a tick rather than run now and again after it
     upstream_about_to_refresh = AutomationCondition.any_deps_match(
         AutomationCondition.any_deps_match(AutomationCondition.newly_updated())
     )
     return (
-        trigger.since_last_handled().with_label("missing, inputs changed or code changed")
+        trigger
         & ~upstream_about_to_refresh
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
@@ -47,4 +76,4 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
 def refresh_partition_when_inputs_change() -> AutomationCondition:
     """:func:`refresh_when_inputs_change` for model x suite assets: never for a combination without
     samples (a model not evaluated on a suite), which would only fail with 'no data'."""
-    return refresh_when_inputs_change() & ~AutomationCondition.any_deps_missing()
+    return refresh_when_inputs_change(retry_nightly=False) & ~AutomationCondition.any_deps_missing()

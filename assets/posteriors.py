@@ -25,7 +25,8 @@ from resources import LakeResource, PosteriorSettings
 
 def posteriors_version() -> str:
     """Code version of the conjugate posteriors: their code plus the ``[posterior]`` prior and mass."""
-    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors"], load_posterior_settings())
+    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors", "evalpipeline.pipeline"],
+                        load_posterior_settings())
 
 
 @asset(
@@ -84,7 +85,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
     kinds={"parquet"},
     owners=["team:evalpipeline"],
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.stats.posteriors"]),
+    code_version=code_version(["evalpipeline.stats.posteriors", "evalpipeline.pipeline"]),
     description=(
         "Every model evaluated on the suite, ranked by posterior mean success rate, with HPDI and the "
         "CLT interval side by side; models never evaluated on the suite are absent, not zero."

@@ -23,7 +23,6 @@ Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
 
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -32,12 +31,15 @@ from dagster import (
     AssetRecordsFilter,
     DefaultScheduleStatus,
     DagsterInstance,
+    DagsterRunStatus,
     RunRequest,
+    RunsFilter,
     ScheduleEvaluationContext,
     SkipReason,
     schedule,
 )
 
+from assets.automation import nightly_cron
 from assets.partitions import model_suite_key
 from assets.samples import FILES_STATE
 from evalpipeline.keys import to_partition_key
@@ -46,8 +48,6 @@ from evalpipeline.refresh import Discovery, discover
 from resources import IngestSettings, LakeResource
 
 SAMPLES = AssetKey("eval_samples")
-DEFAULT_CRON = "0 2 * * *"
-DEFAULT_TIMEZONE = "UTC"
 
 
 def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: Discovery) -> dict[str, list[str]]:
@@ -74,6 +74,18 @@ def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: D
         for key in deleted[dimension]:
             instance.delete_dynamic_partition(dimension, key)
     return deleted
+
+
+#: Runs that have not finished yet.
+IN_FLIGHT = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+def partitions_in_flight(instance: DagsterInstance) -> set[str]:
+    """Partition keys a run of any job (the landing sensor's, automation's, a backfill's) is queued
+    for or running: the nightly does not request them again. Two runs fitting one partition at
+    once would each fit it (a stored fit is reused only once it is written)."""
+    runs = instance.get_runs(RunsFilter(statuses=IN_FLIGHT))
+    return {run.tags["dagster/partition"] for run in runs if "dagster/partition" in run.tags}
 
 
 @dataclass(frozen=True)
@@ -210,8 +222,8 @@ def build_nightly_schedule(job, partition_assets):
     @schedule(
         name="nightly_refresh",
         job=job,
-        cron_schedule=os.environ.get("EVALPIPELINE_NIGHTLY_CRON", DEFAULT_CRON),
-        execution_timezone=os.environ.get("EVALPIPELINE_TIMEZONE", DEFAULT_TIMEZONE),
+        cron_schedule=nightly_cron()[0],
+        execution_timezone=nightly_cron()[1],
         default_status=DefaultScheduleStatus.RUNNING,
         description=(
             "Every night: discover new and changed logs, and materialise the model x suite partitions "
@@ -232,9 +244,12 @@ def build_nightly_schedule(job, partition_assets):
         stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()],
                                  inputs=input_partitions(partition_assets, discovery.partitions),
                                  files_states=current_files_states(store, discovery.partitions))
-        requests = []
+        requests, busy = [], partitions_in_flight(instance)
         for pair in sorted(discovery.partitions):
             key = keys[pair]
+            if str(key) in busy:
+                context.log.info(f"{key}: a run for it is queued or running; not requested again")
+                continue
             stale_assets = stale.get(str(key), {})
             why = ([f"{len(discovery.changed_sources[pair])} new or changed source(s)"] if pair in discovery.changed else [])
             why += list(stale_assets.values())

@@ -53,7 +53,7 @@ from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
 from evalpipeline.status import StepFailure, record_run_failure
 from resources import IngestSettings, LakeResource, PosteriorSettings
-from resources.executors import configured_executor
+from resources.executors import EXECUTOR_ENV, configured_executor
 from resources.fit import GlmSettings
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
@@ -143,6 +143,10 @@ def run_main_job(
     reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
     instance = instance or local_instance()
+    executor = os.environ.get(EXECUTOR_ENV, "").strip().lower()
+    if executor not in ("", "multiprocess"):
+        echo(f"note: {EXECUTOR_ENV}={executor} selects the executor of runs that the daemon, the UI or `dagster job "
+             "launch` start; `evalpipeline run` executes its runs in this process and its --workers")
     lake = defs.resources["lake"]
     store = lake.lake()
     _fail_orphaned_runs(instance, echo, store)

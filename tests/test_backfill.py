@@ -48,7 +48,7 @@ DAEMON_DEADLINE_SECONDS = 3600
 @pytest.fixture
 def daemon_env(tmp_path, monkeypatch):
     """Landing (2 models x 2 suites of the demo logs), lake, config, Dagster home (the repo's
-    dagster.yaml: run queue of 2, fit pool of 1) and a workspace that loads the definitions."""
+    dagster.yaml: run queue of 2, fit pool of 2) and a workspace that loads the definitions."""
     landing = tmp_path / "landing"
     landing.mkdir()
     for log in DEMO_LOGS.iterdir():

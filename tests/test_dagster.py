@@ -89,6 +89,53 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
     instance.dispose()
 
 
+def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_before(tmp_path, landing):
+    """Automation requests a downstream partition once per change, handled whether its run succeeds or
+    not, and the nightly schedule only launches model x suite runs: a suite comparison whose run failed
+    is requested again at the next nightly tick (02:00 UTC by default), once, and not in between."""
+    from datetime import datetime, timedelta, timezone
+
+    from dagster import evaluate_automation_conditions
+
+    from assets.compare import suite_comparison
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("suite", ["s1"])
+    day = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    ticks = {"baseline": day + timedelta(hours=1), "before": day + timedelta(hours=1, minutes=30),
+             "nightly": day + timedelta(hours=2, minutes=1), "after": day + timedelta(hours=2, minutes=2)}
+    cursor, requested = None, {}
+    for name, when in ticks.items():
+        if name == "before":  # the suite's refresh fails (no samples in this lake)
+            failed = materialize([suite_comparison], partition_key="s1", instance=instance,
+                                 resources=_resources(tmp_path / "lake", landing), raise_on_error=False)
+            assert not failed.success
+        result = evaluate_automation_conditions(defs, instance, cursor=cursor, evaluation_time=when)
+        cursor = result.cursor
+        requested[name] = set(map(str, result.get_requested_partitions(AssetKey("suite_comparison"))))
+    assert requested["before"] == set() and requested["after"] == set()
+    assert requested["nightly"] == {"s1"}
+    instance.dispose()
+
+
+def test_the_nightly_does_not_request_a_partition_a_run_is_already_running_for(tmp_path):
+    """The landing sensor, automation and the nightly can each want the same partition: a partition
+    with a run queued or running is left to it (both runs would fit it)."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "t.csv").write_text("model,suite,item_id,score\nm1,s,a,1\nm2,s,a,0\n")
+    (tmp_path / "home").mkdir()
+    instance = DagsterInstance.local_temp(str(tmp_path / "home"))
+    resources = {"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)), "ingest_settings": IngestSettings()}
+    create_run_for_test(instance, job_name="ingest_and_fit", status=DagsterRunStatus.STARTED,
+                        tags={"dagster/partition": str(model_suite_key("m1", "s"))})
+    requests = _nightly_tick(instance, resources)
+    assert [str(r.partition_key) for r in requests] == [str(model_suite_key("m2", "s"))]
+
+
 def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input():
     from dagster import Backoff, Failure
 
