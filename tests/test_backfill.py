@@ -87,7 +87,13 @@ def _dagster(workspace: Path, *args: str) -> str:
 
 
 def _targets(run) -> set[str]:
-    return {key.to_user_string() for key in run.asset_selection or ()}
+    """The assets a run materialises: its selection, or every asset of its job (a backfill's runs
+    of ``ingest_and_fit`` select none: they run the whole job)."""
+    if run.asset_selection:
+        return {key.to_user_string() for key in run.asset_selection}
+    from evalpipeline.definitions import defs
+
+    return {key.to_user_string() for key in defs.resolve_job_def(run.job_name).asset_layer.selected_asset_keys}
 
 
 def _runs_per_asset_partition(runs) -> Counter:
