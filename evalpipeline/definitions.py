@@ -456,8 +456,9 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None], *,
                     record: bool = True) -> None:
-    """Print why a run failed and (``record``) record it in the lake's run status table (as the
-    failure sensor does for runs the daemon launches)."""
+    """Print why a run failed and (``record``) record it in the lake's run status table, one row per
+    failed step, as the failure sensor does for runs the daemon launches (a failed blocking check fails
+    its step, whose error names the check: it is not recorded a second time)."""
     failed = []
     for event in result.all_events:
         if event.is_step_failure:
@@ -467,17 +468,13 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
             evaluation = event.event_specific_data
             if not evaluation.passed:
                 check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                if evaluation.severity.value == "WARN":
-                    echo(f"    check warned (does not block): {check}")
-                    continue
-                echo(f"    check failed: {check}")
-                failed.append(StepFailure(evaluation.asset_key.to_user_string(), check, "AssetCheckFailed",
-                                          f"blocking check {check} failed"))
+                blocks = evaluation.severity.value != "WARN"
+                echo(f"    check failed: {check}" if blocks else f"    check warned (does not block): {check}")
     if not record:
         return
     record_run_failure(
-        store, run_id=result.run_id, job=job_name, partition=partition, failures=failed or
-        [StepFailure("(run)", "", "", "run failed")],
+        store, run_id=result.run_id, job=job_name, partition=partition,
+        failures=failed or step_failures([], "run failed"),
         failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
