@@ -1,11 +1,13 @@
 """Sensor ``landing_sensor``: new or changed logs -> partitions and runs.
 
 Reads only log headers. The cursor remembers each file's size, mtime and
-content hash, so unchanged files are neither re-hashed nor re-requested;
-the run key is the content hash (and partition, since a table may hold
-several), so a file is ingested once per content,
-and logs whose exact contents the lake already holds (ingested by
-``evalpipeline run`` or the CLI) are not requested again.
+content hash, so unchanged files are neither re-hashed nor re-requested, and
+logs whose exact contents the lake already holds (ingested by
+``evalpipeline run`` or the CLI) are not requested again. The run key is the
+content hash, the partition (a table may hold several) and the file's mtime:
+a file is requested once per change of content, and a log reverted to an
+earlier content (A, then B, then A again) is requested again, which a key of
+the content alone would not be (Dagster skips a run key it has seen).
 """
 
 
@@ -35,6 +37,7 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
         return SkipReason(f"landing folder {landing} does not exist")
     seen: dict[str, list] = json.loads(context.cursor) if context.cursor else {}
     changed: list[Path] = []
+    modified: dict[str, int] = {}
     for path in find_log_files(landing):
         stat = path.stat()
         previous = seen.get(str(path))
@@ -45,6 +48,7 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
             seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
             continue
         seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
+        modified[str(path)] = stat.st_mtime_ns  # Source.path is str(path)
         changed.append(path)
     if not changed:
         return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))
@@ -63,7 +67,8 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     new_suites = sorted({to_partition_key(p.suite) for p in parts} - known_suites)
     requests = [
         RunRequest(
-            run_key=f"{source.sha256}:{to_partition_key(part.model)}|{to_partition_key(part.suite)}",
+            run_key=f"{source.sha256}:{to_partition_key(part.model)}|{to_partition_key(part.suite)}"
+            f":{modified[source.path]}",
             partition_key=model_suite_key(part.model, part.suite),
             tags={"evalpipeline/source": Path(source.path).name[:200]},
         )

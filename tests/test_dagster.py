@@ -502,6 +502,36 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
     assert [r.run_key.split(":")[0] for r in result.run_requests] == [sha256_file(files[2])]
 
 
+def test_sensor_requests_a_log_reverted_to_an_earlier_content_again(tmp_path):
+    """A log edited from A to B and back to A is a change each time: the third request must not reuse
+    the first's run key, which Dagster would skip (the run keys of a content alone did that)."""
+    import os
+
+    from evalpipeline.ingest import ingest_paths
+    from evalpipeline.lake import Lake
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    log = landing / "scores.csv"
+    contents = {"A": "model,suite,item_id,score\nm,s,a,1\nm,s,b,0\n", "B": "model,suite,item_id,score\nm,s,a,1\nm,s,b,1\n"}
+    instance = DagsterInstance.ephemeral()
+    resources = {"lake": LakeResource(root=str(lake.root), landing=str(landing)), "ingest_settings": IngestSettings()}
+    cursor, keys = None, []
+    for step, content in enumerate(["A", "B", "A"]):
+        log.write_text(contents[content])
+        os.utime(log, ns=(10**18 + step * 10**9,) * 2)  # a later edit, whatever the file system's clock grain
+        with build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+            result = landing_sensor(context)
+        (request,) = result.run_requests
+        assert request.run_key.startswith(sha256_file(log)), request.run_key
+        keys.append(request.run_key)
+        cursor = result.cursor
+        ingest_paths([log], lake, IngestSettings().options())  # what the requested run does
+        with build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+            assert not landing_sensor(context).run_requests  # unchanged since: nothing to request
+    assert keys[0].split(":")[0] == keys[2].split(":")[0] and len(set(keys)) == 3
+
+
 def _nightly_tick(instance, resources):
     from assets.jobs import ingest_and_fit_job
     from assets.schedules import build_nightly_schedule
