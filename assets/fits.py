@@ -38,9 +38,10 @@ from evalpipeline.versions import code_version
 from resources import LakeResource
 from resources.fit import GlmSettings
 
-#: Fitting steps share this concurrency pool (limit in dagster_home/dagster.yaml, one per core:
-#: each fit runs its chains vectorised in one process).
-FIT_POOL = "glm_fit"
+#: Fitting steps share this concurrency pool: the GLMs here and the HIP-LLM reliability assets
+#: (limit in dagster_home/dagster.yaml, one per core: each fit runs its chains vectorised in one
+#: process, and resources.executors.limit_step_threads gives that process one thread).
+FIT_POOL = "fit"
 
 DIAGNOSTIC_DOCS = {
     "divergences": "number of divergent NUTS transitions (after the retry, if any)",

@@ -15,6 +15,7 @@ from dagster import (
 from assets.batch import PartitionResult, emit
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY, permanent_errors
+from assets.fits import FIT_POOL
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
 from evalpipeline.keys import from_partition_key
@@ -92,6 +93,7 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
     partitions_def=model_suite_partitions,
     deps=["eval_samples"],
     group_name="fit",
+    pool=FIT_POOL,
     retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
@@ -126,6 +128,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
         )
     ],
     group_name="fit",
+    pool=FIT_POOL,
     retry_policy=TRANSIENT_RETRY,
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],

@@ -53,8 +53,11 @@ from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
 from evalpipeline.status import StepFailure, record_run_failure
 from resources import IngestSettings, LakeResource, PosteriorSettings
-from resources.executors import EXECUTOR_ENV, configured_executor
+from resources.executors import EXECUTOR_ENV, configured_executor, limit_step_threads
 from resources.fit import GlmSettings
+
+# before any step process starts (and before JAX initialises here): one core per fitting step
+limit_step_threads()
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance

@@ -173,7 +173,10 @@ def test_every_fit_asset_has_diagnostic_checks_and_a_code_version():
         assert not checks["pareto_k"].blocking
         (version,) = set(assets_def.code_versions_by_key.values())
         assert version
-        assert assets_def.op.pool == "glm_fit"
+        assert assets_def.op.pool == "fit"
+    from assets.reliability import model_reliability, reliability
+
+    assert reliability.op.pool == model_reliability.op.pool == "fit"  # HIP-LLM fits share the cores too
 
 
 def test_changing_one_models_priors_changes_only_its_code_version(tmp_path, monkeypatch):

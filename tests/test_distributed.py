@@ -22,7 +22,9 @@ from resources.executors import (
     DASK_SCHEDULER_ENV,
     EXECUTOR_ENV,
     configured_executor,
+    STEP_THREADS_ENV,
     landing_partitions,
+    limit_step_threads,
     start_dask_cluster,
 )
 from tests.conftest import DEMO_LOGS, REPO
@@ -73,6 +75,38 @@ def _readme_yaml(first_line: str) -> dict:
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if b.startswith(first_line)]
     assert len(blocks) == 1, f"one ```yaml block starting with {first_line!r} in README.md"
     return yaml.safe_load(blocks[0])
+
+
+def test_step_processes_get_one_blas_and_xla_thread_unless_told_otherwise():
+    one = "--xla_cpu_multi_thread_eigen=false"
+    environ = {}
+    assert limit_step_threads(environ) == environ
+    assert environ == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "XLA_FLAGS": one}
+    # what a user set is kept; other XLA flags are extended, not replaced
+    environ = {"OMP_NUM_THREADS": "4", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    limit_step_threads(environ)
+    assert environ["OMP_NUM_THREADS"] == "4" and environ["OPENBLAS_NUM_THREADS"] == "1"
+    assert environ["XLA_FLAGS"] == f"--xla_force_host_platform_device_count=4 {one}"
+    environ = {STEP_THREADS_ENV: "3"}
+    limit_step_threads(environ)
+    assert environ["MKL_NUM_THREADS"] == "3" and "XLA_FLAGS" not in environ  # XLA: one thread or its default
+    environ = {STEP_THREADS_ENV: "0"}
+    assert limit_step_threads(environ) == {} and environ == {STEP_THREADS_ENV: "0"}
+    with pytest.raises(ValueError, match=f"{STEP_THREADS_ENV} must be a whole number.*'two'"):
+        limit_step_threads({STEP_THREADS_ENV: "two"})
+
+
+def test_loading_the_code_location_pins_the_threads_of_the_step_processes_it_starts():
+    """The composition root sets the variables, so every process a run worker or `evalpipeline run`
+    starts afterwards (step processes, pool workers) reads them when its BLAS and XLA load."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS", STEP_THREADS_ENV)}
+    child = "import os; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['XLA_FLAGS'])"
+    script = ("import subprocess, sys\nimport evalpipeline.definitions\n"
+              f"print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout)")
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["1", "--xla_cpu_multi_thread_eigen=false"]
 
 
 def test_documented_postgres_storage_is_a_valid_instance_config_without_credentials(tmp_path):
@@ -188,10 +222,9 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
             xr.testing.assert_identical(a, b)
     assert sorted(dask_tables) == sorted(local_tables)
     for name, table in dask_tables.items():
-        # HIP-LLM's grid sums run through BLAS, which Dask workers pin to one thread (OMP_NUM_THREADS=1)
-        # and a local step process does not: the same numbers up to the order of the additions
-        exact = not name.startswith("reliability/")
-        pd.testing.assert_frame_equal(table, local_tables[name], check_exact=exact, rtol=1e-9, obj=name)
+        # exact, HIP-LLM's BLAS grid sums too: Dask workers and local step processes alike run them on
+        # one BLAS thread (limit_step_threads), so the additions happen in the same order
+        pd.testing.assert_frame_equal(table, local_tables[name], check_exact=True, obj=name)
 
 
 def test_a_half_written_scheduler_file_is_waited_for_not_parsed(tmp_path):
