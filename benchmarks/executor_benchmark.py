@@ -1,10 +1,12 @@
 """The demo job under the local multiprocess executor and under Dask, on the same input.
 
     .venv/bin/python benchmarks/executor_benchmark.py [--workers 2] [--concurrent-runs 2]
-        [--landing data/inspect_logs] [--only MODEL SUITE]... [--asset NAME]...
+        [--landing data/inspect_logs] [--only MODEL SUITE]... [--partitions-only | --asset NAME...]
 
-Starts a Dask scheduler and --workers worker processes on loopback, then runs the
-ingest_and_fit job for every landing partition twice, each time from a fresh driver process
+Starts a Dask scheduler and --workers worker processes on loopback, then runs the whole
+demo job twice -- ingest_and_fit for every landing partition, then suite_analysis and
+suite_comparisons per suite, model_analysis per model and lake_reports, in the order of
+`evalpipeline run` (--partitions-only or --asset: ingest_and_fit alone) -- each time from a fresh driver process
 (`python -m resources.executors`) with its own temporary lake and Dagster instance: once with
 EVALPIPELINE_EXECUTOR unset (local multiprocess executor) and once with
 EVALPIPELINE_EXECUTOR=dask. Both use the same number of concurrent runs. Prints, per asset,
@@ -43,6 +45,8 @@ def run_driver(work: Path, name: str, executor_env: dict[str, str], args) -> dic
         cmd += ["--only", model, suite]
     for asset in args.asset or []:
         cmd += ["--asset", asset]
+    if not (args.asset or args.partitions_only):
+        cmd.append("--all-stages")
     done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{name} driver failed:\n{done.stdout}\n{done.stderr[-4000:]}")
@@ -63,7 +67,8 @@ def main() -> int:
     parser.add_argument("--concurrent-runs", type=int, default=2)
     parser.add_argument("--landing", type=Path, default=REPO / "data" / "inspect_logs")
     parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
-    parser.add_argument("--asset", action="append")
+    parser.add_argument("--asset", action="append", help="ingest_and_fit only, these assets of it (repeatable)")
+    parser.add_argument("--partitions-only", action="store_true", help="ingest_and_fit only, the earlier measurement")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="executor-bench-") as tmp:
         work = Path(tmp)
@@ -71,13 +76,16 @@ def main() -> int:
         with start_dask_cluster(args.workers, log_dir=work / "dask") as cluster:
             dask = run_driver(work, "dask", {EXECUTOR_ENV: "dask", DASK_SCHEDULER_ENV: cluster.address}, args)
     local_steps, dask_steps = per_asset(local), per_asset(dask)
-    print(f"{len(local['runs'])} runs, {args.concurrent_runs} at a time; Dask: {args.workers} workers x 1 thread")
+    stages = "ingest_and_fit" if args.asset or args.partitions_only else "every stage of the demo job"
+    print(f"{len(local['runs'])} runs ({stages}), {args.concurrent_runs} at a time; Dask: {args.workers} workers x 1 thread")
     print(f"{'asset':<24} {'local s':>9} {'dask s':>9} {'local/dask':>10}")
     for asset in sorted(set(local_steps) | set(dask_steps)):
         l, d = local_steps.get(asset, 0.0), dask_steps.get(asset, 0.0)
         print(f"{asset:<24} {l:9.1f} {d:9.1f} {l / d if d else float('nan'):10.2f}")
     lw, dw = local["wall_seconds"], dask["wall_seconds"]
-    print(f"{'whole job (wall)':<24} {lw:9.1f} {dw:9.1f} {lw / dw:10.2f}")
+    failed = [f"{name}: {r['partition_key'] or 'lake'}" for name, report in (("local", local), ("dask", dask))
+              for r in report["runs"] if not r["success"]]
+    print(f"{'whole job (wall)':<24} {lw:9.1f} {dw:9.1f} {lw / dw:10.2f}" + (f"   FAILED runs: {failed}" if failed else ""))
     return 0
 
 

@@ -238,7 +238,8 @@ def execute_partitions(
     if concurrent_runs < 1:
         raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
     requests = [
-        (job_name, dict(getattr(key, "keys_by_dimension", {})) or str(key), dict(run_config or {}), list(assets or []))
+        (job_name, None if key is None else dict(getattr(key, "keys_by_dimension", {})) or str(key),
+         dict(run_config or {}), list(assets or []))
         for key in partition_keys
     ]
     if concurrent_runs == 1:
@@ -258,15 +259,16 @@ def _run_partition_from_ref(request) -> RunSummary:
 
 
 def _run_partition(job_name, key, run_config, assets, *, instance: DagsterInstance) -> RunSummary:
-    """One run of ``job_name`` for partition ``key`` (a string, or a multi-partition key's
-    keys by dimension), through the reconstructable job so that the configured executor applies."""
+    """One run of ``job_name`` for partition ``key`` (a string, a multi-partition key's keys by
+    dimension, or None for an unpartitioned job), through the reconstructable job so that the
+    configured executor applies."""
     from dagster import MultiPartitionKey
 
     from evalpipeline.definitions import defs
 
     partition_key = MultiPartitionKey(key) if isinstance(key, dict) else key
     job_def = defs.resolve_job_def(job_name)
-    tags = dict(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=None))
+    tags = {} if key is None else dict(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=None))
     result = execute_job(
         reconstructable_job(job_name),
         instance=instance,
@@ -274,7 +276,7 @@ def _run_partition(job_name, key, run_config, assets, *, instance: DagsterInstan
         tags=tags,
         asset_selection=[AssetKey.from_user_string(a) for a in assets] or None,
     )
-    return _summarise(instance, result.run_id, str(partition_key), result.success)
+    return _summarise(instance, result.run_id, "" if key is None else str(partition_key), result.success)
 
 
 def _summarise(instance: DagsterInstance, run_id: str, partition_key: str, success: bool) -> RunSummary:
@@ -436,12 +438,20 @@ def run_landing(
     only: Sequence[tuple[str, str]] | None = None,
     concurrent_runs: int = 1,
     assets: Sequence[str] | None = None,
+    all_stages: bool = False,
 ) -> list[RunSummary]:
     """Register the landing folder's partitions on ``instance`` and run ``job_name`` for each
     (or for ``only``), with the lake and landing folder passed as run config so that every
-    process executing a step -- a Dask worker on another host included -- uses the same ones."""
+    process executing a step -- a Dask worker on another host included -- uses the same ones.
+
+    ``all_stages`` (with the ``ingest_and_fit`` job): then the rest of the demo job, as ``evalpipeline
+    run`` orders it: ``suite_analysis`` and ``suite_comparisons`` per suite, ``model_analysis`` per
+    model, ``lake_reports`` once; a stage starts when the previous one is done."""
     from assets.partitions import model_suite_key
     from evalpipeline.keys import to_partition_key
+
+    if all_stages and (job_name != "ingest_and_fit" or assets):
+        raise ValueError("all_stages runs the whole demo job: it starts from ingest_and_fit, with no asset selection")
 
     pairs = list(only) if only is not None else landing_partitions(landing)
     for dimension, names in (("model", {m for m, _ in pairs}), ("suite", {s for _, s in pairs})):
@@ -450,14 +460,16 @@ def run_landing(
         if missing:
             instance.add_dynamic_partitions(dimension, missing)
     run_config = {"resources": {"lake": {"config": {"root": str(lake), "landing": str(landing)}}}}
-    return execute_partitions(
-        job_name,
-        [model_suite_key(m, s) for m, s in pairs],
-        instance=instance,
-        run_config=run_config,
-        concurrent_runs=concurrent_runs,
-        assets=assets,
-    )
+    stages = [(job_name, [model_suite_key(m, s) for m, s in pairs])]
+    if all_stages:
+        suites, models = sorted({to_partition_key(s) for _, s in pairs}), sorted({to_partition_key(m) for m, _ in pairs})
+        stages += [("suite_analysis", suites), ("suite_comparisons", suites), ("model_analysis", models),
+                   ("lake_reports", [None])]
+    summaries: list[RunSummary] = []
+    for stage_job, keys in stages:
+        summaries += execute_partitions(stage_job, keys, instance=instance, run_config=run_config,
+                                        concurrent_runs=min(concurrent_runs, len(keys)), assets=assets)
+    return summaries
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -475,13 +487,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
     parser.add_argument("--asset", action="append", help="run only these assets of the job (repeatable)")
     parser.add_argument("--concurrent-runs", type=int, default=1, help="runs in flight at once (default 1)")
+    parser.add_argument("--all-stages", action="store_true",
+                        help="after ingest_and_fit, the suite, comparison, model and lake-wide jobs (the whole demo job)")
     parser.add_argument("--json", type=Path, help="write one summary per run here")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with DagsterInstance.get() as instance:
         summaries = run_landing(
             args.job, lake=args.lake.resolve(), landing=args.landing.resolve(), instance=instance,
-            only=args.only, concurrent_runs=args.concurrent_runs, assets=args.asset,
+            only=args.only, concurrent_runs=args.concurrent_runs, assets=args.asset, all_stages=args.all_stages,
         )
     report = {
         "executor": configured_executor().name,
