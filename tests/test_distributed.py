@@ -17,7 +17,9 @@ import yaml
 from dagster import multiprocess_executor
 from dagster._core.instance.config import dagster_instance_config
 
+from assets.jobs import COMPARISON_STEPS, LAKE_STEPS, MODEL_STEPS, PARTITION_STEPS, SUITE_STEPS
 from assets.partitions import model_suite_key
+from evalpipeline.keys import to_partition_key
 from resources.executors import (
     DASK_SCHEDULER_ENV,
     EXECUTOR_ENV,
@@ -131,17 +133,16 @@ def test_documented_kubernetes_run_config_configures_the_k8s_job_executor():
     assert "EVALPIPELINE_EXECUTOR=k8s" in README and "k8s_job_executor" in README
 
 
-# Four of the twelve demo partitions, all three suites, and the job's ingest, conjugate-posterior,
-# binomial GLM and reliability steps. The GLM runs at short settings (below): at the paper's
-# 4 x 2000 draws the fits take minutes per partition on two shared cores; the full demo job is
-# benchmarks/executor_benchmark.py's.
+# Four of the twelve demo partitions, all three suites, and every stage of the demo job after them
+# (the suites, their comparisons, the models, the lake-wide tables). The binomial GLM is the one
+# candidate fitted, at short settings (below): at the paper's 4 x 2000 draws the fits take minutes
+# per partition on two shared cores. benchmarks/executor_benchmark.py runs all twelve partitions.
 SUBSET = [
     ("mockllm/atlas-large", "arith"),
     ("mockllm/atlas-small", "reading"),
     ("mockllm/borealis/v2", "agentic_ops"),
     ("mockllm/cirrus 7b", "arith"),
 ]
-ASSETS = ["eval_samples", "accuracy_posteriors", "glm_binomial", "reliability"]
 GLM_CONFIG = """
 [glm]
 models = ["binomial"]
@@ -159,8 +160,8 @@ grid_size = 400
 
 
 def _run_driver(tmp_path, name: str, executor_env: dict[str, str], concurrent_runs: int) -> dict:
-    """Run the ingest_and_fit job for SUBSET in a fresh process, as a launched run would be:
-    the executor comes from its environment only. Returns the driver's JSON report."""
+    """Run the demo job's stages for SUBSET in a fresh process, as launched runs would be: the
+    executor comes from its environment only. Returns the driver's JSON report."""
     home = tmp_path / f"home-{name}"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -171,8 +172,7 @@ def _run_driver(tmp_path, name: str, executor_env: dict[str, str], concurrent_ru
             "--landing", str(DEMO_LOGS), "--concurrent-runs", str(concurrent_runs), "--json", str(report)]
     for model, suite in SUBSET:
         args += ["--only", model, suite]
-    for asset in ASSETS:
-        args += ["--asset", asset]
+    args.append("--all-stages")
     done = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=1200)  # a hang guard, not a speed target: loaded CI machines are slow
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     return json.loads(report.read_text())
@@ -199,10 +199,15 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
     local = _run_driver(tmp_path, "local", {}, 2)  # two runs side by side, as the Dask half
 
     assert (dask["executor"], local["executor"]) == ("dask", "multiprocess")
+    pairs = [str(model_suite_key(m, s)) for m, s in SUBSET]  # run in this order, as the suites and models are sorted
+    suites, models = sorted({to_partition_key(s) for _, s in SUBSET}), sorted({to_partition_key(m) for m, _ in SUBSET})
     for report in (dask, local):
-        assert sorted(r["partition_key"] for r in report["runs"]) == sorted(str(model_suite_key(m, s)) for m, s in SUBSET)
+        # the partitions, then each suite twice (its GLMs, then its comparison), each model, the lake-wide run
+        assert [r["partition_key"] for r in report["runs"]] == pairs + suites + suites + models + [""]
         assert all(r["success"] for r in report["runs"])
-        assert all(set(r["step_pids"]) == set(ASSETS) for r in report["runs"])
+        assert all(set(r["step_pids"]) == set(PARTITION_STEPS) for r in report["runs"][:len(pairs)])
+        steps = {step for r in report["runs"] for step in r["step_pids"]}
+        assert set(SUITE_STEPS + COMPARISON_STEPS + MODEL_STEPS + LAKE_STEPS) <= steps
     # Every step of the Dask runs started in a Dask worker process -- not in the driver -- and the
     # two concurrent runs kept both workers busy; the local executor used fresh processes of its own.
     dask_pids = {pid for r in dask["runs"] for pid in r["step_pids"].values()}
@@ -211,7 +216,8 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
     assert not local_pids & (set(cluster.worker_pids) | {local["driver_pid"]})
 
     dask_tables, local_tables = _parquet_tables(tmp_path / "lake-dask"), _parquet_tables(tmp_path / "lake-local")
-    for table in ("accuracy_posteriors/", "glm_fits/", "reliability/"):
+    for table in ("accuracy_posteriors/", "glm_fits/", "reliability/", "suite_comparison/", "model_reliability/",
+                  "model_profile/", "waic_rankings/"):
         assert any(name.startswith(table) for name in dask_tables), table
     # the GLM steps fitted (same seeds from the partition keys): the posteriors are equal draw for draw
     import xarray as xr
