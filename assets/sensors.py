@@ -1,13 +1,15 @@
 """Sensor ``landing_sensor``: new or changed logs -> partitions and runs.
 
-Reads only log headers. The cursor remembers each file's size, mtime and
+Reads only log headers. The cursor remembers each file's size, mtime, ctime and
 content hash, so unchanged files are neither re-hashed nor re-requested, and
 logs whose exact contents the lake already holds (ingested by
 ``evalpipeline run`` or the CLI) are not requested again. The run key is the
-content hash, the partition (a table may hold several) and the file's mtime:
-a file is requested once per change of content, and a log reverted to an
-earlier content (A, then B, then A again) is requested again, which a key of
-the content alone would not be (Dagster skips a run key it has seen).
+content hash, the partition (a table may hold several) and the file's ctime
+(inode change time): a file is requested once per change of content, and a log
+reverted to an earlier content (A, then B, then A again) is requested again,
+which a key of the content alone would not be (Dagster skips a run key it has
+seen). The ctime rather than the mtime, because a revert by ``cp -p`` or
+``rsync -t`` restores A's old mtime too; no tool can set a ctime.
 """
 
 
@@ -40,15 +42,14 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     modified: dict[str, int] = {}
     for path in find_log_files(landing):
         stat = path.stat()
-        previous = seen.get(str(path))
-        if previous and previous[:2] == [stat.st_size, stat.st_mtime_ns]:
+        previous = seen.get(str(path))  # [size, mtime, digest, ctime]; cursors of earlier versions lack the ctime
+        if previous and previous[:2] + previous[3:] == [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]:
             continue
         digest = sha256_file(path)
+        seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest, stat.st_ctime_ns]
         if previous and previous[2] == digest:
-            seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
             continue
-        seen[str(path)] = [stat.st_size, stat.st_mtime_ns, digest]
-        modified[str(path)] = stat.st_mtime_ns  # Source.path is str(path)
+        modified[str(path)] = stat.st_ctime_ns  # Source.path is str(path)
         changed.append(path)
     if not changed:
         return SensorResult(skip_reason=SkipReason("no new or changed logs"), cursor=json.dumps(seen))

@@ -507,7 +507,9 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
 
 def test_sensor_requests_a_log_reverted_to_an_earlier_content_again(tmp_path):
     """A log edited from A to B and back to A is a change each time: the third request must not reuse
-    the first's run key, which Dagster would skip (the run keys of a content alone did that)."""
+    the first's run key, which Dagster would skip (the run keys of a content alone did that). The
+    revert here also restores A's mtime, as `cp -p A.bak scores.csv` does (a key of the content and
+    the mtime did not see it)."""
     import os
 
     from evalpipeline.ingest import ingest_paths
@@ -522,7 +524,7 @@ def test_sensor_requests_a_log_reverted_to_an_earlier_content_again(tmp_path):
     cursor, keys = None, []
     for step, content in enumerate(["A", "B", "A"]):
         log.write_text(contents[content])
-        os.utime(log, ns=(10**18 + step * 10**9,) * 2)  # a later edit, whatever the file system's clock grain
+        os.utime(log, ns=(10**18 + (step % 2) * 10**9,) * 2)  # A's mtime twice; B's later
         with build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
             result = landing_sensor(context)
         (request,) = result.run_requests
