@@ -195,7 +195,7 @@ def _execute_requests(defs, instance, result, requested: Counter) -> int:
 @pytest.mark.slow
 def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_quiet_nightly(daemon_env):
     """The CLI queues the backfill; its partitions then run in this process (not through the
-    daemon: its one-process-per-step launches cost ~8 min per partition on 2 loaded cores, see
+    daemon, whose run and step processes take ~5 min for the same backfill on 2 cores, see
     test_backfill_through_the_daemon), and the automation conditions are evaluated tick by tick
     as the ``refresh_downstream`` sensor does."""
     from dagster import evaluate_automation_conditions
@@ -297,7 +297,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
-                    reason="the live daemon takes ~15-30 min on 2 shared cores; set EVALPIPELINE_DAEMON_TESTS=1")
+                    reason="the live daemon takes ~5 min alone, 10+ on 2 shared cores; set EVALPIPELINE_DAEMON_TESTS=1")
 def test_backfill_through_the_daemon(daemon_env):
     """The same backfill, launched and run by `dagster-daemon` (run queue, multiprocess executor,
     automation sensor), on a frozen copy of the code so that edits made while it runs do not

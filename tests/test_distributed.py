@@ -23,7 +23,9 @@ from evalpipeline.keys import to_partition_key
 from resources.executors import (
     DASK_SCHEDULER_ENV,
     EXECUTOR_ENV,
+    STEP_PRELOAD_MODULES,
     configured_executor,
+    local_executor,
     STEP_THREADS_ENV,
     landing_partitions,
     limit_step_threads,
@@ -35,9 +37,40 @@ README = (REPO / "README.md").read_text()
 
 
 def test_the_local_multiprocess_executor_is_the_default():
-    assert configured_executor({}) is multiprocess_executor
-    assert configured_executor({EXECUTOR_ENV: "multiprocess"}) is multiprocess_executor
-    assert configured_executor({EXECUTOR_ENV: ""}) is multiprocess_executor
+    assert configured_executor({}) is local_executor
+    assert configured_executor({EXECUTOR_ENV: "multiprocess"}) is local_executor
+    assert configured_executor({EXECUTOR_ENV: ""}) is local_executor
+
+
+def test_the_local_executor_forks_its_steps_from_a_preloaded_server_unless_the_run_config_says_otherwise():
+    assert local_executor.name == multiprocess_executor.name  # same run config as Dagster's own
+    resolved = local_executor.apply_config_mapping({"config": {"max_concurrent": 2}})
+    assert resolved.success, resolved.errors
+    config = resolved.value["config"]
+    assert config["max_concurrent"] == 2
+    assert config["start_method"] == {"forkserver": {"preload_modules": list(STEP_PRELOAD_MODULES)}}
+    assert STEP_PRELOAD_MODULES[0] == "evalpipeline.definitions"
+    spawn = local_executor.apply_config_mapping({"config": {"start_method": {"spawn": {}}}})
+    assert spawn.success and spawn.value["config"]["start_method"] == {"spawn": {}}
+    bad = local_executor.apply_config_mapping({"config": {"max_concurrent": "two"}})
+    assert not bad.success  # the configuration is checked against the multiprocess executor's schema
+
+
+def test_preloading_the_step_modules_starts_no_thread_and_no_jax_backend():
+    """What the forkserver imports must leave it safe to fork: no JAX backend (whose threads a fork
+    would copy mid-use) and no Python thread; pyarrow's jemalloc keeps one background thread, which
+    jemalloc itself prepares for fork."""
+    script = ("import importlib, os, threading\n"
+              "from resources.executors import STEP_PRELOAD_MODULES\n"
+              "for name in STEP_PRELOAD_MODULES: importlib.import_module(name)\n"
+              "from jax._src import xla_bridge\n"
+              "names = sorted(open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task'))\n"
+              "print(len(xla_bridge._backends), threading.active_count(), names)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    backends, python_threads, os_threads = done.stdout.strip().split(" ", 2)
+    assert (backends, python_threads) == ("0", "1")
+    assert set(eval(os_threads)) <= {"python", "jemalloc_bg_thd"}, os_threads
 
 
 def test_dask_is_selected_by_environment_and_reads_the_address_from_it(monkeypatch):
@@ -136,10 +169,11 @@ def test_documented_kubernetes_run_config_configures_the_k8s_job_executor():
 # Two of the twelve demo partitions, two models on one suite, and every stage of the demo job after
 # them (the suite, its comparison, the models, the lake-wide tables): 7 runs per executor. The
 # binomial GLM is the one candidate fitted, at short settings (below): at the paper's 4 x 2000 draws
-# the fits take minutes per partition on two shared cores. Under the local executor every step is a
-# fresh interpreter, so each run costs its steps' imports: with four partitions in three suites (15
-# runs) this test took 6 min alone and 10 min in the suite. benchmarks/executor_benchmark.py runs
-# all twelve partitions and compares the two lakes the same way.
+# the fits take minutes per partition on two shared cores. Every run costs its processes' imports
+# (under the local executor, one forkserver per run): with four partitions in three suites (15 runs)
+# this test took 6 min alone, when every local step was a fresh interpreter. On these two
+# partitions the local half takes 79 s with the forkserver, 140 s with a fresh interpreter per step.
+# benchmarks/executor_benchmark.py runs all twelve partitions and compares the two lakes the same way.
 SUBSET = [
     ("mockllm/atlas-large", "arith"),
     ("mockllm/cirrus 7b", "arith"),
