@@ -11,7 +11,8 @@ suite_comparisons per suite, model_analysis per model and lake_reports, in the o
 EVALPIPELINE_EXECUTOR unset (local multiprocess executor) and once with
 EVALPIPELINE_EXECUTOR=dask. Both use the same number of concurrent runs. Prints, per asset,
 the summed step wall time (STEP_START to STEP_SUCCESS in the event log) under each executor,
-the driver's total wall time, and the ratios local / dask (> 1: Dask faster). Worker start-up
+the driver's total wall time, the ratios local / dask (> 1: Dask faster), and whether every Parquet
+table of the two lakes is equal (exit status 1 if one differs or a run failed). Worker start-up
 is not counted: a Dask cluster is long-lived. The JAX compilation cache lives in each lake,
 so both executors start cold.
 """
@@ -61,6 +62,21 @@ def per_asset(report: dict) -> dict[str, float]:
     return totals
 
 
+def compare_lakes(local: Path, dask: Path) -> tuple[int, list[str]]:
+    """Every Parquet table of the two lakes, compared exactly: (tables compared, those that differ or
+    exist in one lake only)."""
+    import pandas as pd
+
+    tables = {lake: {str(p.relative_to(lake)) for p in lake.rglob("*.parquet")} for lake in (local, dask)}
+    differ = sorted(tables[local] ^ tables[dask])
+    for name in sorted(tables[local] & tables[dask]):
+        try:
+            pd.testing.assert_frame_equal(pd.read_parquet(local / name), pd.read_parquet(dask / name), check_exact=True)
+        except AssertionError:
+            differ.append(name)
+    return len(tables[local] | tables[dask]), differ
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -75,6 +91,7 @@ def main() -> int:
         local = run_driver(work, "local", {}, args)
         with start_dask_cluster(args.workers, log_dir=work / "dask") as cluster:
             dask = run_driver(work, "dask", {EXECUTOR_ENV: "dask", DASK_SCHEDULER_ENV: cluster.address}, args)
+        compared, differ = compare_lakes(work / "lake-local", work / "lake-dask")
     local_steps, dask_steps = per_asset(local), per_asset(dask)
     stages = "ingest_and_fit" if args.asset or args.partitions_only else "every stage of the demo job"
     print(f"{len(local['runs'])} runs ({stages}), {args.concurrent_runs} at a time; Dask: {args.workers} workers x 1 thread")
@@ -86,7 +103,8 @@ def main() -> int:
     failed = [f"{name}: {r['partition_key'] or 'lake'}" for name, report in (("local", local), ("dask", dask))
               for r in report["runs"] if not r["success"]]
     print(f"{'whole job (wall)':<24} {lw:9.1f} {dw:9.1f} {lw / dw:10.2f}" + (f"   FAILED runs: {failed}" if failed else ""))
-    return 0
+    print(f"Parquet tables of the two lakes, compared exactly: {compared}; differing: {differ or 'none'}")
+    return 1 if failed or differ else 0
 
 
 if __name__ == "__main__":
