@@ -11,8 +11,25 @@ DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
 
 
+CRON_ENV, TIMEZONE_ENV = "EVALPIPELINE_NIGHTLY_CRON", "EVALPIPELINE_TIMEZONE"
+
+
 def nightly_cron() -> tuple[str, str]:
-    return os.environ.get("EVALPIPELINE_NIGHTLY_CRON", DEFAULT_CRON), os.environ.get("EVALPIPELINE_TIMEZONE", DEFAULT_TIMEZONE)
+    """(cron, timezone) from the environment, empty meaning the default. A bad value fails the
+    code location's load with a message naming the variable, not Dagster's error deep in a stack."""
+    from zoneinfo import available_timezones
+
+    from dagster._utils.schedules import is_valid_cron_schedule
+
+    cron = os.environ.get(CRON_ENV, "").strip() or DEFAULT_CRON
+    timezone = os.environ.get(TIMEZONE_ENV, "").strip() or DEFAULT_TIMEZONE
+    if not is_valid_cron_schedule(cron):
+        raise ValueError(f"{CRON_ENV}={cron!r} is not a cron schedule: five fields, minute hour day month "
+                         f"weekday (default {DEFAULT_CRON!r})")
+    if timezone not in available_timezones():
+        raise ValueError(f"{TIMEZONE_ENV}={timezone!r} is not an IANA time zone name, such as 'UTC' or "
+                         "'Europe/London'")
+    return cron, timezone
 
 
 def retry_failed_nightly() -> AutomationCondition:

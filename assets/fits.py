@@ -158,7 +158,8 @@ def partition_glm_asset(glm: str):
     )
     def _glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         store = lake.lake()
-        config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+        with permanent_errors():  # a bad setting (e.g. the cache bound) is not worth a retry
+            config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
         for key in context.partition_keys:
             model, suite = model_suite_names(key)
             with permanent_errors():
@@ -187,7 +188,8 @@ def suite_glm_asset(glm: str):
     )
     def _suite_glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         store = lake.lake()
-        config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+        with permanent_errors():
+            config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
         for key in context.partition_keys:
             suite = from_partition_key(key)
             with permanent_errors():

@@ -16,7 +16,7 @@ import sys
 
 from pathlib import Path
 
-from evalpipeline.config import lake_root
+from evalpipeline.config import EXECUTOR_ENV, lake_root
 from evalpipeline.ingest.detect import FORMATS
 
 
@@ -43,7 +43,8 @@ def _value_map(text: str) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalpipeline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="evalpipeline", description="Ingest eval logs into the lake and run the "
+                                     "analysis (README.md, Command line).")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
     run.add_argument("--only-changed", action="store_true",
@@ -93,8 +94,20 @@ def _positive_int(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
-        from evalpipeline.definitions import run_main_job  # the composition root owns Dagster
+        # Its runs execute in this process and its workers, never on the executor the daemon's runs
+        # use: set the choice aside, so that one this machine cannot load does not stop the run.
+        executor = os.environ.pop(EXECUTOR_ENV, None)
+        try:
+            # the composition root owns Dagster; loading it reads most settings (cron, threads, config file)
+            from evalpipeline.definitions import check_run_settings, executor_note, run_main_job
 
+            check_run_settings()
+        except ValueError as exc:
+            print(f"evalpipeline run: {exc}", file=sys.stderr)
+            return 2
+        note = executor_note(executor)
+        if note:
+            print(note)
         return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run,
                             workers=args.workers)
     if args.command == "plan":

@@ -16,6 +16,10 @@ DEFAULT_LAKE = "data/lake"
 LANDING_ENV = "EVALPIPELINE_LANDING"
 DEFAULT_LANDING = "data/inspect_logs"
 
+#: The executor of the runs the daemon, the UI and `dagster job launch` start (resources/executors.py).
+#: Read here too because `evalpipeline run` sets it aside: its runs execute in its own processes.
+EXECUTOR_ENV = "EVALPIPELINE_EXECUTOR"
+
 
 def lake_root() -> Path:
     """The lake root: ``$EVALPIPELINE_LAKE`` or ``data/lake``."""

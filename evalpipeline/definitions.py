@@ -60,10 +60,41 @@ from resources.fit import GlmSettings
 limit_step_threads()
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
+LOG_LEVEL_ENV = "EVALPIPELINE_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance
 # (EVALPIPELINE_LOG_LEVEL=INFO shows it, e.g. each fit's progress).
 def _console_config() -> dict:
-    return {"loggers": {"console": {"config": {"log_level": os.environ.get("EVALPIPELINE_LOG_LEVEL", "WARNING")}}}}
+    raw = os.environ.get(LOG_LEVEL_ENV, "")
+    level = raw.strip().upper() or "WARNING"
+    if level not in LOG_LEVELS:
+        raise ValueError(f"{LOG_LEVEL_ENV}={raw!r} is not a log level; choose one of {', '.join(LOG_LEVELS)}")
+    return {"loggers": {"console": {"config": {"log_level": level}}}}
+
+
+def check_run_settings() -> None:
+    """Raise ValueError, naming the setting, for a bad one that runs read only as they execute
+    (the console log level, the compilation cache bound): before any work, not in every step."""
+    _console_config()
+    defs.resources["glm_settings"].cache_max_bytes()
+
+
+def executor_note(choice: str | None) -> str | None:
+    """What `evalpipeline run` (which sets ``$EVALPIPELINE_EXECUTOR`` aside) says about the executor
+    the variable names: nothing when unset or the default; else that it applies to the runs the
+    daemon and the UI start, and, when those could not load it, why."""
+    value = (choice or "").strip().lower()
+    if value in ("", "multiprocess"):
+        return None
+    note = (f"note: {EXECUTOR_ENV}={value} selects the executor of runs that the daemon, the UI or `dagster job "
+            "launch` start; `evalpipeline run` executes its runs in this process and its --workers")
+    try:
+        configured_executor({**os.environ, EXECUTOR_ENV: value})
+    except ValueError as exc:
+        note += f". As set, the code location will not load for those: {exc}"
+    return note
 
 
 #: Tags of the runs `evalpipeline run` executes in its own process: a later run can tell that
@@ -145,11 +176,8 @@ def run_main_job(
     reliability has no new input), so a new model does not rematerialise every model's
     reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
+    check_run_settings()
     instance = instance or local_instance()
-    executor = os.environ.get(EXECUTOR_ENV, "").strip().lower()
-    if executor not in ("", "multiprocess"):
-        echo(f"note: {EXECUTOR_ENV}={executor} selects the executor of runs that the daemon, the UI or `dagster job "
-             "launch` start; `evalpipeline run` executes its runs in this process and its --workers")
     lake = defs.resources["lake"]
     store = lake.lake()
     _fail_orphaned_runs(instance, echo, store)

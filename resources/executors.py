@@ -59,6 +59,8 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._serdes import deserialize_value, serialize_value
 from dagster_dask.executor import DaskExecutor
 
+from evalpipeline.config import EXECUTOR_ENV
+
 STEP_THREADS_ENV = "EVALPIPELINE_STEP_THREADS"
 #: what BLAS (OpenBLAS, MKL, OpenMP builds) and XLA's CPU backend read when they load
 _BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -74,7 +76,7 @@ def limit_step_threads(environ: dict | None = None) -> dict[str, str]:
     in this one if JAX has not initialised its backend yet. XLA is pinned only to one thread (its
     flags have no count for the Eigen pool); with more, its default is kept."""
     environ = os.environ if environ is None else environ
-    raw = environ.get(STEP_THREADS_ENV, "1").strip()
+    raw = environ.get(STEP_THREADS_ENV, "").strip() or "1"
     if not raw.isdigit():
         raise ValueError(f"{STEP_THREADS_ENV} must be a whole number of threads (0: the libraries' defaults), "
                          f"got {raw!r}")
@@ -90,7 +92,6 @@ def limit_step_threads(environ: dict | None = None) -> dict[str, str]:
     return applied
 
 
-EXECUTOR_ENV = "EVALPIPELINE_EXECUTOR"
 DASK_SCHEDULER_ENV = "EVALPIPELINE_DASK_SCHEDULER"
 EXECUTOR_CHOICES = ("multiprocess", "dask", "k8s")
 #: Where the code location lives: what workers (and `dagster dev`) import to rebuild a job.

@@ -137,9 +137,16 @@ def load_reliability_config(path: Path | None = None) -> ReliabilityConfig:
             data = dict(tomllib.loads(Path(path).read_text()).get("reliability", {}))
         except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
-    taxonomy = data.pop("taxonomy", None) or os.environ.get(TAXONOMY_ENV) or DEFAULT_TAXONOMY
+    # the configuration's key, else the environment, else the default, which alone may be absent
+    # (one domain per suite): a named file that is missing is a typo, not a wish for the default
+    named, source = data.pop("taxonomy", None), f"{path}: [reliability] taxonomy"
+    if not named:
+        named, source = os.environ.get(TAXONOMY_ENV, "").strip(), f"${TAXONOMY_ENV}"
+    taxonomy = named or DEFAULT_TAXONOMY
     if path is not None and not Path(taxonomy).is_absolute() and not Path(taxonomy).exists():
         taxonomy = str(Path(path).parent / taxonomy)
+    if named and not Path(taxonomy).exists():
+        raise ConfigError(f"{source} = {named!r}: no such taxonomy file ({Path(taxonomy).resolve()})")
     threshold = float(data.pop("success_threshold", 1.0))
     box = data.pop("box", None)
     try:

@@ -1,0 +1,132 @@
+"""Settings read from the environment: a bad value is named, with the variable, before any work
+(or fails its step at once, not after retries), and `evalpipeline run` is not stopped by an
+executor choice that only the daemon's runs use."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from dagster import DagsterEventType, DagsterInstance, materialize
+
+from assets.automation import CRON_ENV, DEFAULT_CRON, TIMEZONE_ENV, nightly_cron
+from assets.fits import PARTITION_GLM_ASSETS
+from assets.partitions import model_suite_key
+from evalpipeline.config import EXECUTOR_ENV
+from evalpipeline.definitions import LOG_LEVEL_ENV, _console_config, executor_note
+from evalpipeline.keys import to_partition_key
+from evalpipeline.reliability.lake import TAXONOMY_ENV, load_reliability_config
+from evalpipeline.settings import ConfigError
+from resources import LakeResource
+from resources.fit import CACHE_MAX_ENV, GlmSettings
+from tests.conftest import REPO
+
+
+def test_the_nightly_cron_and_timezone_default_when_empty_and_bad_values_are_named(monkeypatch):
+    monkeypatch.setenv(CRON_ENV, "")
+    monkeypatch.setenv(TIMEZONE_ENV, " ")
+    assert nightly_cron() == (DEFAULT_CRON, "UTC")
+    monkeypatch.setenv(CRON_ENV, "30 1 * * 1-5")
+    monkeypatch.setenv(TIMEZONE_ENV, "Europe/London")
+    assert nightly_cron() == ("30 1 * * 1-5", "Europe/London")
+    for bad in ("bogus", "0 2 * *"):
+        monkeypatch.setenv(CRON_ENV, bad)
+        with pytest.raises(ValueError, match=re.escape(f"{CRON_ENV}='{bad}' is not a cron schedule")):
+            nightly_cron()
+    monkeypatch.setenv(CRON_ENV, DEFAULT_CRON)
+    monkeypatch.setenv(TIMEZONE_ENV, "Mars/Base")
+    with pytest.raises(ValueError, match=f"{TIMEZONE_ENV}='Mars/Base' is not an IANA time zone"):
+        nightly_cron()
+
+
+def test_an_empty_step_thread_count_means_the_default():
+    from resources.executors import STEP_THREADS_ENV, limit_step_threads
+
+    environ = {STEP_THREADS_ENV: " "}
+    assert limit_step_threads(environ)["OMP_NUM_THREADS"] == "1"
+
+
+def test_the_console_log_level_is_checked_and_any_case_is_accepted(monkeypatch):
+    monkeypatch.setenv(LOG_LEVEL_ENV, "info")
+    assert _console_config()["loggers"]["console"]["config"]["log_level"] == "INFO"
+    monkeypatch.delenv(LOG_LEVEL_ENV)
+    assert _console_config()["loggers"]["console"]["config"]["log_level"] == "WARNING"
+    monkeypatch.setenv(LOG_LEVEL_ENV, "bogus")
+    with pytest.raises(ValueError, match=f"{LOG_LEVEL_ENV}='bogus' is not a log level"):
+        _console_config()
+
+
+def test_the_executor_note_says_where_the_choice_applies_and_why_it_would_not_load():
+    assert executor_note(None) is None and executor_note("Multiprocess") is None
+    note = executor_note("bogus")
+    assert "selects the executor of runs that the daemon" in note and "'bogus' is not a known executor" in note
+    try:
+        import dagster_k8s  # noqa: F401
+        loads = True
+    except ImportError:
+        loads = False
+    assert ("will not load for those: " in executor_note("k8s")) is not loads
+    assert loads or "needs the dagster-k8s package" in executor_note("k8s")
+
+
+def test_a_taxonomy_file_named_but_missing_is_an_error_the_absent_default_is_not(tmp_path, monkeypatch):
+    config = tmp_path / "evalpipeline.toml"
+    config.write_text("")
+    monkeypatch.setenv("EVALPIPELINE_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(TAXONOMY_ENV, raising=False)
+    assert load_reliability_config().taxonomy().suite_domains == {}  # no taxonomy.toml: one domain per suite
+    monkeypatch.setenv(TAXONOMY_ENV, str(tmp_path / "no_such.toml"))
+    with pytest.raises(ConfigError, match=rf"\${TAXONOMY_ENV} = '.*no_such.toml': no such taxonomy file"):
+        load_reliability_config()
+    config.write_text('[reliability]\ntaxonomy = "typo.toml"\n')
+    with pytest.raises(ConfigError, match=r"\[reliability\] taxonomy = 'typo.toml': no such taxonomy file"):
+        load_reliability_config()
+    (tmp_path / "typo.toml").write_text('[suites]\narith = "math"\n')  # found beside the configuration
+    assert load_reliability_config().taxonomy().suite_domains == {"arith": "math"}
+
+
+def test_a_bad_cache_bound_fails_the_fit_step_at_once_without_retries(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_MAX_ENV, "abc")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", [to_partition_key("m")])
+    instance.add_dynamic_partitions("suite", [to_partition_key("s")])
+    glm_asset = PARTITION_GLM_ASSETS[0]
+    result = materialize([glm_asset], partition_key=model_suite_key("m", "s"), instance=instance, raise_on_error=False,
+                         resources={"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(tmp_path)),
+                                    "glm_settings": GlmSettings()})
+    assert not result.success
+    types = [event.event_type for event in result.all_events]
+    assert DagsterEventType.STEP_UP_FOR_RETRY not in types and types.count(DagsterEventType.STEP_FAILURE) == 1
+    failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
+    assert f"${CACHE_MAX_ENV} = 'abc'" in failure.step_failure_data.error.message
+
+
+def _cli_run(tmp_path, **environ) -> subprocess.CompletedProcess:
+    (tmp_path / "landing").mkdir(exist_ok=True)
+    env = {**os.environ, "EVALPIPELINE_LANDING": str(tmp_path / "landing"), "EVALPIPELINE_LAKE": str(tmp_path / "lake"),
+           "DAGSTER_HOME": str(tmp_path), **environ}
+    return subprocess.run([sys.executable, "-m", "evalpipeline.cli", "run", "--workers", "1"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_run_is_not_stopped_by_an_executor_only_the_daemon_uses(tmp_path):
+    done = _cli_run(tmp_path, **{EXECUTOR_ENV: "bogus"})
+    assert done.returncode == 0, done.stderr
+    assert f"note: {EXECUTOR_ENV}=bogus selects the executor of runs that the daemon" in done.stdout
+    assert "'bogus' is not a known executor" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({CRON_ENV: "bogus"}, f"{CRON_ENV}='bogus' is not a cron schedule"),
+    ({LOG_LEVEL_ENV: "loud"}, f"{LOG_LEVEL_ENV}='loud' is not a log level"),
+    ({CACHE_MAX_ENV: "abc"}, f"${CACHE_MAX_ENV} = 'abc'"),
+])
+def test_cli_run_names_a_bad_setting_in_one_line_before_any_work(tmp_path, environ, message):
+    done = _cli_run(tmp_path, **environ)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("evalpipeline run: ") and message in done.stderr
+    assert not (tmp_path / "lake").exists()  # nothing ran
