@@ -369,7 +369,8 @@ def start_dask_cluster(
     try:
         spawn(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
-             "--dashboard-address", f"{host}:0", "--scheduler-file", str(scheduler_file)],
+             # the dashboards (HTTP, no authentication) stay on loopback whatever --host serves the cluster
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)],
             "scheduler",
         )
         deadline = time.monotonic() + timeout
@@ -382,7 +383,7 @@ def start_dask_cluster(
             address = _scheduler_address(scheduler_file)
         for number in range(1, n_workers + 1):
             args = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host,
-                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--dashboard-address", f"{host}:0",
+                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
                     "--name", f"worker-{number}",
                     "--local-directory", str(log_dir / f"worker-{number}")]
             for module in preload:

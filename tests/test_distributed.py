@@ -281,20 +281,33 @@ def test_a_half_written_scheduler_file_is_waited_for_not_parsed(tmp_path):
     assert _scheduler_address(scheduler_file) == "tcp://127.0.0.1:4242"
 
 
-def test_every_cluster_process_listens_on_loopback_only(tmp_path):
+def _listening(cluster) -> list[tuple[int, str, int]]:
     import psutil
 
+    found = []
+    for process in cluster.processes:
+        parent = psutil.Process(process.pid)
+        for member in [parent, *parent.children(recursive=True)]:
+            found += [(member.pid, c.laddr.ip, c.laddr.port) for c in member.net_connections(kind="inet")
+                      if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+def test_every_cluster_process_listens_on_loopback_only(tmp_path):
     with start_dask_cluster(1, log_dir=tmp_path / "dask", preload=()) as cluster:
-        listening = []
-        for process in cluster.processes:
-            parent = psutil.Process(process.pid)
-            for member in [parent, *parent.children(recursive=True)]:
-                listening += [
-                    (member.pid, c.laddr.ip)
-                    for c in member.net_connections(kind="inet")
-                    if c.status == psutil.CONN_LISTEN
-                ]
+        listening = _listening(cluster)
     # scheduler (comm + dashboard) and worker (comm + its HTTP server) at least; a worker's HTTP
     # server listened on every interface before it was given the address
     assert len(listening) >= 4, listening
-    assert {ip for _, ip in listening} == {"127.0.0.1"}, listening
+    assert {ip for _, ip, _ in listening} == {"127.0.0.1"}, listening
+
+
+def test_the_dashboards_stay_on_loopback_when_the_cluster_serves_another_address(tmp_path):
+    with start_dask_cluster(1, log_dir=tmp_path / "dask", host="127.0.0.2", preload=()) as cluster:
+        listening = _listening(cluster)
+        comm_ports = {int(address.rsplit(":", 1)[1]) for address in [cluster.address]}
+    # the scheduler and the worker serve the cluster on the address given; their HTTP servers
+    # (dashboard, metrics: no authentication) only on 127.0.0.1
+    assert {ip for _, ip, _ in listening} == {"127.0.0.1", "127.0.0.2"}, listening
+    assert all(ip == "127.0.0.2" for _, ip, port in listening if port in comm_ports), listening
+    assert sum(ip == "127.0.0.1" for _, ip, _ in listening) >= 2, listening
