@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py scale [--models 100] [--suites 6] [--items 200]
                                                             [--glm fast|paper] [--glm-models binomial,...]
     .venv/bin/python benchmarks/pipeline_benchmark.py suite-steps [--models 100] [--pair-models 25] [--glm fast|paper]
+    .venv/bin/python benchmarks/pipeline_benchmark.py suite-grid [--models 100] [--item-sd 1] [--repeats 2]
     .venv/bin/python benchmarks/pipeline_benchmark.py add-model --keep DIR
 
 ``demo`` copies data/inspect_logs into a temporary landing folder and runs
@@ -376,6 +377,48 @@ def run_suite_steps(args) -> int:
     return 0
 
 
+def run_suite_grid(args) -> int:
+    """The suite GLM on one leaderboard suite with the linear predictor as an LLM x task outer sum
+    (``[glm] unit_grid``, the default) and with per-unit gathers, alternately in one process after a
+    warm-up fit of each (compilation), so that both meet the same machine; prints the ratio."""
+    import dataclasses
+
+    from evalpipeline.settings import load_glm_config
+    from evalpipeline.models import Fitter, GlmData
+    from evalpipeline.models.fit import configure_jax, fit_glm
+
+    suite = pd.concat([model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True)
+    config = load_glm_config()
+    data = GlmData.from_samples(suite.assign(epoch=1, error=None, limit=None), graded=config.graded,
+                                graded_threshold=config.graded_threshold)
+    print(f"suite grid: one suite, {args.models} models x {args.items} items = {data.n_units} units; --glm {args.glm}; "
+          f"item sd {args.item_sd}; {args.repeats} timed fit(s) of each layout after a warm-up fit; {load()}", flush=True)
+    configure_jax(compilation_cache_dir=args.jax_cache or Path(tempfile.mkdtemp(prefix="jax-cache-")))
+    fitter, seconds, last = Fitter(), {True: [], False: []}, {}
+    for round_ in range(args.repeats + 1):
+        for grid in (True, False):
+            settings = dataclasses.replace(config.settings, unit_grid=grid)
+            started = time.perf_counter()
+            fit = fit_glm("suite_binomial", data, settings, config.thresholds, "suite0|suite_binomial", fitter=fitter,
+                          priors=config.priors.get("suite_binomial"))
+            took = time.perf_counter() - started
+            label = "grid" if grid else "per-unit"
+            attempts = ", ".join(f"{a['seconds']:.1f} s ({'passed' if a['passed'] else 'failed'})" for a in fit.attempts)
+            print(f"  {'warm-up' if round_ == 0 else f'fit {round_}'} {label:>8}: {took:6.1f} s; attempts {attempts}; "
+                  f"{fit.metadata['layout']['units']} padded units", flush=True)
+            if round_:
+                seconds[grid].append(fit.attempts[0]["seconds"])
+            last[grid] = fit.summary[fit.summary.parameter == "model"].set_index("model")
+    grid_s, unit_s = np.mean(seconds[True]), np.mean(seconds[False])
+    print(f"first attempt, mean of {args.repeats} (MEASURED): grid {grid_s:.1f} s, per-unit {unit_s:.1f} s; "
+          f"ratio grid / per-unit {grid_s / unit_s:.2f}")
+    gap = (last[True]["mean"] - last[False]["mean"]).abs()
+    se = np.sqrt(last[True]["sd"] ** 2 / last[True]["ess_bulk"] + last[False]["sd"] ** 2 / last[False]["ess_bulk"])
+    print(f"model effects, last fits: largest |difference| / its Monte Carlo standard error = {float((gap / se).max()):.2f} "
+          f"over {len(gap)} models (same posterior: mostly below 2, rarely above 4)")
+    return 0
+
+
 def run_scale(args, work: Path) -> int:
     from evalpipeline.definitions import local_instance
 
@@ -510,9 +553,10 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "add-model"],
+    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "suite-grid", "add-model"],
                         help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
-                             "and pairwise rows measured at the full size; add-model: one more model into the lake "
+                             "and pairwise rows measured at the full size; suite-grid: that GLM with and without the "
+                             "LLM x task grid layout; add-model: one more model into the lake "
                              "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd)")
     parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
     parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
@@ -523,6 +567,7 @@ def main() -> int:
     parser.add_argument("--item-sd", type=float, default=0.0,
                         help="sd of planted item difficulties (logit); 0 = none, as in the earlier measurements")
     parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
+    parser.add_argument("--repeats", type=int, default=2, help="suite-grid: timed fits of each layout")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this (new) folder and keep it; add-model: the folder to add to")
@@ -543,6 +588,8 @@ def main() -> int:
         setup_environment(work, args.glm, glm_models, args.jax_cache)
         if args.mode == "suite-steps":
             return run_suite_steps(args)
+        if args.mode == "suite-grid":
+            return run_suite_grid(args)
         return run_demo(args, work) if args.mode == "demo" else run_scale(args, work)
 
 

@@ -201,6 +201,9 @@ def test_leaderboard_suite_layout_keeps_its_shape_when_one_llm_joins():
 
     assert layout_for(suite(100)) == layout_for(suite(101))
     assert layout_for(suite(100)).models == 104 and layout_for(suite(100)).units == 20_480
+    # on the LLM x task grid the units are padded by whole LLMs: a new LLM keeps the shape too
+    assert layout_for(suite(100), grid=True) == layout_for(suite(101), grid=True)
+    assert layout_for(suite(100), grid=True).units == 104 * 200
     for size in (2049, 4000, 8193, 20_000, 123_457):
         assert size <= padded_units(size) <= size * 1.125
     assert [padded_models(n) for n in (1, 4, 8, 9, 100)] == [1, 4, 8, 16, 104]
@@ -323,3 +326,70 @@ def test_curvature_inverse_mass_is_one_over_the_curvature_at_the_mode():
     assert set(blocked) == {("b", "a"), ("z",)}
     np.testing.assert_allclose(np.asarray(blocked[("b", "a")]), np.diag(1.0 / np.array([3.0, 0.5, 2.0, 4.0])), rtol=0.05, atol=1e-6)
     np.testing.assert_allclose(np.asarray(blocked[("z",)]), 1.0 / np.array([1.5, 0.8]), rtol=0.05)
+
+
+def _grid_suite(n_models: int = 5, n_items: int = 12, subdomains: int = 3, domains: int = 1, skip=None) -> GlmData:
+    # task i in subdomain (7 i) mod S: GlmData orders an LLM's units by subdomain, then task name, so
+    # the grid's columns are a permutation of the task indices (q10 sorts before q2, too)
+    rows = [{"model": f"m{m}", "domain": f"d{i % domains}", "subdomain": f"s{(7 * i) % subdomains}", "item_id": f"q{i}",
+             "epoch": 1, "score": float((m * 5 + i * 3) % 4 == 0), "correct": None}
+            for m in range(n_models) for i in range(n_items) if (m, i) != skip]
+    return GlmData.from_samples(_samples(rows))
+
+
+def test_unit_grid_finds_complete_llm_by_task_grids_only():
+    from evalpipeline.models.glm import unit_grid
+
+    data = _grid_suite()
+    order = unit_grid(data)
+    assert order is not None and sorted(order) == list(range(12)) and list(order) != list(range(12))
+    units = data.units
+    np.testing.assert_array_equal(units["item_idx"].to_numpy().reshape(5, 12), np.tile(order, (5, 1)))
+    assert unit_grid(_grid_suite(skip=(2, 5))) is None  # one LLM skipped a task
+    assert unit_grid(_grid_suite(n_models=1)) is None  # one LLM: a partition, not a suite
+    repeated = _grid_suite().units.copy()
+    repeated["cov_split"] = np.arange(len(repeated)) % 2  # a covariate splits no cell here: still a grid
+    assert unit_grid(GlmData.from_counts(repeated, categorical=["cov_split"])) is not None
+    doubled = pd.concat([repeated, repeated.assign(cov_split=1 - repeated["cov_split"])])  # two units per cell
+    assert unit_grid(GlmData.from_counts(doubled, categorical=["cov_split"])) is None
+
+
+@pytest.mark.parametrize("name", ["suite_binomial", "suite_beta_binomial", "suite_null"])
+@pytest.mark.parametrize("subdomains, domains, basis", [(3, 1, True), (3, 1, False), (1, 1, True), (4, 2, False),
+                                                        (4, 2, True)])
+def test_the_grid_layout_is_the_same_model(name, subdomains, domains, basis):
+    """The crossed suite models on the LLM x task grid have the per-unit layout's log joint and
+    success probabilities at the same parameters: only how the linear predictor is formed differs
+    (and the padding, which is masked). A wrong column order or axis breaks the equality."""
+    import jax.numpy as jnp
+    from numpyro.handlers import seed, substitute, trace
+    from numpyro.infer.util import log_density
+
+    from evalpipeline.models.glm import MODELS, crossed_arrays, grid_arrays, structure_options, unit_grid
+
+    data = _grid_suite(subdomains=subdomains, domains=domains)
+    order = unit_grid(data)
+    options = dict(structure_options(name, data), group_mean_basis=basis)
+    centring = {"model": "centred", "subdomain": "non_centred", "item": "centred"}
+    fn = MODELS[name].fn
+
+    def arrays_for(grid: bool):
+        layout = layout_for(data, grid=grid)
+        arrays = build_arrays(data, layout, centring) | crossed_arrays(data, layout)
+        if grid:
+            arrays |= grid_arrays(data, layout, order)
+        return {k: jnp.asarray(v) for k, v in arrays.items()}, layout
+
+    (plain, plain_layout), (grid, grid_layout) = arrays_for(False), arrays_for(True)
+    assert grid_layout.units == grid_layout.models * data.n_items != plain_layout.units
+    params = {site: value["value"] for site, value in trace(seed(fn, 7)).get_trace(plain, **options).items()
+              if value["type"] == "sample" and not value.get("is_observed", False)}
+    rng = np.random.default_rng(5)
+    params = {k: jnp.asarray(rng.normal(size=np.shape(v)) * 0.7 + (1.0 if k.startswith(("sigma", "phi")) else 0.0))
+              for k, v in params.items()}
+    joint_plain = float(log_density(fn, (plain,), dict(options, unit_grid=False), params)[0])
+    joint_grid = float(log_density(fn, (grid,), dict(options, unit_grid=True), params)[0])
+    assert joint_grid == pytest.approx(joint_plain, rel=1e-5)
+    p = [np.asarray(trace(substitute(fn, data=params)).get_trace(a, **dict(options, unit_grid=g))["p"]["value"])
+         for a, g in ((plain, False), (grid, True))]
+    np.testing.assert_allclose(p[1][: data.n_units], p[0][: data.n_units], rtol=1e-6)

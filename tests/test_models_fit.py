@@ -387,3 +387,29 @@ def test_suite_beta_binomial_recovers_reasoning_slope_and_model_order():
     assert len(strong) == 3 and (strong["hpdi_low"] > 0).all()
     assert ((others["hpdi_low"] < 0) & (others["hpdi_high"] > 0)).mean() >= 0.8
     assert fit.metadata["parameterisation"]["model"] in ("centred", "non_centred")
+
+
+def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout():
+    """fit_glm takes the grid layout for a complete LLM x task suite (unless told not to) and its
+    posterior agrees with the per-unit layout's within Monte Carlo error; a suite with a missing
+    cell keeps the per-unit layout. (The log joints are equal: tests/test_models_data.py.)"""
+    rng = np.random.default_rng(17)
+    ability, difficulty = rng.normal(0, 0.8, 6), rng.normal(0, 1.0, 30)
+    rows = [{"model": f"llm{m}", "domain": "d", "subdomain": f"s{i % 3}", "item_id": f"t{i}", "n": 2,
+             "k": rng.binomial(2, _expit(ability[m] - difficulty[i]))} for m in range(6) for i in range(30)]
+    data = GlmData.from_counts(pd.DataFrame(rows))
+    fits = {grid: fit_glm("suite_binomial", data, dataclasses.replace(SETTINGS, unit_grid=grid), seed_key="grid",
+                          fitter=FITTER) for grid in (True, False)}
+    assert fits[True].metadata["options"]["unit_grid"] and not fits[False].metadata["options"]["unit_grid"]
+    assert fits[True].metadata["layout"]["units"] == 6 * 30 != fits[False].metadata["layout"]["units"]
+    effects = {grid: fit.summary[fit.summary.parameter == "model"].set_index("model") for grid, fit in fits.items()}
+    assert list(effects[True].index) == [f"llm{m}" for m in range(6)]
+    for column in ("mean", "sd"):
+        assert set(effects[True][column].index) == set(effects[False][column].index)
+    gap = (effects[True]["mean"] - effects[False]["mean"]).abs()
+    # Monte Carlo standard error of each mean: sd / sqrt(bulk ESS)
+    se = np.sqrt(sum((e["sd"] ** 2 / e["ess_bulk"]) for e in effects.values()))
+    assert (gap <= 4 * se).all(), pd.DataFrame({"gap": gap, "se": se})
+    assert fits[True].criteria.waic_i.shape == fits[False].criteria.waic_i.shape == (data.n_units,)
+    holed = GlmData.from_counts(pd.DataFrame(rows[1:]))
+    assert not fit_glm("suite_binomial", holed, SETTINGS, seed_key="grid", fitter=FITTER).metadata["options"]["unit_grid"]

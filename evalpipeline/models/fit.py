@@ -84,6 +84,9 @@ class FitSettings:
     #: their collective directions (glm._grouped_effects) when their tasks are centred (see
     #: glm.use_group_mean_basis); False: always the plain basis, diagonal mass matrix
     group_mean_basis: bool = True
+    #: the crossed suite models on a complete LLM x task grid (glm.unit_grid) form their linear
+    #: predictor as an outer sum (same model, cheaper gradient); False: per-unit gathers always
+    unit_grid: bool = True
     pad: bool = True
     predictive_draws: int = 400
     retry_on: tuple[str, ...] = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
@@ -599,10 +602,15 @@ def fit_glm(
                                    shared_items=name in glm.CROSSED_MODELS)
     if name in glm.CROSSED_MODELS:
         options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
-    layout = glm.layout_for(data, pad=settings.pad)
+    grid = glm.unit_grid(data) if settings.unit_grid and name in glm.CROSSED_MODELS else None
+    if name in glm.CROSSED_MODELS:
+        options["unit_grid"] = grid is not None
+    layout = glm.layout_for(data, pad=settings.pad, grid=grid is not None)
     arrays = glm.build_arrays(data, layout, centring)
     if options.get("group_mean_basis"):
         arrays.update(glm.crossed_arrays(data, layout))
+    if grid is not None:
+        arrays.update(glm.grid_arrays(data, layout, grid))
     started = time.perf_counter()
     attempts: list[dict] = []
     target = settings.target_accept
