@@ -17,7 +17,7 @@ CRON_ENV, TIMEZONE_ENV = "EVALPIPELINE_NIGHTLY_CRON", "EVALPIPELINE_TIMEZONE"
 def nightly_cron() -> tuple[str, str]:
     """(cron, timezone) from the environment, empty meaning the default. A bad value fails the
     code location's load with a message naming the variable, not Dagster's error deep in a stack."""
-    from zoneinfo import available_timezones
+    from zoneinfo import ZoneInfo
 
     from dagster._utils.schedules import is_valid_cron_schedule
 
@@ -26,9 +26,11 @@ def nightly_cron() -> tuple[str, str]:
     if not is_valid_cron_schedule(cron):
         raise ValueError(f"{CRON_ENV}={cron!r} is not a cron schedule: five fields, minute hour day month "
                          f"weekday (default {DEFAULT_CRON!r})")
-    if timezone not in available_timezones():
+    try:
+        ZoneInfo(timezone)
+    except (LookupError, ValueError):  # unknown name / malformed key
         raise ValueError(f"{TIMEZONE_ENV}={timezone!r} is not an IANA time zone name, such as 'UTC' or "
-                         "'Europe/London'")
+                         "'Europe/London'") from None
     return cron, timezone
 
 
