@@ -62,10 +62,9 @@ Parameterisation (recorded per fit, see fit.py):
   :func:`unit_grid`), the crossed suite models lay their units out as an
   LLM x task grid (``FitSettings.unit_grid``, default on) and form the linear
   predictor as an outer sum instead of gathering one LLM and one task effect per
-  unit. Same model and log density (tested). The likelihood's gradient is then
-  two axis sums instead of two scatter-adds (on XLA CPU at 100 LLMs x 200 tasks,
-  ~2.8x cheaper alone); a whole fit gains ~12%, as the sampler's own per-step
-  work dominates (benchmarks/README.md, suite-grid).
+  unit. Same model and log density (tested); its gradient has axis sums where the
+  gathers' had scatter-adds. A 100-LLM x 200-task fit is ~12% faster
+  (benchmarks/README.md, suite-grid).
 """
 
 from __future__ import annotations
