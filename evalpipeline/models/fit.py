@@ -57,6 +57,7 @@ from jax import lax, random
 
 from evalpipeline.models import glm, psis
 from evalpipeline.models.compare import PointwiseCriteria, pointwise_criteria
+from evalpipeline.models.convergence import Convergence, convergence
 from evalpipeline.models.data import GlmData
 
 # ---------------------------------------------------------------------------
@@ -622,7 +623,8 @@ def fit_glm(
         runner = fitter.runner(name, options, arrays, settings)
         idata = _sample(runner, arrays, data, layout, settings, seed, target)
         criteria = pointwise_criteria(idata)
-        diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k)
+        chain_stats = convergence(idata.posterior)  # shared by the diagnostics and the summary
+        diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k, stats=chain_stats)
         failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
         attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
                          "passed": not gating_failures(diagnostics), "failed": failed,
@@ -631,7 +633,7 @@ def fit_glm(
         if not failed or len(attempts) == 2 or not set(failed) & set(settings.retry_on):
             break
         target = settings.retry_target_accept
-    summary = summarise(idata, data, settings)
+    summary = summarise(idata, data, settings, stats=chain_stats)
     metadata = {
         "model": name,
         "description": entry.description,
@@ -739,22 +741,22 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
 
 
 def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None, *,
-             pareto_k: np.ndarray | None = None) -> pd.DataFrame:
+             pareto_k: np.ndarray | None = None, stats: Convergence | None = None) -> pd.DataFrame:
     """One row per diagnostic: value, threshold, comparison, passed, and whether it gates.
 
     r-hat is the rank-normalised split r-hat (Vehtari et al. 2021) maximised over
     every posterior quantity; ESS bulk/tail minimised likewise; BFMI from the
     energy of each chain (minimum over chains); Pareto-k is the largest PSIS-LOO
     shape over the units (``pareto_k``: the units' shapes when already computed).
+    ``stats``: :func:`convergence` of the posterior when already computed (arviz's r-hat and ESS).
     A NaN value (e.g. r-hat with one chain) fails.
     """
     thresholds = thresholds or DiagnosticThresholds()
     posterior = idata.posterior
+    stats = stats or convergence(posterior)
+    r_hat, ess_bulk, ess_tail = stats.extreme("r_hat", max), stats.extreme("ess_bulk", min), stats.extreme("ess_tail", min)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r_hat = _extreme(az.rhat(posterior, method="rank"), max)
-        ess_bulk = _extreme(az.ess(posterior, method="bulk"), min)
-        ess_tail = _extreme(az.ess(posterior, method="tail"), min)
         bfmi = float(np.min(az.bfmi(idata))) if posterior.sizes["draw"] > 1 else float("nan")
         pareto_k = float(np.max(psis.loo(idata).pareto_k if pareto_k is None else pareto_k))
     divergences = int(idata.sample_stats["diverging"].values.sum())
@@ -771,14 +773,6 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
     table["passed"] = ok & table["value"].notna()
     table["gates"] = table["diagnostic"].isin(thresholds.gating())
     return table
-
-
-def _extreme(dataset, how) -> float:
-    values = [np.asarray(v.values, dtype=float).ravel() for v in dataset.data_vars.values()]
-    values = np.concatenate(values) if values else np.array([np.nan])
-    if np.isnan(values).any():
-        return float("nan")
-    return float(how(values))
 
 
 def hpdi(draws: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
@@ -831,14 +825,12 @@ SUMMARY_COLUMNS = {
 }
 
 
-def summarise(idata: az.InferenceData, data: GlmData, settings: FitSettings) -> pd.DataFrame:
-    """Tidy summary: one row per element of each named posterior quantity (``*_raw`` helpers left out)."""
+def summarise(idata: az.InferenceData, data: GlmData, settings: FitSettings, *,
+              stats: Convergence | None = None) -> pd.DataFrame:
+    """Tidy summary: one row per element of each named posterior quantity (``*_raw`` helpers left out).
+    ``stats``: :func:`convergence` of the posterior when already computed."""
     posterior = idata.posterior
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rhat = az.rhat(posterior, method="rank")
-        ess_b = az.ess(posterior, method="bulk")
-        ess_t = az.ess(posterior, method="tail")
+    stats = stats or convergence(posterior)
     frames = []
     for site in sorted(posterior.data_vars):
         if site.endswith("_raw") or site in ("z_overall",):
@@ -864,9 +856,9 @@ def summarise(idata: az.InferenceData, data: GlmData, settings: FitSettings) -> 
         else:
             for column in ("prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low", "prob_hpdi2_high"):
                 frame[column] = np.nan
-        frame["r_hat"] = np.asarray(rhat[site].values, float).ravel()
-        frame["ess_bulk"] = np.asarray(ess_b[site].values, float).ravel()
-        frame["ess_tail"] = np.asarray(ess_t[site].values, float).ravel()
+        frame["r_hat"] = stats.r_hat[site].ravel()
+        frame["ess_bulk"] = stats.ess_bulk[site].ravel()
+        frame["ess_tail"] = stats.ess_tail[site].ravel()
         frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
     for column in SUMMARY_COLUMNS:

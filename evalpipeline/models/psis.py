@@ -20,6 +20,8 @@ import arviz as az
 import numpy as np
 from arviz.stats.stats import _psislw
 
+from evalpipeline.models import convergence
+
 #: units smoothed together; bounds the (units, m, tail) work array of the Pareto fit (~100 MB)
 CHUNK_UNITS = 1024
 
@@ -59,8 +61,8 @@ def log_likelihood_matrix(idata: az.InferenceData, var_name: str = "obs") -> tup
     values = values.reshape(chains * draws, -1).T
     if chains == 1:
         return values, 1.0
-    ess = az.ess(idata.posterior, method="mean")
-    return values, float(np.hstack([ess[v].values.ravel() for v in ess.data_vars]).mean()) / (chains * draws)
+    ess = convergence.ess_mean(idata.posterior)  # arviz's az.ess(method="mean"), vectorised
+    return values, float(np.hstack([v.ravel() for v in ess.values()]).mean()) / (chains * draws)
 
 
 def loo_from_log_likelihood(log_lik: np.ndarray, reff: float) -> LooResult:
