@@ -143,8 +143,25 @@ def test_forest_groups_rows_overall_domain_subdomain_and_draws_each_interval():
         label = [name for name, y in heights.items() if y == y0][0]
         row = rows[rows["label"] == label].iloc[0]
         assert (x0, x1) == pytest.approx((row["hpdi_low"], row["hpdi_high"]))
-    errorbars = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
-    assert len(errorbars) == rows["empirical_mean"].notna().sum()
+    # the empirical mean +/- SEM: a square per row with data, just below the row, red for overall
+    from evalpipeline.plots._common import EMPIRICAL_COLOR, OVERALL_EMPIRICAL_COLOR
+
+    drawn = []
+    for container in (c for c in axes.containers if isinstance(c, ErrorbarContainer)):
+        marker_line, _caps, (bars,) = container
+        for x, y, segment in zip(marker_line.get_xdata(), marker_line.get_ydata(), bars.get_segments()):
+            drawn.append((float(y), float(x), marker_line.get_color(), tuple(segment[:, 0])))
+    with_data = rows[rows["empirical_mean"].notna()]
+    assert len(drawn) == len(with_data)
+    below = {round(y - heights[label], 9) for y, _x, _c, _s in drawn
+             for label in [min(heights, key=lambda name: abs(heights[name] - y))]}
+    assert len(below) == 1 and -0.5 < below.pop() < 0  # every marker the same distance below its row
+    for y, x, color, (left, right) in drawn:
+        label = min(heights, key=lambda name: abs(heights[name] - y))
+        row = rows[rows["label"] == label].iloc[0]
+        assert x == pytest.approx(row["empirical_mean"])
+        assert (left, right) == pytest.approx((row["empirical_mean"] - 0.03, row["empirical_mean"] + 0.03))
+        assert color == (OVERALL_EMPIRICAL_COLOR if row["level"] == "overall" else EMPIRICAL_COLOR)
 
 
 def test_forest_without_optional_columns_draws_posterior_only():

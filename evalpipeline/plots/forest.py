@@ -128,12 +128,14 @@ def forest_plot(
     if emp_mean is not None:
         shown = ~np.isnan(emp_mean)
         sem = np.where(np.isnan(emp_sem), 0.0, emp_sem) if emp_sem is not None else np.zeros(len(rows))
-        colors = [OVERALL_EMPIRICAL_COLOR if level == "overall" else EMPIRICAL_COLOR for level in levels]
-        for i in np.flatnonzero(shown):
-            axes.errorbar(
-                emp_mean[i], positions[i] - offset, xerr=sem[i], fmt="s", color=colors[i],
-                markersize=5, capsize=3, linewidth=1.5,
-            )
+        overall = np.array([level == "overall" for level in levels], dtype=bool)
+        # one errorbar call per colour, not per row: a 100-LLM suite's forest drew ~100 containers
+        for color, rows in ((OVERALL_EMPIRICAL_COLOR, shown & overall), (EMPIRICAL_COLOR, shown & ~overall)):
+            if rows.any():
+                axes.errorbar(
+                    emp_mean[rows], positions[rows] - offset, xerr=sem[rows], fmt="s", color=color,
+                    markersize=5, capsize=3, linewidth=1.5,
+                )
         handles.append(Line2D([], [], color=EMPIRICAL_COLOR, marker="s", label="empirical mean ± SEM"))
 
     for title_y, group in group_titles:
