@@ -44,7 +44,7 @@ from assets.partitions import model_suite_key
 from assets.samples import FILES_STATE
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake
-from evalpipeline.refresh import Discovery, discover
+from evalpipeline.refresh import Discovery, discover, ingested_partitions
 from resources import IngestSettings, LakeResource
 
 SAMPLES = AssetKey("eval_samples")
@@ -61,7 +61,7 @@ def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: D
     whose log is unreadable tonight keeps its partition while the lake holds its records.
     Its past materialisations stay in the event log. Returns the deleted keys per dimension.
     """
-    ingested = store.partitions("ingested")
+    ingested = ingested_partitions(store)  # an "(unknown)" pseudo-partition registered earlier is deleted
     deleted = {}
     for index, (dimension, names) in enumerate((("model", discovery.models), ("suite", discovery.suites))):
         current = {to_partition_key(n) for n in names}

@@ -17,6 +17,7 @@ from evalpipeline.ingest import (
     scan_sources,
     staged_partitions,
 )
+from evalpipeline.ingest.tables import UNKNOWN
 from evalpipeline.lake import Lake
 
 
@@ -47,6 +48,13 @@ class Discovery:
         return {s for _, s in self.partitions}
 
 
+def ingested_partitions(lake: Lake) -> list[tuple[str, str]]:
+    """The (model, suite) pairs the lake holds ingest records for, without the pseudo-partition of rows
+    that named no model or suite (``ingest.tables.UNKNOWN``): those rows are quarantined there, and
+    accounted, but they are no partition to fit, refresh or show in the UI."""
+    return [pair for pair in lake.partitions("ingested") if UNKNOWN not in pair]
+
+
 def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *, record_errors: bool = True) -> Discovery:
     """Scan ``landing`` (headers only) and compare each source with the lake's ingest records.
 
@@ -71,7 +79,7 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
             for pair in pairs | {pair for pair, others in held.items() if others}:
                 discovery.changed.add(pair)
                 discovery.changed_sources.setdefault(pair, []).append(source.sha256)
-    discovery.lake_only = set(lake.partitions("ingested")) - discovery.partitions - discovery.retiring
+    discovery.lake_only = set(ingested_partitions(lake)) - discovery.partitions - discovery.retiring
     discovery.partitions |= discovery.lake_only
     for hashes in discovery.changed_sources.values():
         hashes.sort()

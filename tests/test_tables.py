@@ -179,6 +179,22 @@ def test_discovery_sees_lake_only_partitions_and_those_a_rewritten_log_retires(t
     assert ("b", "s1") not in found.partitions and {"b", "c"} <= found.models
 
 
+def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp_path):
+    from evalpipeline.accounting import ingest_accounting
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    table = _write(landing / "t.csv", "model,suite,item_id,score\na,s1,q1,1\na,s1,q2,0\n,s1,q3,1\nb,,q1,1\n")
+    report = ingest_paths([table], lake)
+    _accounted(report)
+    assert report.rows_ingested == 2 and report.rows_quarantined == 2
+    # the nightly's discovery: only the real partition, nothing "held only by the lake" to refit forever
+    found = discover(lake, landing)
+    assert found.partitions == {("a", "s1")} and not found.lake_only
+    accounting = ingest_accounting(lake)
+    assert accounting["rows_quarantined"].sum() == 2 and accounting["rows_ingested"].sum() == 2
+
+
 def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path / "evalpipeline.toml", """
 [ingest]
