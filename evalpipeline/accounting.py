@@ -20,16 +20,19 @@ ACCOUNTING_COLUMNS = {
     "rows_errored": "of those, samples kept but flagged errored or limit-hit (not scored)",
     "rows_quarantined": "rows set aside in the quarantine table",
     "rows_accounted": "rows_ingested + rows_quarantined: every row the sources yielded",
-    "quarantine_reasons": "quarantine reasons by class (text before the first ':'), with counts",
+    "quarantine_reasons": "quarantine reasons by class (without the line, row or sample each names), with counts",
     "file_error": "why a log could not be read at all (unreadable files only)",
     "failed_validation": "blocking validation checks the sample table failed, comma-separated (empty when it passed): "
                          "its rows are kept here but reach no comparison, profile, suite fit or reliability",
 }
 
 
-def reason_class(reason: str) -> str:
-    """The class of a quarantine reason: the text before its first ':' (details follow it)."""
-    return str(reason).split(":", 1)[0].strip()
+def reason_class(reason: str, item_id: str | None = None, epoch: int | None = None) -> str:
+    """The class of a quarantine reason, as the ingest report counts it: the reason without the line,
+    row or sample it names (reasons start with them), e.g. ``unknown score value 'X' (...)``."""
+    from evalpipeline.ingest import general_reason
+
+    return general_reason(str(reason), item_id, epoch).strip()
 
 
 def ingest_accounting(lake: Lake) -> pd.DataFrame:
@@ -38,8 +41,10 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
     pairs = sorted(set(lake.partitions("samples")) | set(lake.partitions("quarantine")))
     for model, suite in pairs:
         samples = _read(lake, "samples", model, suite, ["error", "limit"])
-        quarantine = _read(lake, "quarantine", model, suite, ["reason"])
-        classes = quarantine["reason"].map(reason_class).value_counts().sort_index() if len(quarantine) else []
+        quarantine = _read(lake, "quarantine", model, suite, ["reason", "item_id", "epoch"])
+        classes = (pd.Series([reason_class(r, i, None if pd.isna(e) else int(e)) for r, i, e in
+                              zip(quarantine["reason"], quarantine["item_id"], quarantine["epoch"])])
+                   .value_counts().sort_index() if len(quarantine) else [])
         errored = int((samples["error"].notna() | samples["limit"].notna()).sum()) if len(samples) else 0
         rows.append(
             {

@@ -195,6 +195,19 @@ def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp
     assert accounting["rows_quarantined"].sum() == 2 and accounting["rows_ingested"].sum() == 2
 
 
+def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
+    from evalpipeline.accounting import ingest_accounting
+
+    lake = Lake(tmp_path / "lake")
+    table = _write(tmp_path / "t.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\n")
+    report = ingest_paths([table], lake)
+    row = ingest_accounting(lake).set_index(["model", "suite"]).loc[("a", "s1")]
+    # the same classes, and counts, as the ingest report gives: two unknown scores are one class
+    assert sorted(report.quarantine_reasons.values()) == [1, 2]
+    assert row["quarantine_reasons"] == "; ".join(f"{n} x {r}" for r, n in sorted(report.quarantine_reasons.items()))
+    assert "line " not in row["quarantine_reasons"]
+
+
 def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path / "evalpipeline.toml", """
 [ingest]

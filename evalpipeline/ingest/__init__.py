@@ -519,7 +519,7 @@ def consolidate_partition(
     )
     reasons: dict[str, int] = {}
     for reason, item_id, epoch in zip(quarantined["reason"], quarantined["item_id"], quarantined["epoch"]):
-        general = _general_reason(reason, item_id, epoch)
+        general = general_reason(reason, item_id, epoch)
         reasons[general] = reasons.get(general, 0) + 1
     account.quarantine_reasons = dict(reasons)
     return account, reasons
@@ -528,8 +528,9 @@ def consolidate_partition(
 _WHERE_PREFIX = re.compile(r"^(line|row) \d+: ")
 
 
-def _general_reason(reason: str, item_id: str, epoch: int) -> str:
-    """The reason without the sample it names, so that summaries can count alike reasons."""
+def general_reason(reason: str, item_id: str | None = None, epoch: int | None = None) -> str:
+    """The reason without the line, row or sample it names, so that summaries (the ingest report, the
+    accounting table) count alike reasons together."""
     if reason.startswith("superseded"):
         return "superseded by a newer run of the same (item_id, epoch)"
     if reason.startswith("duplicate (item_id"):
