@@ -47,6 +47,7 @@ from assets.schedules import (
 )
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures, run_partitions, step_failures
+from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
@@ -76,9 +77,14 @@ def _console_config() -> dict:
 
 def check_run_settings() -> None:
     """Raise ValueError, naming the setting, for a bad one that runs read only as they execute
-    (the console log level, the compilation cache bound): before any work, not in every step."""
+    (the console log level, the compilation cache bound) or that would quietly find nothing (a
+    landing folder named by the variable that does not exist): before any work, not in every step."""
     _console_config()
     defs.resources["glm_settings"].cache_max_bytes()
+    landing = defs.resources["lake"].landing_dir()
+    if os.environ.get(LANDING_ENV, "").strip() and not landing.is_dir():
+        raise ValueError(f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "
+                         "volume not mounted?); unset it for the default, data/inspect_logs")
 
 
 def executor_note(choice: str | None) -> str | None:

@@ -124,6 +124,8 @@ def test_cli_run_is_not_stopped_by_an_executor_only_the_daemon_uses(tmp_path):
     ({CRON_ENV: "bogus"}, f"{CRON_ENV}='bogus' is not a cron schedule"),
     ({LOG_LEVEL_ENV: "loud"}, f"{LOG_LEVEL_ENV}='loud' is not a log level"),
     ({CACHE_MAX_ENV: "abc"}, f"${CACHE_MAX_ENV} = 'abc'"),
+    ({"EVALPIPELINE_LANDING": "/nonexistent/landing"}, "EVALPIPELINE_LANDING='/nonexistent/landing': "
+                                                       "/nonexistent/landing is not a folder"),
 ])
 def test_cli_run_names_a_bad_setting_in_one_line_before_any_work(tmp_path, environ, message):
     done = _cli_run(tmp_path, **environ)
