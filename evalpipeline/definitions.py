@@ -52,6 +52,7 @@ from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
+from evalpipeline.settings import check_config
 from evalpipeline.status import StepFailure, record_run_failure
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, configured_executor, limit_step_threads
@@ -81,6 +82,7 @@ def check_run_settings() -> None:
     landing folder named by the variable that does not exist): before any work, not in every step."""
     _console_config()
     defs.resources["glm_settings"].cache_max_bytes()
+    check_config()  # a misspelt table or prior fails here, not in every partition's step
     landing = defs.resources["lake"].landing_dir()
     if os.environ.get(LANDING_ENV, "").strip() and not landing.is_dir():
         raise ValueError(f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "

@@ -82,6 +82,10 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [ingest]: {unknown}; known: {sorted(known)}")
+    for table, table_known in (("scores", {"value_map", "scorer", "score_key", "numeric_range"}), ("wide", {"suite", "model"})):
+        unknown = sorted(set(data.get(table, {})) - table_known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys in [ingest.{table}]: {unknown}; known: {sorted(table_known)}")
     try:
         normalisation = ScoreNormalisation(
             value_map=dict(overrides.pop("value_map", None) or scores.get("value_map", DEFAULT_VALUE_MAP)),
@@ -108,6 +112,49 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"{path or 'ingest options'}: {exc}") from exc
+
+
+def _check_priors(path, priors: dict) -> None:
+    """A misspelt model or argument under ``[glm.priors]`` would silently leave the default prior in place."""
+    from evalpipeline.models import MODELS
+    from evalpipeline.models.fit import prior_arguments
+
+    for name, values in priors.items():
+        if name not in MODELS:
+            raise ConfigError(f"{path}: [glm.priors.{name}]: unknown model {name!r}; known: {sorted(MODELS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: [glm.priors.{name}] must be a table of prior arguments")
+        unknown = sorted(set(values) - prior_arguments(name))
+        if unknown:
+            known = sorted(a for a in prior_arguments(name) if a.endswith(("_scale", "_prior", "_loc", "_sd", "_rate")))
+            raise ConfigError(f"{path}: [glm.priors.{name}]: unknown prior argument(s) {unknown}; e.g. {known}")
+
+
+#: The tables of the project configuration; another one is a typo that would silently be ignored.
+CONFIG_SECTIONS = ("ingest", "validate", "posterior", "glm", "reliability")
+
+
+def check_config(path: Path | None = None) -> None:
+    """Read every table of the project configuration as the runs will, and refuse unknown tables:
+    a misspelt setting fails here, naming the file and the key, before any work."""
+    from evalpipeline.reliability.lake import load_reliability_config
+
+    path = path or config_path()
+    if path is not None:
+        try:
+            tables = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{path}: configuration file not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+        unknown = sorted(set(tables) - set(CONFIG_SECTIONS))
+        if unknown:
+            raise ConfigError(f"{path}: unknown table(s) {unknown}; known: {list(CONFIG_SECTIONS)}")
+    load_ingest_options(path)
+    load_validation_settings(path)
+    load_posterior_settings(path)
+    load_glm_config(path)
+    load_reliability_config(path)
 
 
 def _first(*values):
@@ -236,6 +283,7 @@ def load_glm_config(path: Path | None = None):
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [glm]: {unknown}; known: {sorted(known | {'thresholds', 'priors', 'graded', 'graded_threshold', 'models'})}")
+    _check_priors(path, priors)
     try:
         if "retry_on" in data:
             data["retry_on"] = tuple(data["retry_on"])

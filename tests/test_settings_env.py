@@ -132,3 +132,44 @@ def test_cli_run_names_a_bad_setting_in_one_line_before_any_work(tmp_path, envir
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("evalpipeline run: ") and message in done.stderr
     assert not (tmp_path / "lake").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[glm.priors.suite_binomal]\nsigma_model_scale = 5.0\n", "[glm.priors.suite_binomal]: unknown model 'suite_binomal'"),
+    ("[glm.priors.binomial]\nsigma_subdomain_scal = 0.2\n",
+     "[glm.priors.binomial]: unknown prior argument(s) ['sigma_subdomain_scal']"),
+    ("[ingest.scores]\nvalue_mpa = { C = 1.0 }\n", "unknown keys in [ingest.scores]: ['value_mpa']"),
+    ("[ingest.wide]\nsuit = 'x'\n", "unknown keys in [ingest.wide]: ['suit']"),
+    ("[reliabilty]\nseed = 3\n", "unknown table(s) ['reliabilty']"),
+])
+def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, message):
+    from evalpipeline.settings import check_config
+
+    path = tmp_path / "evalpipeline.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        check_config(path)
+    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value)
+
+
+def test_the_documented_configuration_passes_the_check(tmp_path):
+    """Every TOML block the README shows for evalpipeline.toml is accepted as written."""
+    from evalpipeline.settings import check_config
+
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
+    assert blocks
+    (tmp_path / "taxonomy.toml").write_text("[suites]\n")  # the file the example names, beside it
+    for index, block in enumerate(blocks):
+        path = tmp_path / f"block{index}.toml"
+        path.write_text(block)
+        check_config(path)
+
+
+def test_cli_run_names_a_misspelt_configuration_table_before_any_work(tmp_path):
+    config = tmp_path / "evalpipeline.toml"
+    config.write_text("[glm.priors.binomial]\nsigma_subdomain_scal = 0.2\n")
+    done = _cli_run(tmp_path, EVALPIPELINE_CONFIG=str(config))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("evalpipeline run: ") and "sigma_subdomain_scal" in done.stderr
+    assert not (tmp_path / "lake").exists()

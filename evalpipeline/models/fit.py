@@ -589,11 +589,7 @@ def fit_glm(
     options = glm.structure_options(name, data)
     options["paper_form"] = settings.paper_form
     if priors:
-        import inspect
-
-        accepted = set(inspect.signature(entry.fn).parameters) | set(inspect.signature(glm.binomial).parameters) \
-            | set(inspect.signature(glm.suite_binomial).parameters)
-        unknown = set(priors) - accepted
+        unknown = set(priors) - prior_arguments(name)
         if unknown:
             raise ValueError(f"unknown prior argument(s) {sorted(unknown)} for model {name!r}")
         options.update(priors)
@@ -658,6 +654,15 @@ def fit_glm(
     idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
                                                        sort_keys=True, default=str)
     return GlmFit(name, idata, summary, diagnostics, not gating_failures(diagnostics), attempts, metadata, criteria)
+
+
+def prior_arguments(name: str) -> set[str]:
+    """Keyword arguments ``[glm.priors.<name>]`` may set for model ``name``: those of its model function
+    and of the binomial and suite_binomial functions it passes them on to."""
+    import inspect
+
+    return (set(inspect.signature(glm.MODELS[name].fn).parameters) | set(inspect.signature(glm.binomial).parameters)
+            | set(inspect.signature(glm.suite_binomial).parameters))
 
 
 def _level_used(level: str, options: dict, name: str) -> bool:
