@@ -65,17 +65,21 @@ def config_path() -> Path | None:
     return path if path.exists() else None
 
 
+def read_config(path: Path) -> dict:
+    """Every table of the configuration file at ``path``; ConfigError naming the file if it is missing
+    or not valid TOML."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: configuration file not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+
+
 def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOptions:
     """Ingest options from the project configuration, with ``overrides`` (None values ignored)."""
     path = path or config_path()
-    data: dict = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text()).get("ingest", {})
-        except FileNotFoundError as exc:
-            raise ConfigError(f"{path}: configuration file not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data: dict = read_config(path).get("ingest", {}) if path is not None else {}
     scores = data.get("scores", {})
     wide = data.get("wide", {})
     known = {"format", "accept_incomplete_logs", "chunk_rows", "scores", "columns", "metadata", "wide"}
@@ -141,13 +145,7 @@ def check_config(path: Path | None = None) -> None:
 
     path = path or config_path()
     if path is not None:
-        try:
-            tables = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"{path}: configuration file not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-        unknown = sorted(set(tables) - set(CONFIG_SECTIONS))
+        unknown = sorted(set(read_config(path)) - set(CONFIG_SECTIONS))
         if unknown:
             raise ConfigError(f"{path}: unknown table(s) {unknown}; known: {list(CONFIG_SECTIONS)}")
     load_ingest_options(path)
@@ -168,12 +166,10 @@ def load_validation_settings(path: Path | None = None):
     path = path or config_path()
     if path is None:
         return ValidationSettings()
+    data = read_config(path).get("validate", {})
     try:
-        data = tomllib.loads(Path(path).read_text()).get("validate", {})
         return ValidationSettings(**data)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: configuration file not found") from exc
-    except (tomllib.TOMLDecodeError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [validate]: {exc}") from exc
 
 
@@ -189,14 +185,7 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     tables stale.
     """
     path = path or config_path()
-    data: dict = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text()).get("posterior", {})
-        except FileNotFoundError as exc:
-            raise ConfigError(f"{path}: configuration file not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data: dict = read_config(path).get("posterior", {}) if path is not None else {}
     unknown = sorted(set(data) - set(POSTERIOR_DEFAULTS))
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [posterior]: {unknown}; known: {sorted(POSTERIOR_DEFAULTS)}")
@@ -258,14 +247,7 @@ def load_glm_config(path: Path | None = None):
     from evalpipeline.models import DiagnosticThresholds, FitSettings
 
     path = path or config_path()
-    data: dict = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text()).get("glm", {})
-        except FileNotFoundError as exc:
-            raise ConfigError(f"{path}: configuration file not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data: dict = read_config(path).get("glm", {}) if path is not None else {}
     data = dict(data)
     thresholds = data.pop("thresholds", {})
     priors = data.pop("priors", {})

@@ -143,13 +143,20 @@ def test_cli_run_names_a_bad_setting_in_one_line_before_any_work(tmp_path, envir
     ("[reliabilty]\nseed = 3\n", "unknown table(s) ['reliabilty']"),
 ])
 def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, message):
+    assert message in _refusal(tmp_path / "evalpipeline.toml", text)
+
+
+def _refusal(path, text: str) -> str:
+    """What check_config says about a configuration file holding ``text``, after the file's name."""
     from evalpipeline.settings import check_config
 
-    path = tmp_path / "evalpipeline.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError) as raised:
+    try:
         check_config(path)
-    assert str(raised.value).startswith(f"{path}: ") and message in str(raised.value)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"{path}: ")
+        return str(exc)
+    return "(accepted)"
 
 
 def test_the_documented_configuration_passes_the_check(tmp_path):
