@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evalpipeline.keys import from_partition_key, to_partition_key
-from evalpipeline.lake import Lake, sha256_file, write_bytes_atomic, write_parquet_atomic
+from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 
 PARTITION_TABLE = "glm_fits"
@@ -107,15 +107,31 @@ def fit_partition_glm(
     samples_path = lake.table_path("samples", "samples.parquet", model, suite)
     if not samples_path.exists():
         raise NoDataError(f"no sample table for {model!r} x {suite!r}: {samples_path} does not exist")
-    inputs = {"samples.parquet": sha256_file(samples_path)}
+    inputs = {"samples": samples_content_hash(samples_path)}
     return _fit(
         partition_fit_dir(lake, model, suite, glm), glm, config, version, inputs,
         lambda: read_samples(lake, model, suite), seed_key=f"{model}|{suite}|{glm}", fitter=fitter, progress=progress,
     )
 
 
+#: Sample-table columns that say where a row was read from, not what it is. A log moved or renamed
+#: (same bytes) changes them and nothing else, and must not refit a GLM.
+LOCATION_COLUMNS = ("log_path",)
+
+
+def samples_content_hash(path: Path) -> str:
+    """SHA-256 of a sample table's rows without :data:`LOCATION_COLUMNS`: what a fit's reuse compares."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    frame = table.drop_columns([c for c in LOCATION_COLUMNS if c in table.column_names]).to_pandas()
+    digest = hashlib.sha256("\x1f".join(f"{c}:{t}" for c, t in frame.dtypes.astype(str).items()).encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
 def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Every model's samples on ``suite`` (with a ``model`` column) and the hash of each input file."""
+    """Every model's samples on ``suite`` (with a ``model`` column) and each table's content hash."""
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
         raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}"
@@ -123,7 +139,7 @@ def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]
     frames, hashes = [], {}
     for model, _suite, path in tables:
         frames.append(lake.read_files([path], model=model))
-        hashes[model] = sha256_file(path)
+        hashes[model] = samples_content_hash(path)
     return pd.concat(frames, ignore_index=True), hashes
 
 

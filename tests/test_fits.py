@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from evalpipeline.fits import (
@@ -16,7 +17,7 @@ from evalpipeline.fits import (
     waic_plot_path,
     write_waic_rankings,
 )
-from evalpipeline.lake import Lake
+from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.models import DiagnosticThresholds, FitSettings
 from tests.test_comparison import planted_scores, write_samples
 
@@ -49,6 +50,18 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
             assert image.format == "PNG" and image.width > 300, name
     again = fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1")
     assert again.status == "reused"  # same inputs, code and settings: no sampling
+    # the log moved or renamed (same bytes): only log_path changes, and the fit is reused;
+    # a changed score refits
+    samples_path = lake.table_path("samples", "samples.parquet", "strong", "quiz")
+    original = pd.read_parquet(samples_path)
+    for where in ("/landing/a.eval", "/landing/archive/renamed.eval"):
+        write_parquet_atomic(pa.Table.from_pandas(original.assign(log_path=where), preserve_index=False), samples_path)
+        assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1").status == "reused"
+    changed = original.assign(log_path=where)
+    changed.loc[0, "score"] = 1.0 - changed.loc[0, "score"]
+    write_parquet_atomic(pa.Table.from_pandas(changed, preserve_index=False), samples_path)
+    assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v1").status == "fitted"
+    write_parquet_atomic(pa.Table.from_pandas(original, preserve_index=False), samples_path)
     assert fit_partition_glm(lake, "strong", "quiz", "binomial", config, version="v2").status == "fitted"
 
     disabled = fit_partition_glm(lake, "strong", "quiz", "beta_binomial", config, version="v1")
