@@ -208,6 +208,23 @@ def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
     assert "line " not in row["quarantine_reasons"]
 
 
+def test_an_unreadable_file_keeps_one_record_until_it_is_read(tmp_path):
+    from evalpipeline.accounting import ingest_accounting
+
+    lake = Lake(tmp_path / "lake")
+    path = tmp_path / "landing" / "t.csv"
+    unreadable = lambda: ingest_accounting(lake).query("model == '(unreadable file)'")["suite"].tolist()  # noqa: E731
+    long = IngestOptions(format="long")
+    for score in ("1", "0"):  # unreadable (no item_id column) twice, with two contents
+        _write(path, f"model,suite,score\nm,s,{score}\n")
+        assert len(ingest_paths([path], lake, long).file_errors) == 1
+        assert unreadable() == [str(path)]  # one record, of the latest content
+    _write(path, "model,suite,item_id,score\nm,s,q1,1\n")  # fixed
+    report = ingest_paths([path], lake, long)
+    assert not report.file_errors and report.rows_ingested == 1
+    assert unreadable() == []
+
+
 def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
     config = _write(tmp_path / "evalpipeline.toml", """
 [ingest]

@@ -259,6 +259,7 @@ def ingest_paths(
             record_file_error(lake, error)
             say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
             continue
+        clear_file_errors(lake, path)  # a file fixed since it was found unreadable
         stale = _remove_stale_records(lake, source, set(written))
         touched.update(written)
         touched.update(stale)
@@ -540,12 +541,30 @@ def general_reason(reason: str, item_id: str | None = None, epoch: int | None = 
 
 
 def record_file_error(lake: Lake, error: FileError) -> None:
-    """Keep a log that could not be read at all under ``file_errors/`` (one record per path and content)."""
-    name = f"{(error.sha256 or 'missing')[:16]}-{_path_hash(error.path)}"
+    """Keep a log that could not be read at all under ``file_errors/``: one record per path, for its
+    latest content (the record of an earlier, also unreadable content of the path goes)."""
+    name = f"{(error.sha256 or 'missing')[:16]}-{_path_hash(error.path)}.json"
     lake.write_json_atomic(
         {"path": error.path, "sha256": error.sha256, "error": error.error},
-        lake.root / "file_errors" / f"{name}.json",
+        lake.root / "file_errors" / name,
     )
+    for record in (lake.root / "file_errors").glob(f"*-{_path_hash(error.path)}.json"):
+        if record.name != name:
+            record.unlink(missing_ok=True)
+
+
+def clear_file_errors(lake: Lake, path: str | Path) -> int:
+    """Drop the unreadable-file records of ``path`` (as given, absolute or resolved): it has just been
+    read. Returns how many went."""
+    folder = lake.root / "file_errors"
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for spelling in {str(path), str(Path(path).absolute()), str(Path(path).resolve())}:
+        for record in folder.glob(f"*-{_path_hash(spelling)}.json"):
+            record.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def _sha_or_none(path: Path) -> str | None:
