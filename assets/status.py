@@ -1,13 +1,21 @@
-"""Sensor ``record_run_failures``: every failed run lands in the lake's run status table."""
+"""Sensors ``record_run_failures`` (every failed run lands in the lake's run status table) and
+``resolve_run_failures`` (a later success of the same job and partition marks its rows resolved)."""
 
 
 import re
 from datetime import datetime, timezone
 
-from dagster import DefaultSensorStatus, RunFailureSensorContext, run_failure_sensor
+from dagster import (
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunFailureSensorContext,
+    RunStatusSensorContext,
+    run_failure_sensor,
+    run_status_sensor,
+)
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from evalpipeline.status import StepFailure, record_run_failure
+from evalpipeline.status import StepFailure, record_run_failure, resolve_failures
 from resources import LakeResource
 
 
@@ -56,12 +64,20 @@ def step_failures(step_failure_events, run_failure_message: str) -> list[StepFai
     return failures or [StepFailure(asset="(run)", step="", error_type="", message=run_failure_message)]
 
 
+#: Both status sensors: on by default, every 30 s, this code location's runs only.
+_STATUS_SENSOR = {"default_status": DefaultSensorStatus.RUNNING, "minimum_interval_seconds": 30,
+                  "monitor_all_code_locations": False}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 @run_failure_sensor(
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    monitor_all_code_locations=False,
+    **_STATUS_SENSOR,
     description="Records every failed run (run id, asset, partition, error summary) in the lake's "
-    "run_status/failures table, so that teams reading the Parquet outputs see what did not refresh.",
+    "run_status/failures table, so that teams reading the Parquet outputs see what did not refresh "
+    "(resolve_run_failures marks a row resolved once the same job succeeds for its partition).",
 )
 def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
     run = context.dagster_run
@@ -71,5 +87,18 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
         job=run.job_name,
         partition=run_partitions(run.tags),
         failures=step_failures(context.get_step_failure_events(), context.failure_event.message or ""),
-        failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        failed_at=_now(),
     )
+
+
+@run_status_sensor(
+    run_status=DagsterRunStatus.SUCCESS,
+    **_STATUS_SENSOR,
+    description="Marks the rows of a job's failed runs for a partition in the lake's run_status/failures "
+    "table resolved (resolved_by, resolved_at) once a run of the same job succeeds for it: what still "
+    "fails is the rows without resolved_at.",
+)
+def resolve_run_failures(context: RunStatusSensorContext, lake: LakeResource):
+    run = context.dagster_run
+    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags)], run_id=run.run_id,
+                     resolved_at=_now())

@@ -46,14 +46,14 @@ from assets.schedules import (
     sync_dynamic_partitions,
 )
 from assets.sensors import landing_sensor
-from assets.status import record_run_failures, run_partitions, step_failures
+from assets.status import resolve_run_failures, record_run_failures, run_partitions, step_failures
 from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
 from evalpipeline.settings import check_config
-from evalpipeline.status import StepFailure, record_run_failure
+from evalpipeline.status import StepFailure, record_run_failure, resolve_failures
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, configured_executor, limit_step_threads
 from resources.fit import GlmSettings
@@ -131,7 +131,7 @@ defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS],
     jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
-    sensors=[landing_sensor, record_run_failures, automation_sensor],
+    sensors=[landing_sensor, record_run_failures, resolve_run_failures, automation_sensor],
     resources={
         "lake": LakeResource(),
         "ingest_settings": IngestSettings(),
@@ -452,6 +452,10 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         # still fails: a record of the range would list partitions that then refreshed as failed.
         _report_failure(defs.resources["lake"].lake(), result, job_name, ",".join(keys or []), lines.append,
                         record=not (keys and len(keys) > 1))
+    else:  # what failed before for these partitions has refreshed: the failure table says so
+        resolved = [*(keys or [""]), *([f"{keys[0]}..{keys[-1]}"] if keys and len(keys) > 1 else [])]
+        resolve_failures(defs.resources["lake"].lake(), job=job_name, partitions=resolved, run_id=result.run_id,
+                         resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return result.success, time.perf_counter() - started, lines
 
 

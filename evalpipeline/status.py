@@ -4,6 +4,10 @@
 (one row per failed step, or one row for the run when no step failed), so
 that recording the same failure twice rewrites the same bytes. Read the
 whole table with ``pd.read_parquet("<lake>/run_status/failures")``.
+
+A later run of the same job that succeeds for the partition resolves the
+rows (:func:`resolve_failures` fills ``resolved_by`` and ``resolved_at``):
+what still fails is the rows whose ``resolved_at`` is empty.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ FAILURE_COLUMNS = {
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
+    "resolved_by": "run id of the later run of the same job that succeeded for the partition (empty: it still fails)",
+    "resolved_at": "UTC time that run's success was recorded (ISO 8601; empty: it still fails)",
 }
 
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -63,6 +69,8 @@ def record_run_failure(
             "error_type": f.error_type,
             "error_summary": summarise_error(f.message),
             "failed_at": failed_at,
+            "resolved_by": None,
+            "resolved_at": None,
         }
         for f in failures
     ]
@@ -80,3 +88,27 @@ def read_run_failures(lake: Lake) -> pd.DataFrame:
     if not files:
         return pd.DataFrame(columns=list(FAILURE_COLUMNS))
     return lake.read_files(files).sort_values(["failed_at", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def resolve_failures(lake: Lake, *, job: str, partitions: list[str], run_id: str, resolved_at: str) -> int:
+    """Mark the unresolved rows of ``job``'s failed runs for ``partitions`` (keys as the table writes them:
+    a partition key, "first..last" for a range, "" unpartitioned) resolved by ``run_id``, a run of
+    ``job`` over them that has just succeeded: every step of that job materialised them. Returns the
+    number of rows marked."""
+    folder = lake.root / "run_status" / "failures"
+    if not folder.exists():
+        return 0
+    wanted, marked = set(partitions), 0
+    for path in sorted(folder.glob("*.parquet")):
+        frame = pd.read_parquet(path)
+        for column in ("resolved_by", "resolved_at"):  # files written before these columns existed
+            if column not in frame:
+                frame[column] = None
+        rows = (frame["job"] == job) & frame["partition"].fillna("").isin(wanted) & frame["resolved_at"].isna()
+        if not rows.any():
+            continue
+        marked += int(rows.sum())
+        frame = frame.astype({"resolved_by": object, "resolved_at": object})
+        frame.loc[rows, "resolved_by"], frame.loc[rows, "resolved_at"] = run_id, resolved_at
+        write_parquet_atomic(pa.Table.from_pandas(frame[list(FAILURE_COLUMNS)], preserve_index=False), path)
+    return marked

@@ -441,6 +441,47 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
     instance.dispose()
 
 
+def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows(landing, tmp_path):
+    """What still fails is what the failure table leaves unresolved: the success sensor (and
+    `evalpipeline run`) marks a job's rows for a partition resolved once a run of that job succeeds
+    for it, and touches nothing else."""
+    from dagster import DagsterEventType, build_run_status_sensor_context
+
+    from assets.status import resolve_run_failures
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import StepFailure, read_run_failures, record_run_failure, resolve_failures
+
+    lake = Lake(tmp_path / "lake")
+    key = model_suite_key("mockllm/alpha", "unit suite")
+    other = model_suite_key("mockllm/beta/v2", "unit suite")
+    job = "__ephemeral_asset_job__"  # the job materialize() runs
+    steps = [StepFailure("eval_samples", "eval_samples", "OSError", "disk full"), StepFailure("x", "x", "E", "m")]
+    for run_id, run_job, partition in (("a1", job, key), ("a2", job, other), ("b1", "suite_job", key)):
+        record_run_failure(lake, run_id=run_id, job=run_job, partition=partition, failures=steps, failed_at="t")
+    assert read_run_failures(lake)["resolved_at"].isna().all()
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", [to_partition_key("mockllm/alpha")])
+    instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
+    result = materialize([eval_samples], partition_key=key, instance=instance,
+                         resources=_resources(tmp_path / "lake", landing))
+    assert result.success
+    run = instance.get_run_by_id(result.run_id)
+    success = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                   e.dagster_event.event_type == DagsterEventType.RUN_SUCCESS).dagster_event
+    with build_run_status_sensor_context(sensor_name="resolve_run_failures", dagster_instance=instance,
+                                         dagster_run=run, dagster_event=success,
+                                         resources={"lake": LakeResource(root=str(tmp_path / "lake"))}) as context:
+        resolve_run_failures(context)
+    table = read_run_failures(lake)
+    resolved = table[table["resolved_at"].notna()]
+    assert set(resolved["run_id"]) == {"a1"} and len(resolved) == 2 and set(resolved["resolved_by"]) == {run.run_id}
+    assert set(table.loc[table["resolved_at"].isna(), "run_id"]) == {"a2", "b1"}  # another partition, another job
+    # resolving again marks nothing: the first resolution stays
+    assert resolve_failures(lake, job=job, partitions=[key], run_id="later", resolved_at="t2") == 0
+    assert resolve_failures(lake, job="suite_job", partitions=[key], run_id="r", resolved_at="t3") == 2
+    instance.dispose()
+
+
 def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
     """After its retries a step's error is Dagster's "Exceeded max_retries", and a failed blocking check
     names the checks on a second line: the failure table records the step's own error and the checks."""
