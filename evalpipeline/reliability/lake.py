@@ -15,9 +15,11 @@ its subdomain rows are the suite's, and are taken over from the suite's folder w
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,10 +128,15 @@ class ReliabilityConfig:
 
 
 def load_reliability_config(path: Path | None = None) -> ReliabilityConfig:
-    from evalpipeline.settings import ConfigError, config_path, read_config
+    from evalpipeline.settings import ConfigError, config_path
 
     path = path or config_path()
-    data: dict = dict(read_config(path).get("reliability", {})) if path is not None else {}
+    data: dict = {}
+    if path is not None:
+        try:
+            data = dict(tomllib.loads(Path(path).read_text()).get("reliability", {}))
+        except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
     # the configuration's key, else the environment, else the default, which alone may be absent
     # (one domain per suite): a named file that is missing is a typo, not a wish for the default
     named, source = data.pop("taxonomy", None), f"{path}: [reliability] taxonomy"
