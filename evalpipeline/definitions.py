@@ -46,7 +46,7 @@ from assets.schedules import (
     sync_dynamic_partitions,
 )
 from assets.sensors import landing_sensor
-from assets.status import resolve_run_failures, record_run_failures, run_partitions, step_failures
+from assets.status import record_run_failures, resolve_run_failures, run_partitions, step_failures
 from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, process_alive
