@@ -1,7 +1,7 @@
 """GLM fits over many partitions: a fresh numpyro MCMC per partition vs one reused Fitter.
 
     .venv/bin/python benchmarks/glm_fit_benchmark.py [--quick] [--partitions 50]
-        [--num-warmup 1000] [--num-samples 1000] [--chains 4] [--chain-method vectorized|parallel]
+        [--num-warmup 1000] [--num-samples 1000] [--chains 4] [--chain-method vectorized|sequential|parallel]
         [--model binomial] [--skip-naive]
 
 The same synthetic partitions (one LLM, one domain, 3-20 subdomains, 20-500
@@ -10,7 +10,7 @@ level) are fitted twice in one run:
 
 * naive: for each partition a new ``numpyro.infer.MCMC(NUTS(model))`` on the
   unpadded arrays (same model function, same identified parameterisation and
-  centring, same warmup/draws/chains, chains vectorised): every partition pays
+  centring, same warmup/draws/chains and chain method): every partition pays
   tracing and XLA compilation;
 * fitter: ``fit_glm(..., fitter=Fitter())`` for every partition: shapes padded
   to buckets, one compiled program per bucket, and the full pipeline work per
@@ -83,7 +83,7 @@ def run_naive(partitions, model_name, settings):
         arrays = glm.build_arrays(data, glm.layout_for(data, pad=False), centring)
         mcmc = MCMC(NUTS(functools.partial(entry.fn, **options), target_accept_prob=settings.target_accept),
                     num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                    num_chains=settings.num_chains, chain_method="vectorized", progress_bar=False)
+                    num_chains=settings.num_chains, chain_method=settings.chain_method, progress_bar=False)
         mcmc.run(jax.random.PRNGKey(index), arrays)
         samples = mcmc.get_samples(group_by_chain=True)
         ess.append(min_bulk_ess({k: v for k, v in samples.items() if k != "p"}))

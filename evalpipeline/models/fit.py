@@ -16,14 +16,25 @@ program per (model, static options, padded shape bucket, sampler settings) --
 warmup, sampling, constraining and the pointwise log-likelihood in one
 ``jax.jit`` -- and feeds every later data set of the same bucket through it
 (data, centring flags and the target acceptance are arguments, not constants).
-Chains run ``vectorized`` (vmap, one core) by default. Measured on the shared
-2-core machine (same data, 500 + 500 draws x 4 chains, load 4-7 from other
-jobs): binomial 0.6-0.8 s vectorized vs 0.6-1.0 s ``parallel`` (pmap over 2
-host devices, 2 chains each); beta-binomial (before its pmf was rewritten)
-23 s vs 13-18 s. So parallel helps a heavy model by up to ~1.5x when a core
-is free, and not a light one; and the pipeline runs partitions in parallel
-processes, where one core per fit is the better use of 2 cores. ``parallel``
-needs ``configure_jax(host_devices=...)`` before JAX initialises its backend
+Chains run ``sequential`` (one after another inside the one compiled program,
+one core) by default. ``vectorized`` (vmap) steps the four chains in lockstep:
+every NUTS iteration costs the deepest tree of the four, and ``lax.cond``
+under vmap evaluates both branches. Measured 2026-11-24 on the 2-core machine,
+500 + 500 draws x 4 chains, the same data and seeds per pair (two such jobs at
+once): 30 one-LLM partitions, ``binomial`` 29.6 s sequential vs 31.4 s
+vectorized, ``beta_binomial`` 38.4 s vs 112.7 s (its trees vary most between
+chains); one 100-LLM x 200-task suite, ``suite_binomial`` 15 s vs 20-21 s,
+``suite_null`` 15 vs 22 s, ``suite_nested`` 82 s vs 196 + 128 s (the
+vectorized first attempt failed a diagnostic), ``suite_beta_binomial`` 77-95 s
+vs 74-86 s, the one model where lockstep is a little cheaper. Retries were
+alike (30 ``binomial`` partitions: 7 vs 8 failing one attempt). The
+chains are the same algorithm either way; only floating-point rounding, and so
+the draws, differ. ``parallel`` (pmap over host devices) measured earlier:
+binomial 0.6-0.8 s vectorized vs 0.6-1.0 s parallel (2 devices, 2 chains each),
+beta-binomial (before its pmf was rewritten) 23 s vs 13-18 s; the pipeline
+runs partitions in parallel processes, where one core per fit is the better
+use of 2 cores. ``parallel`` needs ``configure_jax(host_devices=...)`` before
+JAX initialises its backend
 (otherwise it falls back to vectorized, recorded in the fit's metadata).
 A persistent compilation cache (``configure_jax(compilation_cache_dir=...)``)
 carries the compiled programs across processes.
@@ -77,7 +88,7 @@ class FitSettings:
     hpdi_mass: float = 0.95
     # second mass: 0.89, Statistical Rethinking's default (the paper's refs [14, 15])
     hpdi2_mass: float = 0.89
-    chain_method: str = "vectorized"  # "vectorized", "parallel" or "sequential"
+    chain_method: str = "sequential"  # "sequential", "vectorized" or "parallel" (module docstring)
     centring: str = "auto"  # "auto", "centred" or "non_centred"
     centring_threshold: float = 1.0
     paper_form: bool = False
