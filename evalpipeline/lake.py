@@ -46,6 +46,11 @@ from evalpipeline.keys import from_partition_key, to_partition_key
 _HOST = socket.gethostname().replace("-", "_")
 
 
+#: Suffix of every temporary file: a partial file of another process writing into the same folder
+#: (two runs ingesting one log, a Dask worker) must not match a reader's ``*.parquet`` or ``*.json``.
+TEMP_SUFFIX = ".tmp"
+
+
 def temp_prefix() -> str:
     """Prefix of this process's temporary files: host and pid, so that a later writer can tell
     the leftovers of a killed process (see :func:`sweep_orphaned_temporaries`)."""
@@ -92,7 +97,7 @@ def write_bytes_atomic(data: bytes, path: Path) -> bool:
     if path.exists() and sha256_file(path) == hashlib.sha256(data).hexdigest():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -149,7 +154,7 @@ class AtomicParquetWriter:
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             sweep_orphaned_temporaries(self.path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=self.path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=self.path.parent)
             os.close(fd)
             self._tmp = Path(tmp)
             self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")

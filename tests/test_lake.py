@@ -74,3 +74,36 @@ def test_leftovers_of_a_killed_writer_are_swept_by_the_next_write(tmp_path):
     assert not orphan.exists() and not orphan_dir.exists()
     assert live.exists() and foreign.exists()
     assert (tmp_path / "table.parquet").read_bytes() == b"complete"
+
+
+def test_a_partial_file_of_a_concurrent_writer_is_not_read(tmp_path):
+    """Two runs ingesting one log (`evalpipeline run` splits a model's suites over its workers) stage
+    records into the same folders. Found by the 100-model benchmark: one run listed `*.parquet`, read
+    the other's half-written record and failed with "Parquet magic bytes not found". A temporary
+    must never match what readers list."""
+    from evalpipeline.ingest import ingest_paths
+    from evalpipeline.lake import AtomicParquetWriter
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    log = landing / "scores.csv"
+    log.write_text("model,suite,item_id,score\nm,s1,a,1\nm,s1,b,0\nm,s2,a,1\n")
+    first = ingest_paths([log], lake)
+    assert first.rows_ingested == 3
+
+    # the other run, mid-write, in both partition folders (this process is alive: the sweep keeps it)
+    writers = []
+    for suite in ("s1", "s2"):
+        writer = AtomicParquetWriter(lake.partition_dir("ingested", "m", suite) / "record-of-another-run.parquet")
+        writer.write(pa.table({"log_path": [str(log)], "log_sha256": ["0" * 64]}))
+        writers.append(writer)
+    partial = [p for p in lake.root.rglob(".tmp-*")]
+    assert len(partial) == 2
+
+    log.write_text("model,suite,item_id,score\nm,s1,a,0\nm,s1,b,0\nm,s2,a,1\n")  # edited: staged again
+    second = ingest_paths([log], lake)
+    assert second.rows_ingested == 3 and not second.file_errors
+    assert lake.read_partition("samples", "m", "s1")["score"].tolist() == [0.0, 0.0]
+    for writer in writers:
+        writer.abort()
+    assert not list(lake.root.rglob(".tmp-*"))

@@ -933,7 +933,8 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
     timestamps), though its values are; ``created_at`` attributes are dropped.
     ``fit.json`` holds attempts and metadata (including the runtime).
     """
-    from evalpipeline.lake import sweep_orphaned_temporaries, temp_prefix, write_bytes_atomic, write_parquet_atomic
+    from evalpipeline.lake import (TEMP_SUFFIX, sweep_orphaned_temporaries, temp_prefix, write_bytes_atomic,
+                                   write_parquet_atomic)
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -941,7 +942,7 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike) -> dict[str, Path]:
     paths = {name: directory / name
              for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "criteria.parquet", "fit.json")}
     # host and pid in the name, so that the sweep can tell a killed writer's file from a live one's
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".nc", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=directory)
     os.close(fd)
     try:
         _write_netcdf(fit.idata, tmp)
