@@ -11,7 +11,8 @@ sets x 5 subdomains put the observed rate within a few points of 0.95 unless
 the sampler or the model code is wrong. Cells are small on purpose: 3-25
 items x 3 attempts (9-75 observations; two cells under 20).
 
-The 200 fits run as one vectorised program (``Fitter.sample_batch``): each data
+The 200 fits run as one compiled program (``Fitter.sample_batch``; chains one after
+another, the default: 183 s for the five models against 288 s in lockstep): each data
 set has its own chains and warmup adaptation, so each result is the fit it
 would get alone. (Putting the data sets in one joint model under a plate would
 factorise exactly too, but would share one step size and mass matrix.)

@@ -24,8 +24,9 @@ under vmap evaluates both branches. Measured 2026-11-24 on the 2-core machine,
 once): 30 one-LLM partitions, ``binomial`` 29.6 s sequential vs 31.4 s
 vectorized, ``beta_binomial`` 38.4 s vs 112.7 s (its trees vary most between
 chains); one 100-LLM x 200-task suite, ``suite_binomial`` 15 s vs 20-21 s,
-``suite_null`` 15 vs 22 s, ``suite_nested`` 82 s vs 196 + 128 s (the
-vectorized first attempt failed a diagnostic), ``suite_beta_binomial`` 77-95 s
+``suite_null`` 15 vs 22 s, ``suite_nested`` with one seed 82 s vs 196 + 128 s
+(vectorized needed its retry), with another 67 + 79 s, both sequential attempts
+failing, vs 80-91 s passing (rounding luck either way), ``suite_beta_binomial`` 77-95 s
 vs 74-86 s, the one model where lockstep is a little cheaper. Retries were
 alike (30 ``binomial`` partitions: 7 vs 8 failing one attempt). The
 chains are the same algorithm either way; only floating-point rounding, and so
@@ -297,12 +298,15 @@ class Fitter:
 
     def sample_batch(self, name: str, datasets: list[GlmData], settings: FitSettings, seed_key: str,
                      *, priors: dict | None = None) -> list[dict]:
-        """Fit ``name`` to many data sets of one design in one vectorised program (no retry, no summary).
+        """Fit ``name`` to many data sets of one design in one compiled program (no retry, no summary).
 
         Each data set gets its own chains and its own warmup adaptation, so each
         result is the fit it would get alone (with other random numbers); the
-        data sets are padded to a common layout. For simulation studies and
-        benchmarks. Returns per data set ``{"posterior": {site: (chains, draws, ...)},
+        data sets are padded to a common layout. ``settings.chain_method``
+        ``"sequential"`` runs every chain of every data set one after another;
+        otherwise all chains step in lockstep (vmap), paying the deepest tree of
+        all of them at each iteration. For simulation studies and benchmarks.
+        Returns per data set ``{"posterior": {site: (chains, draws, ...)},
         "divergences": int}``.
         """
         if not datasets:
@@ -337,11 +341,13 @@ class Fitter:
             a["count_grid"] = grid
         batch_arrays = {k: jnp.asarray(np.stack([a[k] for a in stacked])) for k in stacked[0]}
         shapes = tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch_arrays.items()))
+        # "sequential": every chain of every data set one after another; otherwise all in lockstep (vmap)
+        method = "sequential" if settings.chain_method == "sequential" else "vectorized"
         key = ("batch", name, tuple(sorted(opts.items())), shapes, settings.num_warmup, settings.num_samples,
-               settings.num_chains, settings.max_tree_depth)
+               settings.num_chains, settings.max_tree_depth, method)
         runner = self._runners.get(key)
         if runner is None:
-            runner = _build_runner(entry.fn, opts, stacked[0], settings, "vectorized", batch=True)
+            runner = _build_runner(entry.fn, opts, stacked[0], settings, method, batch=True)
             self._runners[key] = runner
             self.compilations += 1
         runner.uses += 1
@@ -521,7 +527,10 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         return {"samples": constrained, "log_likelihood": loglik, "lp": -potential, "energy": energy,
                 "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size}
 
-    if batch:  # independent data sets x chains, each chain adapting on its own data set
+    if batch and chain_method == "sequential":  # independent data sets x chains, one chain after another
+        run = jax.jit(lambda keys, data, ta: lax.map(
+            lambda kd: lax.map(lambda k: one_chain(k, kd[1], ta), kd[0]), (keys, data)))
+    elif batch:  # independent data sets x chains in lockstep, each chain adapting on its own data set
         run = jax.jit(jax.vmap(jax.vmap(one_chain, in_axes=(0, None, None)), in_axes=(0, 0, None)))
     elif chain_method == "vectorized":
         run = jax.jit(jax.vmap(one_chain, in_axes=(0, None, None)))
