@@ -107,6 +107,8 @@ def fit_partition_glm(
     samples_path = lake.table_path("samples", "samples.parquet", model, suite)
     if not samples_path.exists():
         raise NoDataError(f"no sample table for {model!r} x {suite!r}: {samples_path} does not exist")
+    if _disabled(glm, config):
+        return _record_disabled(partition_fit_dir(lake, model, suite, glm), glm, config, version, progress)
     inputs = {"samples": samples_content_hash(samples_path)}
     return _fit(
         partition_fit_dir(lake, model, suite, glm), glm, config, version, inputs,
@@ -148,6 +150,10 @@ def fit_suite_glm(
     progress: Callable[[str], None] | None = None,
 ) -> FitOutcome:
     """Fit the multi-LLM model ``glm`` to every model evaluated on ``suite``."""
+    if _disabled(glm, config):
+        if not lake.sample_tables(suite=suite):
+            suite_samples(lake, suite)  # raises the NoDataError that names what is missing
+        return _record_disabled(suite_fit_dir(lake, suite, glm), glm, config, version, progress)
     samples, hashes = suite_samples(lake, suite)
     return _fit(
         suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
@@ -165,12 +171,6 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
     if stored is not None:
         say(f"{glm}: inputs and code unchanged since the stored fit; reused")
         return stored
-    if config.models is not None and glm not in config.models:
-        reason = f"disabled: not in [glm] models {list(config.models)}"
-        _clear_fit_files(directory)
-        _write_provenance(directory, {**provenance, "status": "not applicable", "reason": reason})
-        say(f"{glm}: {reason}")
-        return FitOutcome(glm, "not applicable", directory, reason=reason)
     data = GlmData.from_samples(load(), graded=config.graded, graded_threshold=config.graded_threshold)
     reason = applicability(glm, data)
     if reason:
@@ -191,6 +191,23 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
     _write_fit_plots(fit, data, directory)
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+
+
+def _disabled(glm: str, config: GlmConfig) -> bool:
+    return config.models is not None and glm not in config.models
+
+
+def _record_disabled(directory: Path, glm: str, config: GlmConfig, version: str,
+                     progress: Callable[[str], None] | None) -> FitOutcome:
+    """Record a GLM left out of ``[glm] models`` as not applicable, without reading its data: a suite's
+    tables at 100 models take ~3 s to read and hash, for each left-out suite GLM of every refresh. The
+    record does not depend on the data (``inputs`` is None), so it is written once."""
+    reason = f"disabled: not in [glm] models {list(config.models)}"
+    _clear_fit_files(directory)
+    _write_provenance(directory, {"inputs": None, "version": version, "config": config.for_model(glm),
+                                  "status": "not applicable", "reason": reason})
+    (progress or (lambda _m: None))(f"{glm}: {reason}")
+    return FitOutcome(glm, "not applicable", directory, reason=reason)
 
 
 def _write_predictive_checks(fit, data, directory: Path) -> None:
