@@ -11,7 +11,11 @@ import json
 
 import pandas as pd
 
-from evalpipeline.lake import Lake
+from evalpipeline.lake import Lake, SummaryCache
+from evalpipeline.versions import code_version
+
+#: Where :func:`ingest_accounting` keeps each partition's counts between runs (:class:`SummaryCache`).
+COUNTS_CACHE = "partition_counts.json"
 
 ACCOUNTING_COLUMNS = {
     "model": "model display name ((unreadable file) for logs no partition could be read from)",
@@ -36,29 +40,20 @@ def reason_class(reason: str, item_id: str | None = None, epoch: int | None = No
 
 
 def ingest_accounting(lake: Lake) -> pd.DataFrame:
-    """One row per partition of the lake, plus one per unreadable log file."""
+    """One row per partition of the lake, plus one per unreadable log file.
+
+    A partition's counts are read from its sample and quarantine tables only when those changed
+    since the last run (``ingest_accounting/partition_counts.json``); the validation verdict is read
+    every time (one small file)."""
     rows = []
     pairs = sorted(set(lake.partitions("samples")) | set(lake.partitions("quarantine")))
+    cache = SummaryCache(lake.root / "ingest_accounting" / COUNTS_CACHE, code_version(["evalpipeline.accounting"]))
     for model, suite in pairs:
-        samples = _read(lake, "samples", model, suite, ["error", "limit"])
-        quarantine = _read(lake, "quarantine", model, suite, ["reason", "item_id", "epoch"])
-        classes = (pd.Series([reason_class(r, i, None if pd.isna(e) else int(e)) for r, i, e in
-                              zip(quarantine["reason"], quarantine["item_id"], quarantine["epoch"])])
-                   .value_counts().sort_index() if len(quarantine) else [])
-        errored = int((samples["error"].notna() | samples["limit"].notna()).sum()) if len(samples) else 0
-        rows.append(
-            {
-                "model": model,
-                "suite": suite,
-                "rows_ingested": len(samples),
-                "rows_errored": errored,
-                "rows_quarantined": len(quarantine),
-                "rows_accounted": len(samples) + len(quarantine),
-                "quarantine_reasons": "; ".join(f"{n} x {r}" for r, n in getattr(classes, "items", lambda: [])()),
-                "file_error": None,
-                "failed_validation": ", ".join(lake.failed_validation(model, suite)),
-            }
-        )
+        files = [*_files(lake, "samples", model, suite), *_files(lake, "quarantine", model, suite)]
+        key = lake.partition_dir("samples", model, suite).relative_to(lake.root / "samples").as_posix()
+        counts = cache.get(key, files, lambda: _partition_counts(lake, model, suite))
+        rows.append({"model": model, "suite": suite, **counts, "file_error": None,
+                     "failed_validation": ", ".join(lake.failed_validation(model, suite))})
     for path in sorted((lake.root / "file_errors").glob("*.json")):
         record = json.loads(path.read_text())
         rows.append(
@@ -74,11 +69,32 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
                 "failed_validation": "",
             }
         )
+    cache.save()
     return pd.DataFrame(rows, columns=list(ACCOUNTING_COLUMNS))
 
 
+def _partition_counts(lake: Lake, model: str, suite: str) -> dict:
+    samples = _read(lake, "samples", model, suite, ["error", "limit"])
+    quarantine = _read(lake, "quarantine", model, suite, ["reason", "item_id", "epoch"])
+    classes = (pd.Series([reason_class(r, i, None if pd.isna(e) else int(e)) for r, i, e in
+                          zip(quarantine["reason"], quarantine["item_id"], quarantine["epoch"])])
+               .value_counts().sort_index() if len(quarantine) else [])
+    errored = int((samples["error"].notna() | samples["limit"].notna()).sum()) if len(samples) else 0
+    return {
+        "rows_ingested": len(samples),
+        "rows_errored": errored,
+        "rows_quarantined": len(quarantine),
+        "rows_accounted": len(samples) + len(quarantine),
+        "quarantine_reasons": "; ".join(f"{n} x {r}" for r, n in getattr(classes, "items", lambda: [])()),
+    }
+
+
+def _files(lake: Lake, table: str, model: str, suite: str) -> list:
+    return sorted(lake.partition_dir(table, model, suite).glob("*.parquet"))
+
+
 def _read(lake: Lake, table: str, model: str, suite: str, columns: list[str]) -> pd.DataFrame:
-    files = list(lake.partition_dir(table, model, suite).glob("*.parquet"))
+    files = _files(lake, table, model, suite)
     if not files:
         return pd.DataFrame(columns=columns)
     return pd.concat([pd.read_parquet(f, columns=columns) for f in files], ignore_index=True)

@@ -25,14 +25,19 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from evalpipeline.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE
 from evalpipeline.keys import from_partition_key
-from evalpipeline.lake import Lake
+from evalpipeline.lake import Lake, SummaryCache
 from evalpipeline.report import Image, Paragraph, Section, Table, relative_src, render_report, write_report
+from evalpipeline.versions import code_version
 
 REPORT_PATH = Path("report") / "index.html"
+#: The reliability rows of every partition and model, kept between runs (:class:`SummaryCache`): a 600-partition
+#: lake has ~2,000 reliability tables, and only the few of the new or changed partitions need reading again.
+RELIABILITY_CACHE = Path("report") / "reliability_summaries.json"
 
 #: Leaderboard columns shown in the report (the Parquet file has them all).
 LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
@@ -84,7 +89,8 @@ def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
     return paragraphs
 
 
-def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None) -> Section:
+def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None,
+                   summaries: SummaryCache) -> Section:
     blocks: list = []
     board_path = folder / "leaderboard.parquet"
     if not board_path.exists():
@@ -120,7 +126,7 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
         else:
             pair_section = [Paragraph("Only one model was evaluated on this suite: no pairwise comparison.")]
     blocks += pair_section
-    blocks += _suite_reliability_table(lake, folder.name.split("=", 1)[1])
+    blocks += _suite_reliability_table(lake, folder.name.split("=", 1)[1], summaries)
     blocks += _image(folder / "plots" / "glm_forest.png", report_path, f"Suite GLM forest plot of {suite}",
                      "Suite GLM per-model effects with the empirical mean ± SEM.")
     subsections = []
@@ -171,10 +177,17 @@ def _top_level(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[0:0]
 
 
-def _reliability_summary(folder: Path) -> pd.DataFrame | None:
+def _reliability_summary(lake: Lake, folder: Path, summaries: SummaryCache) -> list[dict] | None:
     """One row per domain (or the LLM): E[R(n)] envelopes for each n, the median and 5-95% envelopes,
-    and P(R(n) >= r) for the largest n -- from the reliability tables in ``folder``."""
+    and P(R(n) >= r) for the largest n -- from the reliability tables in ``folder``, read again only
+    when they changed since ``summaries`` recorded their rows. None when a table is missing."""
     paths = {name: folder / f"{name}.parquet" for name in ("expected_reliability", "quantile_envelopes", "target_probability")}
+    return summaries.get(folder.relative_to(lake.root).as_posix(), list(paths.values()),
+                         lambda: _reliability_rows(paths))
+
+
+def _reliability_rows(paths: dict[str, Path]) -> list[dict] | None:
+    """:func:`_reliability_summary` read from the tables (JSON types)."""
     if not all(p.exists() for p in paths.values()):
         return None
     expected = _top_level(pd.read_parquet(paths["expected_reliability"]))
@@ -193,15 +206,17 @@ def _reliability_summary(folder: Path) -> pd.DataFrame | None:
         if len(t):
             last = t[t["n"] == t["n"].max()].iloc[0]
             row[f"P(R({last.n}) >= {last.r:g})"] = f"[{last.lower:.3f}, {last.upper:.3f}]"
-        rows.append(row)
-    return pd.DataFrame(rows)
+        rows.append({k: float(v) if isinstance(v, np.floating) else v for k, v in row.items()})
+    return rows
 
 
-def _model_reliability_blocks(lake: Lake, model_key: str, model: str, report_path: Path) -> list:
+def _model_reliability_blocks(lake: Lake, model_key: str, model: str, report_path: Path,
+                              summaries: SummaryCache) -> list:
     folder = lake.root / "model_reliability" / f"model={model_key}"
-    summary = _reliability_summary(folder)
-    if summary is None:
+    rows = _reliability_summary(lake, folder, summaries)
+    if rows is None:
         return []
+    summary = pd.DataFrame(rows)
     blocks: list = [
         Paragraph("Reliability (HIP-LLM): the probability of succeeding on the next n tasks drawn from the "
                   "operational profile, R(n) = p^n, as [lower, upper] envelopes over the credal set of priors. "
@@ -214,33 +229,37 @@ def _model_reliability_blocks(lake: Lake, model_key: str, model: str, report_pat
     return blocks
 
 
-def _suite_reliability_table(lake: Lake, suite_key: str) -> list:
-    rows = []
+def _suite_reliability_table(lake: Lake, suite_key: str, summaries: SummaryCache) -> list:
+    rows, found = [], False
     for model, folder in _partition_dirs(lake.root / "reliability", "model"):
-        summary = _reliability_summary(folder / f"suite={suite_key}")
+        summary = _reliability_summary(lake, folder / f"suite={suite_key}", summaries)
         if summary is not None:
-            rows.append(summary.assign(model=model))
-    if not rows:
+            found = True
+            rows += [{**row, "model": model} for row in summary]
+    if not found:
         return []
-    table = pd.concat(rows, ignore_index=True)
+    table = pd.DataFrame(rows, columns=None if rows else ["model"])
     table = table[["model", *[c for c in table.columns if c != "model"]]]
     return [Table(table, caption="Reliability on this suite (HIP-LLM, the suite's subdomains pooled in its domain)")]
 
 
-def report_sections(lake: Lake, report_path: Path) -> list[Section]:
-    """Every section of the report, in order (suites, models, reliability, ingest accounting)."""
+def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | None = None) -> list[Section]:
+    """Every section of the report, in order (suites, models, reliability, ingest accounting).
+
+    ``summaries``: the reliability rows of an earlier report (:data:`RELIABILITY_CACHE`), to save."""
+    summaries = summaries if summaries is not None else reliability_summaries(lake)
     rankings_path = lake.root / "waic_rankings" / "rankings.parquet"
     rankings = pd.read_parquet(rankings_path) if rankings_path.exists() else None
     sections = [Section("Reading this report", [Paragraph(READING_GUIDE)])]
     suites = _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite")
     models = _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model")
     if suites:
-        sections += [_suite_section(lake, suite, folder, report_path, rankings) for suite, folder in suites]
+        sections += [_suite_section(lake, suite, folder, report_path, rankings, summaries) for suite, folder in suites]
     else:
         sections.append(Section("Suites", [Paragraph("No suite comparison has been computed yet.")]))
     for model, folder in models:
         section = _model_section(model, folder, report_path)
-        reliability = _model_reliability_blocks(lake, folder.name.split("=", 1)[1], model, report_path)
+        reliability = _model_reliability_blocks(lake, folder.name.split("=", 1)[1], model, report_path, summaries)
         sections.append(Section(section.heading, [*section.blocks, *reliability], section.subsections))
     accounting = lake.root / "ingest_accounting" / "accounting.parquet"
     if accounting.exists():
@@ -249,6 +268,11 @@ def report_sections(lake: Lake, report_path: Path) -> list[Section]:
             Table(pd.read_parquet(accounting), caption="Ingest accounting"),
         ]))
     return sections
+
+
+def reliability_summaries(lake: Lake) -> SummaryCache:
+    """The reliability rows the last report read (:data:`RELIABILITY_CACHE`), valid for this code."""
+    return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report_builder"]))
 
 
 def build_report(lake: Lake, generated_at: dt.datetime | str) -> Path:
@@ -260,6 +284,8 @@ def build_report(lake: Lake, generated_at: dt.datetime | str) -> Path:
     """
     report_path = lake.root / REPORT_PATH
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    html = render_report("Evaluation report", report_sections(lake, report_path), generated_at=generated_at)
+    summaries = reliability_summaries(lake)
+    html = render_report("Evaluation report", report_sections(lake, report_path, summaries), generated_at=generated_at)
     write_report(html, report_path)
+    summaries.save()
     return report_path

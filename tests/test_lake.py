@@ -107,3 +107,49 @@ def test_a_partial_file_of_a_concurrent_writer_is_not_read(tmp_path):
     for writer in writers:
         writer.abort()
     assert not list(lake.root.rglob(".tmp-*"))
+
+
+def test_summary_cache_recomputes_only_what_changed(tmp_path):
+    from evalpipeline.lake import SummaryCache
+
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    write_bytes_atomic(b"one", first)
+    write_bytes_atomic(b"two", second)
+    cache_path = tmp_path / "cache.json"
+    calls = []
+
+    def summaries(version="v1"):
+        cache = SummaryCache(cache_path, version)
+        values = {name: cache.get(name, [path], lambda name=name, path=path: calls.append(name) or
+                                  {"bytes": path.read_bytes().decode(), "pair": (1, 2.5)})
+                  for name, path in (("a", first), ("b", second))}
+        cache.save()
+        return values
+
+    computed = summaries()
+    assert calls == ["a", "b"]
+    # values read as they come back from JSON, computed or cached: a run's output cannot depend on the cache
+    assert computed == {"a": {"bytes": "one", "pair": [1, 2.5]}, "b": {"bytes": "two", "pair": [1, 2.5]}}
+    assert summaries() == computed and calls == ["a", "b"]  # nothing changed: nothing read
+    write_bytes_atomic(b"two", second)  # the same bytes: the lake leaves the file alone
+    assert summaries() == computed and calls == ["a", "b"]
+    write_bytes_atomic(b"TWO", second)  # rewritten: only that one is read again
+    assert summaries()["b"]["bytes"] == "TWO" and calls == ["a", "b", "b"]
+    first.unlink()  # gone: recomputed (the summariser decides what a missing file means)
+    with pytest.raises(FileNotFoundError):
+        summaries()
+    write_bytes_atomic(b"one", first)
+    summaries()
+    calls.clear()
+    summaries(version="v2")  # other code: nothing of the old cache is used
+    assert calls == ["a", "b"]
+    cache_path.write_text("{not json")  # unreadable: ignored, everything recomputed and the file replaced
+    calls.clear()
+    assert summaries(version="v2") == {"a": {"bytes": "one", "pair": [1, 2.5]}, "b": {"bytes": "TWO", "pair": [1, 2.5]}}
+    assert calls == ["a", "b"]
+    calls.clear()
+    summaries(version="v2")
+    assert calls == []
+    # the file holds only the keys of the last run
+    SummaryCache(cache_path, "v2").save()
+    assert summaries(version="v2") and calls == ["a", "b"]

@@ -101,3 +101,26 @@ def test_report_on_an_empty_lake_says_so(tmp_path):
     text = build_report(Lake(tmp_path), "t").read_text(encoding="utf-8")
     assert "No suite comparison has been computed yet." in text
     assert "<img" not in text
+
+
+def test_report_rereads_only_the_reliability_tables_that_changed(report_lake, monkeypatch):
+    from evalpipeline import report_builder
+
+    first = build_report(report_lake, "t").read_bytes()
+    read = []
+    rows = report_builder._reliability_rows
+    monkeypatch.setattr(report_builder, "_reliability_rows", lambda paths: read.append(paths) or rows(paths))
+    assert build_report(report_lake, "t").read_bytes() == first and read == []
+    # one partition's envelopes change: that folder alone is read again, and the report shows the new numbers
+    folder = report_lake.partition_dir("reliability", MODELS[0], SUITES[0])
+    path = folder / "expected_reliability.parquet"
+    original = pd.read_parquet(path)
+    changed = original.assign(lower=0.0123, upper=0.0456)
+    write_parquet_atomic(pa.Table.from_pandas(changed, preserve_index=False), path)
+    try:
+        text = build_report(report_lake, "t").read_text(encoding="utf-8")
+        assert [p["expected_reliability"].parent for p in read] == [folder]
+        assert "[0.012, 0.046]" in text
+    finally:
+        write_parquet_atomic(pa.Table.from_pandas(original, preserve_index=False), path)
+    assert build_report(report_lake, "t").read_bytes() == first

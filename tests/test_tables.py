@@ -268,3 +268,23 @@ def test_chunked_reading_gives_the_same_tables(tmp_path):
     for table in ("samples", "quarantine"):
         for model in ("m/a", "m/b"):
             pd.testing.assert_frame_equal(whole.read_partition(table, model, "s1"), chunked.read_partition(table, model, "s1"))
+
+
+def test_the_accounting_rereads_only_partitions_whose_tables_changed(tmp_path, monkeypatch):
+    from evalpipeline import accounting
+
+    lake = Lake(tmp_path / "lake")
+    tables = [_write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,1\n"),
+              _write(tmp_path / "b.csv", "model,suite,item_id,score\nb,s1,q1,1\n")]
+    ingest_paths(tables, lake)
+    first = accounting.ingest_accounting(lake)
+    read = []
+    counts = accounting._partition_counts
+    monkeypatch.setattr(accounting, "_partition_counts", lambda lake_, m, s: read.append(m) or counts(lake_, m, s))
+    assert accounting.ingest_accounting(lake).equals(first) and read == []  # nothing changed: no table read
+    _write(tables[1], "model,suite,item_id,score\nb,s1,q1,1\nb,s1,q2,0\nb,s1,q3,Y\n")
+    ingest_paths(tables, lake)
+    again = accounting.ingest_accounting(lake).set_index("model")
+    assert read == ["b"]  # only the partition whose tables were rewritten
+    assert again.loc["b", "rows_ingested"] == 2 and again.loc["b", "rows_quarantined"] == 1
+    assert again.loc["a"].to_dict() == first.set_index("model").loc["a"].to_dict()
