@@ -637,9 +637,8 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
     return profile
 
 
-def _profile_forest_figure(profile: pd.DataFrame, model: str):
-    from evalpipeline.plots import forest_plot
-
+def _profile_forest_inputs(profile: pd.DataFrame, model: str) -> dict:
+    """Everything the profile's forest plot shows: its rows, title and interval label."""
     n = profile["n"].astype(float)
     mean = profile["observed_mean"].astype(float)
     sem = np.where((profile["scope"] != "mean of suites") & (n > 0), np.sqrt(mean * (1 - mean) / n.where(n > 0)), np.nan)
@@ -653,7 +652,13 @@ def _profile_forest_figure(profile: pd.DataFrame, model: str):
         "empirical_sem": sem,
     })
     mass = float(profile["hpdi_mass"].iloc[0])
-    return forest_plot(rows, title=f"{model} across suites", hpdi_label=f"{mass:.0%} HPDI")
+    return {"rows": rows, "title": f"{model} across suites", "hpdi_label": f"{mass:.0%} HPDI"}
+
+
+def _profile_forest_figure(inputs: dict):
+    from evalpipeline.plots import forest_plot
+
+    return forest_plot(inputs["rows"], title=inputs["title"], hpdi_label=inputs["hpdi_label"])
 
 
 def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
@@ -661,10 +666,13 @@ def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | N
 
     Raises :class:`evalpipeline.pipeline.NoDataError` when the model has no sample tables.
     """
-    from evalpipeline.plots import save_png
+    from evalpipeline.plots import save_png_of
 
     profile = model_profile_table(lake, model, settings)
     directory = model_profile_dir(lake, model)
     _write_table(profile, directory / "profile.parquet")
-    save_png(_profile_forest_figure(profile, model), directory / "plots" / "forest.png")
+    # a new model on the model's suites changes its ranks, not what the plot shows: rendered only when that changed
+    inputs = _profile_forest_inputs(profile, model)
+    save_png_of({**inputs, "rows": inputs["rows"].to_dict("split")}, directory / "plots" / "forest.png",
+                lambda: _profile_forest_figure(inputs))
     return profile

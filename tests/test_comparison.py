@@ -312,3 +312,28 @@ def test_pattern_likelihood_equals_item_by_item_sum(epochs, graded):
     naive = _naive_item_log_likelihood(base, gap, spread, ka, na, kb, nb)
     assert np.isfinite(fast).all()  # 40 epochs at the grid corners underflow the product form: stabilised fallback
     assert np.allclose(fast, naive, rtol=1e-10, atol=1e-8)
+
+
+def test_model_profile_renders_its_plot_again_only_when_what_it_shows_changed(planted_lake, tmp_path, monkeypatch):
+    import shutil
+
+    import evalpipeline.plots as plots
+
+    lake = Lake(tmp_path / "copy")
+    shutil.copytree(planted_lake.root, lake.root)
+    build_model_profile(lake, "twin a")
+    forest = lake.root / "model_profile" / "model=twin%20a" / "plots" / "forest.png"
+    before = forest.read_bytes()
+    drawn = []
+    real = plots.forest_plot
+    monkeypatch.setattr(plots, "forest_plot", lambda *a, **k: drawn.append(k["title"]) or real(*a, **k))
+    # another model joins the suite: twin a's rank and model count change, its plotted posterior does not
+    write_samples(lake, "newcomer", "quiz", np.ones((30, 2)))
+    build_suite_comparison(lake, "quiz")
+    profile = build_model_profile(lake, "twin a").set_index("suite")
+    assert profile.loc["quiz", "n_models"] == 4 and drawn == [] and forest.read_bytes() == before
+    # its own samples change: the plot is drawn again
+    write_samples(lake, "twin a", "quiz", np.zeros((30, 2)))
+    build_suite_comparison(lake, "quiz")
+    build_model_profile(lake, "twin a")
+    assert drawn == ["twin a across suites"] and forest.read_bytes() != before

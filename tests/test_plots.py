@@ -526,3 +526,32 @@ def test_nest_inside_clips_a_sampled_inner_hpdi_into_the_outer_one():
     forest_plot(rows)  # renders
     with pytest.raises(ValueError, match="exceeds outer_high"):
         forest_plot(rows.assign(hpdi_high=[0.61, 0.30]))
+
+
+def test_save_png_of_renders_only_when_what_the_plot_shows_changed(tmp_path, monkeypatch):
+    from evalpipeline.plots import _common
+
+    path = tmp_path / "plots" / "p.png"
+    rendered = []
+
+    def figure(value):
+        def make():
+            rendered.append(value)
+            fig = _common.new_figure(2, 2)
+            fig.add_subplot().plot([0, 1], [0, value])
+            return fig
+        return make
+
+    assert plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0]
+    first = path.read_bytes()
+    assert not plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0]  # same inputs: not rendered
+    assert plots.save_png_of({"v": 2.0}, path, figure(2.0)) and rendered == [1.0, 2.0]  # new inputs
+    assert path.read_bytes() != first
+    path.unlink()  # the PNG gone: rendered again whatever the record says
+    plots.save_png_of({"v": 2.0}, path, figure(2.0))
+    assert rendered == [1.0, 2.0, 2.0] and path.exists()
+    # other plotting code (or matplotlib) renders again; so does another resolution
+    monkeypatch.setattr(_common, "_plotting_code", lambda: "edited")
+    plots.save_png_of({"v": 2.0}, path, figure(2.0))
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), dpi=50)
+    assert rendered == [1.0, 2.0, 2.0, 2.0, 2.0]

@@ -5,7 +5,8 @@ atomically with deterministic bytes. Each function's docstring lists its
 input columns; bad input raises a ValueError naming what is wrong.
 """
 
-from evalpipeline.plots._common import PNG_DPI, PREVIEW_COLORS, close_figure, figure_png_bytes, png_preview, save_png
+from evalpipeline.plots._common import (PNG_DPI, PREVIEW_COLORS, close_figure, figure_png_bytes, png_preview, save_png,
+                                        save_png_of)
 from evalpipeline.plots.comparison import (HEATMAP_LABEL_LIMIT, leaderboard_plot, pairwise_heatmap, pairwise_matrix,
                                            waic_comparison_plot)
 from evalpipeline.plots.diagnostics import trace_rank_plot
@@ -30,6 +31,7 @@ __all__ = [
     "power_curve",
     "reliability_cdf_envelopes",
     "save_png",
+    "save_png_of",
     "success_rate_distribution",
     "trace_rank_plot",
     "waic_comparison_plot",

@@ -7,8 +7,11 @@ Dagster runs, and the Agg canvas is attached explicitly.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +131,41 @@ def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI) -> bool:
     data = figure_png_bytes(figure, dpi=dpi)
     close_figure(figure)
     return write_bytes_atomic(data, Path(path))
+
+
+#: Suffix of the record beside a PNG that :func:`save_png_of` rendered: which inputs and plotting code made it.
+INPUTS_SUFFIX = ".inputs"
+
+
+def save_png_of(inputs, path: Path | str, make_figure: Callable[[], Figure], *, dpi: int = PNG_DPI) -> bool:
+    """:func:`save_png` of ``make_figure()``, unless the PNG at ``path`` was rendered from equal ``inputs``
+    (JSON-able: everything the figure shows) by the same plotting code and matplotlib, as recorded beside
+    it in ``<name>.inputs``; then nothing is rendered. Returns whether the PNG changed.
+
+    Rendering is most of a small asset's cost, and some assets rerun with new tables but the same
+    plot: a new model moves every other model's ranks, not the per-suite posteriors its profile
+    plots. The record is written after the PNG, so a run killed between them renders again.
+    """
+    path = Path(path)
+    record = path.with_name(path.name + INPUTS_SUFFIX)
+    key = hashlib.sha256(json.dumps([_plotting_code(), dpi, inputs], default=str).encode()).hexdigest()
+    try:
+        if path.exists() and record.read_text() == key:
+            return False
+    except OSError:
+        pass
+    changed = save_png(make_figure(), path, dpi=dpi)
+    write_bytes_atomic(key.encode(), record)
+    return changed
+
+
+@functools.lru_cache(maxsize=1)
+def _plotting_code() -> str:
+    import matplotlib
+
+    from evalpipeline.versions import code_version
+
+    return f"{code_version(['evalpipeline.plots'])} matplotlib {matplotlib.__version__}"
 
 
 def close_figure(figure: Figure) -> None:
