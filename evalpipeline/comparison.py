@@ -384,16 +384,20 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
                             glm: str | None = None, effects: pd.DataFrame | None = None,
                             glm_draws: np.ndarray | None = None) -> pd.DataFrame:
     """One row per model on one suite (columns: :func:`leaderboard_columns` of the settings' thresholds)."""
-    counted = _counted(samples)
-    models = sorted(samples["model"].astype(str).unique())
+    counted = _counted(samples).to_numpy()
+    names = samples["model"].astype(str)
+    models = sorted(names.unique())
     if not models:
         raise ValueError(f"suite {suite!r}: the sample table has no rows")
+    positions = names.groupby(names, sort=False).indices  # each model's rows, in table order
+    all_scores, items = samples["score"].to_numpy(dtype=float, na_value=np.nan), samples["item_id"]
     rows = []
     for model in models:
-        mine = samples["model"].astype(str) == model
-        scores = samples.loc[mine & counted, "score"].to_numpy(dtype=float)
-        n_items = samples.loc[mine & counted, "item_id"].nunique()
-        row = {"suite": suite, "model": model, **model_summary(scores, n_items, int((mine & ~counted).sum()), settings)}
+        mine = positions[model]
+        kept = mine[counted[mine]]
+        scores = all_scores[kept]
+        n_items = items.iloc[kept].nunique()
+        row = {"suite": suite, "model": model, **model_summary(scores, n_items, int(len(mine) - len(kept)), settings)}
         tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
         row.update({threshold_column(t): p for t, p in tails.items()})
         rows.append(row)

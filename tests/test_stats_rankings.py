@@ -45,3 +45,18 @@ def test_threshold_probabilities_closed_form_and_from_draws():
     assert table["p_above"].tolist() == pytest.approx([exact[0.8], exact[0.9]], abs=0.004)
     with pytest.raises(ValueError):
         threshold_probabilities_beta(2, 2, [1.5])
+
+
+def test_ranks_are_one_plus_the_models_strictly_better_in_each_draw():
+    # discrete draws, so that many draws hold ties: every summary equals the definition, computed pair by pair
+    rng = np.random.default_rng(4)
+    draws = rng.integers(0, 4, size=(500, 7)).astype(float)
+    ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
+    best = ranks == 1
+    table = rank_probabilities(draws, list("abcdefg"))
+    assert table["p_best"].tolist() == (best / best.sum(axis=1, keepdims=True)).mean(axis=0).tolist()
+    assert table["expected_rank"].tolist() == ranks.mean(axis=0).tolist()
+    assert table["rank_low"].tolist() == np.quantile(ranks, 0.025, axis=0).tolist()
+    assert table["rank_high"].tolist() == np.quantile(ranks, 0.975, axis=0).tolist()
+    with pytest.raises(ValueError, match="finite"):
+        rank_probabilities(np.array([[0.5, np.nan]]), ["a", "b"])
