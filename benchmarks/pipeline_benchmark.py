@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py suite-steps [--models 100] [--pair-models 25] [--glm fast|paper]
     .venv/bin/python benchmarks/pipeline_benchmark.py suite-grid [--models 100] [--item-sd 1] [--repeats 2]
     .venv/bin/python benchmarks/pipeline_benchmark.py add-model --keep DIR
+    .venv/bin/python benchmarks/pipeline_benchmark.py rerun --keep DIR
 
 ``demo`` copies data/inspect_logs into a temporary landing folder and runs
 ``run_main_job`` (the five stages: ``ingest_and_fit`` runs over the model x suite
@@ -26,7 +27,9 @@ one model's file and runs ``only_changed=True``. It prints both wall times, the
 per-stage and per-asset cost, and peak RSS. When ``--models`` is below the
 leaderboard size (100) the 100-model numbers are extrapolated per asset (linear
 in the models, quadratic for the pairwise comparison) and labelled EXTRAPOLATED;
-everything else is MEASURED.
+everything else is MEASURED. ``add-model`` and ``rerun`` work in the folder a
+``scale --keep DIR`` left: one more model, or the nightly over the unchanged logs
+(it must fit nothing: exit 1 otherwise).
 
 ``--glm fast`` is the end-to-end test's setting (tests/test_dagster.py): candidate
 GLMs binomial + suite_binomial, 4 chains x (500 warmup + 500 draws), thresholds
@@ -257,6 +260,18 @@ def warn_if_code_changed(started_version: str) -> bool:
     return False
 
 
+def timed_nightly(heading: str, instance, verbose: bool, workers: int) -> tuple[Timed, dict[str, int]]:
+    """Run the nightly (`only_changed=True`) and print its wall time, GLM statuses, stages and assets."""
+    run = Timed(heading, instance, only_changed=True, verbose=verbose, workers=workers)
+    counts = glm_statuses(instance, run.run_ids)
+    print(f"\n{heading} (MEASURED; {load()}): {run.seconds:.1f} s, {len(run.run_ids)} run(s); "
+          f"GLM materialisations {counts}")
+    print_stages(run)
+    print()
+    print_assets(instance, run.run_ids)
+    return run, counts
+
+
 def load() -> str:
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
@@ -440,13 +455,8 @@ def run_scale(args, work: Path) -> int:
     print(f"GLM materialisations: {glm_statuses(instance, full.run_ids)}")
 
     write_model_table(landing, args.models, args.suites, args.items, args.seed, args.item_sd)
-    new = Timed("new model", instance, only_changed=True, verbose=args.verbose, workers=args.workers)
-    counts = glm_statuses(instance, new.run_ids)
-    print(f"\none new model, only_changed=True, {args.models + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
-          f"GLM materialisations {counts}")
-    print_stages(new)
-    print()
-    print_assets(instance, new.run_ids)
+    new = timed_nightly(f"one new model, only_changed=True, {args.models + 1} models", instance, args.verbose,
+                        args.workers)[0]
     warn_if_code_changed(version)
     print(f"\npeak memory (MEASURED): {max(full.peak_tree_mib, new.peak_tree_mib):.0f} MiB, this process and its "
           f"{args.workers} worker(s) together (this process alone: {peak_rss_mib():.0f} MiB)")
@@ -481,18 +491,28 @@ def run_add_model(args, work: Path) -> int:
     print(f"add-model: model {index} joins {len(present)} models x {args.suites} suites x {args.items} items in "
           f"{work}; {load()}", flush=True)
     write_model_table(landing, index, args.suites, args.items, args.seed, args.item_sd)
-    new = Timed("new model", instance, only_changed=True, verbose=args.verbose, workers=args.workers)
-    counts = glm_statuses(instance, new.run_ids)
-    print(f"\none new model, only_changed=True, {len(present) + 1} models (MEASURED; {load()}): {new.seconds:.1f} s; "
-          f"GLM materialisations {counts}")
-    print_stages(new)
-    print()
-    print_assets(instance, new.run_ids)
+    new = timed_nightly(f"one new model, only_changed=True, {len(present) + 1} models", instance, args.verbose,
+                        args.workers)[0]
     warn_if_code_changed(version)
     print(f"\npeak memory (MEASURED): {new.peak_tree_mib:.0f} MiB, this process and its {args.workers} worker(s) "
           f"together; target for one new model {TARGET_NEW_MODEL_S:.0f} s "
           f"({'met' if new.seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
     return 1 if new.returncode else 0
+
+
+def run_rerun(work: Path, verbose: bool, workers: int) -> int:
+    """The nightly over unchanged logs on a lake that `scale --keep DIR` left: it must fit nothing
+    (exit 1 otherwise) and should take seconds, at the leaderboard's size as on the demo."""
+    from evalpipeline.definitions import local_instance
+
+    instance = local_instance()
+    version = source_version()
+    print(f"rerun: the nightly over the unchanged logs in {work / 'landing'}; {load()}", flush=True)
+    rerun, counts = timed_nightly("no-op rerun, only_changed=True", instance, verbose, workers)
+    warn_if_code_changed(version)
+    fitted = counts.get("fitted", 0)
+    print("no-op rerun fitted nothing: " + ("yes" if fitted == 0 else f"NO ({fitted} fits)"))
+    return 1 if rerun.returncode or fitted else 0
 
 
 #: How each asset's cost grows with the number of models on a fixed set of suites: partition-level
@@ -553,11 +573,12 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "suite-grid", "add-model"],
+    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "suite-grid", "add-model", "rerun"],
                         help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
                              "and pairwise rows measured at the full size; suite-grid: that GLM with and without the "
                              "LLM x task grid layout; add-model: one more model into the lake "
-                             "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd)")
+                             "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd); rerun: the nightly over "
+                             "that lake's unchanged logs (must fit nothing)")
     parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
     parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
     parser.add_argument("--models", type=int, default=LEADERBOARD["models"])
@@ -570,7 +591,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2, help="suite-grid: timed fits of each layout")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
     parser.add_argument("--keep", type=Path, default=None,
-                        help="work in this (new) folder and keep it; add-model: the folder to add to")
+                        help="work in this (new) folder and keep it; add-model, rerun: the folder `scale --keep` left")
     parser.add_argument("--verbose", action="store_true", help="print each run's line as it finishes")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})")
@@ -583,6 +604,11 @@ def main() -> int:
             parser.error("add-model needs --keep DIR: the folder an earlier `scale --keep DIR` left")
         setup_environment(args.keep, args.glm, glm_models, args.jax_cache, reuse=True)
         return run_add_model(args, args.keep)
+    if args.mode == "rerun":
+        if args.keep is None:
+            parser.error("rerun needs --keep DIR: the folder an earlier `scale --keep DIR` left")
+        setup_environment(args.keep, args.glm, glm_models, args.jax_cache, reuse=True)
+        return run_rerun(args.keep, args.verbose, args.workers)
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp:
         work = args.keep or Path(tmp)
         setup_environment(work, args.glm, glm_models, args.jax_cache)
