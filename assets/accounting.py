@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 from assets.automation import refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY
 from assets.metadata import column_schema, table_metadata
-from evalpipeline.accounting import ACCOUNTING_COLUMNS
+from evalpipeline.accounting import ACCOUNTING_CODE, ACCOUNTING_COLUMNS
 from evalpipeline.accounting import ingest_accounting as account_rows
 from evalpipeline.lake import sha256_file, write_parquet_atomic
 from evalpipeline.versions import code_version
@@ -22,7 +22,7 @@ import pyarrow as pa
     kinds={"parquet"},
     owners=["team:evalpipeline"],
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.accounting"]),
+    code_version=code_version(ACCOUNTING_CODE),
     description=(
         "Row accounting across the lake: per model x suite, rows ingested, rows flagged errored or "
         "limit-hit, rows quarantined by reason class, and every log that could not be read at all. "

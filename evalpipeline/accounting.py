@@ -17,6 +17,10 @@ from evalpipeline.versions import code_version
 #: Where :func:`ingest_accounting` keeps each partition's counts between runs (:class:`SummaryCache`).
 COUNTS_CACHE = "partition_counts.json"
 
+#: The code the accounting's rows come from (the asset's code version and its cache's): the quarantine
+#: reasons are classed by the ingest report's own rule (:func:`evalpipeline.ingest.general_reason`).
+ACCOUNTING_CODE = ["evalpipeline.accounting", "evalpipeline.ingest"]
+
 ACCOUNTING_COLUMNS = {
     "model": "model display name ((unreadable file) for logs no partition could be read from)",
     "suite": "suite display name (the file path for unreadable files)",
@@ -47,7 +51,7 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
     every time (one small file)."""
     rows = []
     pairs = sorted(set(lake.partitions("samples")) | set(lake.partitions("quarantine")))
-    cache = SummaryCache(lake.root / "ingest_accounting" / COUNTS_CACHE, code_version(["evalpipeline.accounting"]))
+    cache = SummaryCache(lake.root / "ingest_accounting" / COUNTS_CACHE, code_version(ACCOUNTING_CODE))
     for model, suite in pairs:
         files = [*_files(lake, "samples", model, suite), *_files(lake, "quarantine", model, suite)]
         key = lake.partition_dir("samples", model, suite).relative_to(lake.root / "samples").as_posix()

@@ -288,3 +288,22 @@ def test_the_accounting_rereads_only_partitions_whose_tables_changed(tmp_path, m
     assert read == ["b"]  # only the partition whose tables were rewritten
     assert again.loc["b", "rows_ingested"] == 2 and again.loc["b", "rows_quarantined"] == 1
     assert again.loc["a"].to_dict() == first.set_index("model").loc["a"].to_dict()
+
+
+def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, monkeypatch):
+    # the quarantine reasons are classed by ingest's rule: an edit there must invalidate the cached
+    # counts (and mark the asset stale), or warm and cold runs of the same code would disagree
+    from evalpipeline import accounting
+    from evalpipeline.ingest import general_reason
+
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([_write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\n")], lake)
+    versioned = []
+    real = accounting.code_version
+    monkeypatch.setattr(accounting, "code_version", lambda modules, *a, **k: versioned.append(list(modules)) or real(modules, *a, **k))
+    accounting.ingest_accounting(lake)
+    assert versioned and all(general_reason.__module__ in modules and "evalpipeline.accounting" in modules
+                             for modules in versioned)
+    from assets.accounting import ingest_accounting as asset
+
+    assert asset.code_versions_by_key[asset.key] == real(accounting.ACCOUNTING_CODE)
