@@ -678,5 +678,5 @@ def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | N
     # a new model on the model's suites changes its ranks, not what the plot shows: rendered only when that changed
     inputs = _profile_forest_inputs(profile, model)
     save_png_of({**inputs, "rows": inputs["rows"].to_dict("split")}, directory / "plots" / "forest.png",
-                lambda: _profile_forest_figure(inputs))
+                lambda: _profile_forest_figure(inputs), code=[__name__])
     return profile

@@ -542,16 +542,30 @@ def test_save_png_of_renders_only_when_what_the_plot_shows_changed(tmp_path, mon
             return fig
         return make
 
+    path.parent.mkdir()
+    path.with_name("p.png.inputs").write_text("a record an earlier version kept beside the PNG")
     assert plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0]
     first = path.read_bytes()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["p.png"]  # the record is inside the PNG
     assert not plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0]  # same inputs: not rendered
     assert plots.save_png_of({"v": 2.0}, path, figure(2.0)) and rendered == [1.0, 2.0]  # new inputs
     assert path.read_bytes() != first
-    path.unlink()  # the PNG gone: rendered again whatever the record says
+    # back to the first inputs: drawn again, the picture equal to the first one's
+    assert plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0, 2.0, 1.0] and path.read_bytes() == first
+    path.unlink()  # the PNG gone: rendered again
     plots.save_png_of({"v": 2.0}, path, figure(2.0))
-    assert rendered == [1.0, 2.0, 2.0] and path.exists()
-    # other plotting code (or matplotlib) renders again; so does another resolution
+    assert rendered == [1.0, 2.0, 1.0, 2.0] and path.exists()
+    # a PNG that another writer replaced (no record, or another one) is drawn again
+    plots.save_png(figure(9.0)(), path)
+    plots.save_png_of({"v": 2.0}, path, figure(2.0))
+    assert rendered == [1.0, 2.0, 1.0, 2.0, 9.0, 2.0]
+    # other code renders again: the plotting package (or matplotlib), the modules that build the figure,
+    # and another resolution
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
+    assert not plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
+    monkeypatch.setattr(_common, "_source_of", lambda modules: "edited " + ",".join(modules))
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
     monkeypatch.setattr(_common, "_plotting_code", lambda: "edited")
-    plots.save_png_of({"v": 2.0}, path, figure(2.0))
-    plots.save_png_of({"v": 2.0}, path, figure(2.0), dpi=50)
-    assert rendered == [1.0, 2.0, 2.0, 2.0, 2.0]
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"], dpi=50)
+    assert rendered == [1.0, 2.0, 1.0, 2.0, 9.0, 2.0, 2.0, 2.0, 2.0, 2.0]

@@ -84,8 +84,8 @@ def require_probabilities(values: np.ndarray, column: str, what: str) -> None:
         raise ValueError(f"{what}: column {column} must lie in [0, 1] (found {finite.min():.4g} to {finite.max():.4g})")
 
 
-def figure_png_bytes(figure: Figure, *, dpi: int = PNG_DPI) -> bytes:
-    """Render ``figure`` to PNG bytes.
+def figure_png_bytes(figure: Figure, *, dpi: int = PNG_DPI, text: dict[str, str] | None = None) -> bytes:
+    """Render ``figure`` to PNG bytes, with ``text`` as PNG text chunks.
 
     ``metadata={"Software": None}`` drops the only varying text chunk matplotlib
     writes (its version string); Agg PNGs carry no timestamp, so equal figures
@@ -94,7 +94,7 @@ def figure_png_bytes(figure: Figure, *, dpi: int = PNG_DPI) -> bytes:
     if not isinstance(figure, Figure):
         raise ValueError(f"expected a matplotlib Figure, got {type(figure).__name__}")
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None, **(text or {})})
     return buffer.getvalue()
 
 
@@ -122,41 +122,57 @@ def png_preview(data: bytes, *, colors: int = PREVIEW_COLORS) -> bytes:
     return preview if len(preview) < len(data) else data
 
 
-def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI) -> bool:
-    """Write ``figure`` as PNG at ``path`` atomically, then close it.
+def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI, text: dict[str, str] | None = None) -> bool:
+    """Write ``figure`` as PNG at ``path`` atomically (``text`` as PNG text chunks), then close it.
 
     Returns False when the file already held exactly these bytes (the lake's
     rule: reruns leave unchanged files, mtimes included, alone).
     """
-    data = figure_png_bytes(figure, dpi=dpi)
+    data = figure_png_bytes(figure, dpi=dpi, text=text)
     close_figure(figure)
     return write_bytes_atomic(data, Path(path))
 
 
-#: Suffix of the record beside a PNG that :func:`save_png_of` rendered: which inputs and plotting code made it.
-INPUTS_SUFFIX = ".inputs"
+#: The PNG text chunk in which :func:`save_png_of` records what the picture was drawn from.
+INPUTS_CHUNK = "evalpipeline-inputs"
 
 
-def save_png_of(inputs, path: Path | str, make_figure: Callable[[], Figure], *, dpi: int = PNG_DPI) -> bool:
-    """:func:`save_png` of ``make_figure()``, unless the PNG at ``path`` was rendered from equal ``inputs``
-    (JSON-able: everything the figure shows) by the same plotting code and matplotlib, as recorded beside
-    it in ``<name>.inputs``; then nothing is rendered. Returns whether the PNG changed.
+def save_png_of(inputs, path: Path | str, make_figure: Callable[[], Figure], *, code: Sequence[str] = (),
+                dpi: int = PNG_DPI) -> bool:
+    """:func:`save_png` of ``make_figure()``, unless the PNG at ``path`` was drawn from equal ``inputs``
+    (JSON-able: everything the figure shows) by the same code (``evalpipeline.plots`` and the modules
+    named in ``code``, which build the figure), matplotlib version and dpi; then nothing is drawn.
+    Returns whether the PNG changed.
 
-    Rendering is most of a small asset's cost, and some assets rerun with new tables but the same
+    Drawing is most of a small asset's cost, and some assets rerun with new tables but the same
     plot: a new model moves every other model's ranks, not the per-suite posteriors its profile
-    plots. The record is written after the PNG, so a run killed between them renders again.
+    plots. The record is a hash in a text chunk of the PNG itself, so the picture and its record are
+    replaced in one atomic write: a killed or concurrent run cannot leave one without the other.
     """
     path = Path(path)
-    record = path.with_name(path.name + INPUTS_SUFFIX)
-    key = hashlib.sha256(json.dumps([_plotting_code(), dpi, inputs], default=str).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([_plotting_code(), _source_of(tuple(code)), dpi, inputs], default=str).encode()).hexdigest()
+    path.with_name(path.name + ".inputs").unlink(missing_ok=True)  # the separate record an earlier version kept
+    if _png_text(path).get(INPUTS_CHUNK) == key:
+        return False
+    return save_png(make_figure(), path, dpi=dpi, text={INPUTS_CHUNK: key})
+
+
+def _png_text(path: Path) -> dict:
+    """The text chunks ahead of a PNG's pixels (empty for a missing or unreadable file)."""
+    from PIL import Image, UnidentifiedImageError
+
     try:
-        if path.exists() and record.read_text() == key:
-            return False
-    except OSError:
-        pass
-    changed = save_png(make_figure(), path, dpi=dpi)
-    write_bytes_atomic(key.encode(), record)
-    return changed
+        with Image.open(path) as image:
+            return dict(image.info)
+    except (OSError, UnidentifiedImageError, ValueError):
+        return {}
+
+
+@functools.lru_cache(maxsize=None)
+def _source_of(modules: tuple[str, ...]) -> str:
+    from evalpipeline.versions import code_version
+
+    return code_version(list(modules)) if modules else ""
 
 
 @functools.lru_cache(maxsize=1)
