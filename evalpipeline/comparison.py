@@ -386,17 +386,21 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
     """One row per model on one suite (columns: :func:`leaderboard_columns` of the settings' thresholds)."""
     counted = _counted(samples).to_numpy()
     names = samples["model"].astype(str)
-    models = sorted(names.unique())
+    # each model's rows, in table order; keyed by the name objects themselves, so that even a missing name
+    # (kept as NaN by string dtypes) is looked up as itself
+    positions = dict(names.groupby(names, sort=False, dropna=False).indices)
+    models = sorted(positions)
     if not models:
         raise ValueError(f"suite {suite!r}: the sample table has no rows")
-    positions = names.groupby(names, sort=False).indices  # each model's rows, in table order
-    all_scores, items = samples["score"].to_numpy(dtype=float, na_value=np.nan), samples["item_id"]
+    score = samples["score"]
+    # a numeric column converts at once; otherwise only counted rows are converted (others may hold anything)
+    numeric = score.to_numpy(dtype=float, na_value=np.nan) if pd.api.types.is_numeric_dtype(score) else None
     rows = []
     for model in models:
         mine = positions[model]
         kept = mine[counted[mine]]
-        scores = all_scores[kept]
-        n_items = items.iloc[kept].nunique()
+        scores = numeric[kept] if numeric is not None else score.iloc[kept].to_numpy(dtype=float)
+        n_items = samples["item_id"].iloc[kept].nunique()
         row = {"suite": suite, "model": model, **model_summary(scores, n_items, int(len(mine) - len(kept)), settings)}
         tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
         row.update({threshold_column(t): p for t, p in tails.items()})

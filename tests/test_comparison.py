@@ -337,3 +337,19 @@ def test_model_profile_renders_its_plot_again_only_when_what_it_shows_changed(pl
     build_suite_comparison(lake, "quiz")
     build_model_profile(lake, "twin a")
     assert drawn == ["twin a across suites"] and forest.read_bytes() != before
+
+
+def test_leaderboard_counts_each_models_scored_rows_whatever_the_others_hold():
+    # rows interleaved by model; an errored row's score is not a number and must not be read as one
+    from evalpipeline.comparison import ComparisonSettings, suite_leaderboard_table
+
+    samples = pd.DataFrame({"model": ["a", "b", "a", "b", "c", "a"], "item_id": ["1", "1", "2", "2", "1", "2"],
+                            "score": [1.0, 0.0, 0.0, 1.0, "ERR", None],
+                            "error": [None, None, None, None, "timeout", None]}, dtype=object)
+    board = suite_leaderboard_table(samples, "s", ComparisonSettings(rank_draws=500)).set_index("model")
+    assert board.loc[["a", "b", "c"], "k"].tolist() == [1.0, 1.0, 0.0]
+    assert board.loc[["a", "b", "c"], "n"].tolist() == [2, 2, 0]
+    assert board.loc[["a", "b", "c"], "n_items"].tolist() == [2, 2, 0]
+    numeric = suite_leaderboard_table(samples.assign(score=[1.0, 0.0, 0.0, 1.0, np.nan, np.nan]), "s",
+                                      ComparisonSettings(rank_draws=500)).set_index("model")
+    pd.testing.assert_frame_equal(board, numeric)

@@ -51,6 +51,8 @@ def test_ranks_are_one_plus_the_models_strictly_better_in_each_draw():
     # discrete draws, so that many draws hold ties: every summary equals the definition, computed pair by pair
     rng = np.random.default_rng(4)
     draws = rng.integers(0, 4, size=(500, 7)).astype(float)
+    draws[rng.random(draws.shape) < 0.05] = np.inf  # ranked as the comparisons rank them (tied with each other)
+    draws[rng.random(draws.shape) < 0.05] = -np.inf
     ranks = 1 + (draws[:, None, :] > draws[:, :, None]).sum(axis=2)
     best = ranks == 1
     table = rank_probabilities(draws, list("abcdefg"))
@@ -58,5 +60,5 @@ def test_ranks_are_one_plus_the_models_strictly_better_in_each_draw():
     assert table["expected_rank"].tolist() == ranks.mean(axis=0).tolist()
     assert table["rank_low"].tolist() == np.quantile(ranks, 0.025, axis=0).tolist()
     assert table["rank_high"].tolist() == np.quantile(ranks, 0.975, axis=0).tolist()
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="NaN"):
         rank_probabilities(np.array([[0.5, np.nan]]), ["a", "b"])
