@@ -186,7 +186,7 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
             f"{glm}: attempt {attempt['attempt']} (target accept {attempt['target_accept']}) "
             f"{'passed' if attempt['passed'] else 'failed ' + ', '.join(attempt['failed'])} in {attempt['seconds']:.1f}s"
         )
-    write_fit(fit, directory)
+    write_fit(fit, directory, log_likelihood=config.settings.store_log_likelihood)
     _write_predictive_checks(fit, data, directory)
     _write_fit_plots(fit, data, directory)
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
@@ -430,7 +430,13 @@ def _stored_criteria(glm_dir: Path):
     from evalpipeline.models.fit import read_criteria
 
     stored = read_criteria(glm_dir)
-    return stored if stored is not None else pointwise_criteria(read_fit(glm_dir).idata)
+    if stored is not None:
+        return stored
+    idata = read_fit(glm_dir).idata
+    if "log_likelihood" not in idata.groups():
+        raise ValueError(f"{glm_dir}: criteria.parquet is missing and posterior.nc holds no log-likelihood "
+                         "to compute it from; delete its provenance.json and materialise the fit again to refit it")
+    return pointwise_criteria(idata)
 
 
 def write_waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7) -> tuple[pd.DataFrame, Path]:

@@ -105,7 +105,17 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     recomputed, _ = write_waic_rankings(lake)
     assert recomputed.attrs["groups_computed"] == 2 and recomputed.drop(columns="inputs_hash").equals(
         table.drop(columns="inputs_hash"))
+    # posterior.nc holds no log-likelihood by default ([glm] store_log_likelihood): the fallback has
+    # nothing to compute from and says so. A fit stored with it (a setting that refits, same draws)
+    # has the same criteria, and falls back to its posterior with the same numbers.
     partition_fit = first.directory
+    (partition_fit / "criteria.parquet").unlink()
+    with pytest.raises(ValueError, match="criteria.parquet is missing and posterior.nc holds no log-likelihood"):
+        write_waic_rankings(lake, pareto_k_threshold=0.5)
+    kept = dataclasses.replace(config, settings=dataclasses.replace(FAST, store_log_likelihood=True))
+    assert fit_partition_glm(lake, "strong", "quiz", "binomial", kept, version="v1").status == "fitted"
+    stored, _ = write_waic_rankings(lake)
+    assert stored.drop(columns="inputs_hash").equals(table.drop(columns="inputs_hash"))
     (partition_fit / "criteria.parquet").unlink()
     fallback, _ = write_waic_rankings(lake, pareto_k_threshold=0.5)
     fallback, _ = write_waic_rankings(lake)

@@ -230,12 +230,37 @@ def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tm
         read_fit(tmp_path / "nothing")
 
 
+def test_a_fit_written_without_its_log_likelihood_keeps_its_criteria_and_comparisons(agentic_fits, tmp_path):
+    """``write_fit(..., log_likelihood=False)`` (the lake's default, ``store_log_likelihood``) leaves the
+    (chain, draw, unit) matrix out of posterior.nc and nothing else; the criteria read back are those
+    computed from it, and comparing the read fits ranks as the in-memory fits do."""
+    from evalpipeline.models.compare import pointwise_criteria
+
+    _data, fits = agentic_fits
+    read = {}
+    for name, fit in fits.items():
+        write_fit(fit, tmp_path / name, log_likelihood=False)
+        loaded = read_fit(tmp_path / name)
+        assert "log_likelihood" not in loaded.idata.groups()
+        assert set(loaded.idata.groups()) == set(fit.idata.groups()) - {"log_likelihood"}
+        for group in loaded.idata.groups():
+            for variable, values in getattr(fit.idata, group).variables.items():
+                np.testing.assert_array_equal(getattr(loaded.idata, group)[variable].values, values.values)
+        computed = pointwise_criteria(fit.idata)
+        for column in ("waic_i", "p_waic_i", "loo_i", "lppd_i", "pareto_k"):
+            np.testing.assert_array_equal(getattr(loaded.criteria, column), getattr(computed, column), err_msg=column)
+        read[name] = loaded
+    pd.testing.assert_frame_equal(compare_fits(read), compare_fits(fits))
+    with_matrix = write_fit(fits["binomial"], tmp_path / "kept")["posterior.nc"].stat().st_size
+    assert (tmp_path / "binomial" / "posterior.nc").stat().st_size < with_matrix
+
+
 def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_write(agentic_fits, tmp_path):
     # A process killed while writing posterior.nc leaves its temporary; the rerun's write removes it.
     killed_writer = (
         "import os, sys, types\n"
         "from evalpipeline.models import fit\n"
-        "def half_written(idata, path):\n"
+        "def half_written(idata, path, **options):\n"
         "    open(path, 'wb').write(b'HDF partial')\n"
         "    os._exit(137)  # as SIGKILL: no cleanup runs\n"
         "fit._write_netcdf = half_written\n"

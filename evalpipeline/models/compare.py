@@ -195,6 +195,8 @@ def single_fit_criteria(name: str, fit, *, pareto_k_threshold: float = 0.7) -> p
 def _criteria(name: str, fit) -> PointwiseCriteria:
     if isinstance(fit, PointwiseCriteria):
         return fit
+    if getattr(fit, "criteria", None) is not None:  # a GlmFit's, computed when it was fitted or read
+        return fit.criteria
     idata = getattr(fit, "idata", fit)
     if "log_likelihood" not in idata.groups():
         raise ValueError(f"fit {name!r} has no log_likelihood group")
