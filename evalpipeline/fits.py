@@ -125,7 +125,10 @@ def samples_content_hash(path: Path) -> str:
     """SHA-256 of a sample table's rows without :data:`LOCATION_COLUMNS`: what a fit's reuse compares."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    return _rows_hash(pq.read_table(path))
+
+
+def _rows_hash(table: pa.Table) -> str:
     frame = table.drop_columns([c for c in LOCATION_COLUMNS if c in table.column_names]).to_pandas()
     digest = hashlib.sha256("\x1f".join(f"{c}:{t}" for c, t in frame.dtypes.astype(str).items()).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
@@ -138,10 +141,15 @@ def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]
     if not tables:
         raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}"
                           + rejected_note(lake, suite=suite))
+    import pyarrow.parquet as pq
+
     frames, hashes = [], {}
-    for model, _suite, path in tables:
-        frames.append(lake.read_files([path], model=model))
-        hashes[model] = samples_content_hash(path)
+    for model, _suite, path in tables:  # each table read once, for its rows and its hash
+        table = pq.read_table(path)
+        hashes[model] = _rows_hash(table)
+        frame = table.to_pandas()
+        frame.insert(0, "model", model)
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True), hashes
 
 
