@@ -240,6 +240,25 @@ def test_moving_a_suite_marks_the_partition_reliability_stale_and_a_profile_edit
     assert len({before[1], mapped[1], weighted[1]}) == 3
 
 
+def test_reliability_versions_do_not_depend_on_where_the_project_lives(tmp_path, monkeypatch):
+    """The same configuration and taxonomy in two folders give the same reliability versions: a lake
+    or project copied elsewhere must not recompute every reliability table (the taxonomy's absolute
+    path was part of them). Its contents still count."""
+    from assets.reliability import _version, model_version, partition_version
+
+    versions = []
+    for folder in ("here", "elsewhere"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "evalpipeline.toml").write_text("[reliability]\nn_draws = 500\n")
+        (tmp_path / folder / "taxonomy.toml").write_text('[suites]\narith = "math"\n')
+        monkeypatch.setenv("EVALPIPELINE_CONFIG", str(tmp_path / folder / "evalpipeline.toml"))
+        versions.append((_version(), partition_version(), model_version()))
+    assert versions[0] == versions[1]
+    (tmp_path / "elsewhere" / "taxonomy.toml").write_text('[suites]\narith = "numbers"\n')
+    moved = (_version(), partition_version(), model_version())
+    assert moved[0] == versions[0][0] and moved[1] != versions[0][1] and moved[2] != versions[0][2]
+
+
 def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_code_version(
     landing, tmp_path, monkeypatch
 ):

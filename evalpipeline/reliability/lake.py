@@ -123,8 +123,11 @@ class ReliabilityConfig:
         return load_taxonomy(self.taxonomy_path)
 
     def describe(self) -> dict:
-        return {"settings": self.settings.to_dict(), "success_threshold": self.success_threshold,
-                "taxonomy": self.taxonomy_path}
+        """What decides the outputs, for the code versions and inputs hashes. The taxonomy's location
+        is left out: it is an absolute path, so a project or lake copied to another folder recomputed
+        every table (1,111 step s at 100 models). Its contents are covered where they matter: a suite's
+        domain is in its partitions' counts, the operational profile in the model level's version."""
+        return {"settings": self.settings.to_dict(), "success_threshold": self.success_threshold}
 
 
 def load_reliability_config(path: Path | None = None) -> ReliabilityConfig:
