@@ -50,6 +50,16 @@ from resources import IngestSettings, LakeResource
 SAMPLES = AssetKey("eval_samples")
 
 
+def partition_run_selection(changed: bool, stale_assets) -> list[AssetKey] | None:
+    """The assets a model x suite run materialises: all of them (None) when the partition's logs
+    changed or its sample table is stale, since every other partition asset reads that table;
+    otherwise only the stale ones. Edited code or priors then refit what they made, and the
+    partition's unchanged logs are not read and validated again."""
+    if changed or SAMPLES in stale_assets:
+        return None
+    return sorted(stale_assets, key=str)
+
+
 def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: Discovery) -> dict[str, list[str]]:
     """Make the instance's ``model`` and ``suite`` partitions those of the landing folder and the lake.
 
@@ -260,11 +270,7 @@ def build_nightly_schedule(job, partition_assets):
                 RunRequest(
                     run_key=hashlib.sha256(identity.encode()).hexdigest()[:32],
                     partition_key=key,
-                    # new data reruns the whole partition; edited code or priors only what they made
-                    # (the other fits would only be found unchanged and reused)
-                    # (new samples: everything downstream of them too)
-                    asset_selection=None if pair in discovery.changed or SAMPLES in stale_assets
-                    else sorted(stale_assets, key=str),
+                    asset_selection=partition_run_selection(pair in discovery.changed, stale_assets),
                     tags={"evalpipeline/reason": "; ".join(why)[:200]},
                 )
             )

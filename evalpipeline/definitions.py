@@ -21,6 +21,7 @@ from typing import Callable
 
 import pandas as pd
 from dagster import (
+    AssetKey,
     AssetSelection,
     AutomationConditionSensorDefinition,
     DagsterInstance,
@@ -42,6 +43,7 @@ from assets.schedules import (
     build_nightly_schedule,
     current_files_states,
     input_partitions,
+    partition_run_selection,
     stale_partitions,
     sync_dynamic_partitions,
 )
@@ -193,7 +195,8 @@ def run_main_job(
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
     for error in discovery.unreadable:
         echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
-    stale = _stale(instance, discovery) if only_changed else {"pairs": set(), "suites": set(), "models": set()}
+    stale = (_stale(instance, discovery) if only_changed
+             else {"pairs": set(), "suites": set(), "models": set(), "pair_assets": {}})
     pairs = sorted(discovery.changed | stale["pairs"] if only_changed else discovery.partitions)
     # only the suites the rerun partitions feed, and the models on those suites (a new model moves every
     # rank and P(best) on its suites); all of them on a full run
@@ -214,10 +217,10 @@ def run_main_job(
         + (f", {len(discovery.lake_only)} held only by the lake" if discovery.lake_only else "")
         + (f", {len(discovery.retiring)} to retire" if discovery.retiring else "") + f"), {len(suites)} suite(s)"
     )
-    if any(stale.values()):
-        labels = {"pairs": "model x suite partition(s)", "suites": "suite(s)", "models": "model(s)"}
+    labels = {"pairs": "model x suite partition(s)", "suites": "suite(s)", "models": "model(s)"}
+    if any(stale[k] for k in labels):
         echo("to redo as well (an output missing, or made by other code or settings): "
-             + ", ".join(f"{len(v)} {labels[k]}" for k, v in stale.items() if v))
+             + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k]))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
     workers = max(1, workers)
@@ -228,25 +231,38 @@ def run_main_job(
         # with several workers, split a stage so that each has a share to run
         return max(1, min(partitions_per_run, -(-count // workers)))
 
-    partition_keys = [(to_partition_key(m), to_partition_key(s)) for m, s in pairs]
     pair_name = lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"  # noqa: E731
     suite_name = lambda k: f"suite {from_partition_key(k)}"  # noqa: E731
     model_name = lambda k: f"model {from_partition_key(k)}"  # noqa: E731
 
     def keyed_runs(job, names: list[str], order: list[str], name: Callable[[str], str]) -> list[tuple]:
         keys = [to_partition_key(k) for k in names]
-        return [(job.name, block, _label(block, name), [name(k) for k in block])
+        return [(job.name, block, _label(block, name), [name(k) for k in block], None)
                 for block in key_blocks(keys, order, per_run(len(keys)))]
 
+    # A partition whose logs are unchanged reruns only its stale assets (edited GLM code refits the
+    # GLMs without reading and validating the logs again): one group of range runs per selection.
+    selections: dict[tuple[str, ...] | None, list[tuple[str, str]]] = {}
+    for pair in pairs:
+        selection = partition_run_selection(pair in discovery.changed, stale["pair_assets"].get(pair, set()))
+        key = None if selection is None else tuple(k.to_user_string() for k in selection)
+        selections.setdefault(key, []).append((to_partition_key(pair[0]), to_partition_key(pair[1])))
+    partition_runs = []
+    for selection, keys in sorted(selections.items(), key=lambda item: item[0] or ()):
+        suffix = f" [{', '.join(selection)}]" if selection else ""
+        partition_runs += [
+            (ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
+             _label(block, pair_name) + suffix, [pair_name(p) for p in block], selection)
+            for block in range_blocks(keys, model_order, suite_order, per_run(len(pairs)))
+        ]
+
     stages = [
-        [(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
-          _label(block, pair_name), [pair_name(p) for p in block])
-         for block in range_blocks(partition_keys, model_order, suite_order, per_run(len(pairs)))],
+        partition_runs,
         keyed_runs(suite_job, suites, suite_order, suite_name),
         keyed_runs(comparison_job, suites, suite_order, suite_name),
         keyed_runs(model_job, models, model_order, model_name)
         + keyed_runs(model_profile_job, profile_only, model_order, model_name),
-        [(lake_job.name, None, "lake-wide tables", [])],
+        [(lake_job.name, None, "lake-wide tables", [], None)],
     ]
     total = sum(len(stage) for stage in stages)
     failures = 0
@@ -259,19 +275,20 @@ def run_main_job(
 
     try:
         for stage in stages:
-            numbered = [(next(numbers), job_name, keys, label) for job_name, keys, label, _names in stage]
+            numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
             succeeded = execute(numbered, total)
             # Dagster gates per run: a blocking check or error in one partition of a range run stops the
             # downstream steps of every partition in it. Rerunning a failed range one partition per run
             # confines the failure to its partition (the others' stored fits and tables are reused).
             ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
-            singles = [(job_name, [key], name) for job_name, keys, _label_, names in ranges for key, name in zip(keys, names)]
+            singles = [(job_name, [key], name, assets) for job_name, keys, _label_, names, assets in ranges
+                       for key, name in zip(keys, names)]
             failures += sum(not ok for ok in succeeded) - len(ranges)
             if singles:
                 echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "
                      "that a failing partition does not hold back the others")
                 failures += sum(not ok for ok in execute(
-                    [(i, job_name, keys, label) for i, (job_name, keys, label) in enumerate(singles, 1)], len(singles)))
+                    [(i, *single) for i, single in enumerate(singles, 1)], len(singles)))
     finally:
         pool.shutdown()
     _sync_partitions(instance, store, discovery, echo)  # what this run's ingest retired
@@ -293,7 +310,7 @@ def run_main_job(
 def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: WorkerPool | None,
                instance: DagsterInstance, on_lost_workers: Callable[[], None],
                block: Callable[..., tuple[bool, float, list[str]]] | None = None) -> list[bool]:
-    """Run ``steps`` ((number, job, keys, label)) and return whether each succeeded, in order: side
+    """Run ``steps`` ((number, job, keys, label, assets)) and return whether each succeeded, in order: side
     by side in ``pool`` when there is one and more than one step, else one after another here.
 
     A worker that dies (killed, out of memory) breaks the pool, and the pool ends the runs of its
@@ -304,9 +321,9 @@ def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: Wo
     block = block or _execute_block
     if pool is None or len(steps) < 2:
         succeeded = []
-        for number, job_name, keys, label in steps:
+        for number, job_name, keys, label, assets in steps:
             echo(f"[{number}/{count}] {job_name} {label} ...")
-            outcome = block(job_name, keys, instance=instance)
+            outcome = block(job_name, keys, assets=assets, instance=instance)
             _echo_outcome(echo, count, number, job_name, label, *outcome)
             succeeded.append(outcome[0])
         return succeeded
@@ -330,12 +347,12 @@ def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callabl
     number), and return the steps a dead worker ended (in step order)."""
     futures = {}
     for step in steps:
-        number, job_name, keys, label = step
+        number, job_name, keys, label, assets = step
         echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-        futures[pool.submit(block, job_name, keys, instance.root_directory)] = step
+        futures[pool.submit(block, job_name, keys, instance.root_directory, assets)] = step
     lost = []
     for future in as_completed(futures):
-        number, job_name, _keys, label = futures[future]
+        number, job_name, _keys, label, _assets = futures[future]
         try:
             outcome = future.result()
         except BrokenProcessPool as error:
@@ -348,26 +365,36 @@ def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callabl
     return sorted(lost)
 
 
-def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict[str, set]:
+def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
     """What the nightly run must redo besides new logs, as the schedule decides it: the partitions,
     suites and models one of whose assets has no materialisation yet (a failure, say), was last
     materialised under another code version (edited code, priors, score map, taxonomy), is older
     than one of its inputs, or (eval_samples) recorded other files than the lake holds: the last
-    two are what a killed run leaves. Only what new or changed logs do not bring in already."""
+    two are what a killed run leaves. Only what new or changed logs do not bring in already.
+
+    ``pairs``, ``suites`` and ``models`` are sets of names; ``pair_assets`` maps each stale pair
+    to the set of its assets (``AssetKey``) that are stale."""
     partition_assets = partition_assets or PARTITION_ASSETS
     store = defs.resources["lake"].lake()
     inputs = input_partitions([*partition_assets, *SUITE_ASSETS, *MODEL_ASSETS], discovery.partitions)
 
-    def stale_names(assets_defs, names: dict[str, object], **checks) -> set:
+    def stale_assets(assets_defs, names: dict[str, object], **checks) -> dict:
         code_versions: dict = {}
         for assets_def in assets_defs:
             code_versions.update(assets_def.code_versions_by_key)
-        return {names[key] for key in stale_partitions(instance, code_versions, list(names), inputs=inputs, **checks)}
+        reasons = stale_partitions(instance, code_versions, list(names), inputs=inputs, **checks)
+        return {names[key]: set(why) for key, why in reasons.items()}
+
+    def stale_names(assets_defs, names: dict[str, object]) -> set:
+        return set(stale_assets(assets_defs, names))
 
     pairs = {str(model_suite_key(m, s)): (m, s) for m, s in discovery.partitions}
+    pair_assets = {pair: keys for pair, keys in stale_assets(
+        partition_assets, pairs, files_states=current_files_states(store, discovery.partitions)).items()
+        if pair not in discovery.changed}
     return {
-        "pairs": stale_names(partition_assets, pairs, files_states=current_files_states(store, discovery.partitions))
-        - discovery.changed,
+        "pairs": set(pair_assets),
+        "pair_assets": pair_assets,
         "suites": stale_names(SUITE_ASSETS, {to_partition_key(s): s for s in discovery.suites})
         - {s for _, s in discovery.changed},
         "models": stale_names(MODEL_ASSETS, {to_partition_key(m): m for m in discovery.models})
@@ -427,11 +454,13 @@ class WorkerPool:
 _worker_instances: dict[str, DagsterInstance] = {}
 
 
-def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | None = None, *,
+def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | None = None,
+                   assets: tuple[str, ...] | None = None, *,
                    instance: DagsterInstance | None = None) -> tuple[bool, float, list[str]]:
     """Execute one run of ``job_name`` over ``keys`` (a partition, a range, or None for the
-    unpartitioned lake job) in this process. Returns (succeeded, seconds, lines to print). Runs in
-    a worker process too: there the instance is opened from ``instance_root``, once per worker."""
+    unpartitioned lake job) in this process, materialising ``assets`` (asset key strings) or, when
+    None, every asset of the job. Returns (succeeded, seconds, lines to print). Runs in a worker
+    process too: there the instance is opened from ``instance_root``, once per worker."""
     if instance is None:
         instance = _worker_instances.get(instance_root)
         if instance is None:
@@ -445,6 +474,7 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
     result = defs.resolve_job_def(job_name).execute_in_process(
         instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(), tags=tags,
+        asset_selection=[AssetKey.from_user_string(a) for a in assets] if assets else None,
     )
     lines: list[str] = []
     if not result.success:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 
-def die_or_finish(job_name: str, keys: list[str], root: str) -> tuple[bool, float, list[str]]:
+def die_or_finish(job_name: str, keys: list[str], root: str, assets=None) -> tuple[bool, float, list[str]]:
     """``job_name`` "die": exit as if SIGKILLed once the sibling step runs; "finish": succeed, after
     a minute the first time (so that the sibling dies while it runs), at once after. Each call
     leaves its pid in ``keys[0]``."""
