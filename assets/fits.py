@@ -20,15 +20,8 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
-from evalpipeline.fits import (
-    FIT_PLOTS,
-    RANKING_COLUMNS,
-    FitOutcome,
-    fit_partition_glm,
-    fit_suite_glm,
-    waic_plot_path,
-    write_waic_rankings,
-)
+from evalpipeline.fits import FIT_PLOTS, FitOutcome, fit_partition_glm, fit_suite_glm
+from evalpipeline.glm_rankings import RANKING_COLUMNS, waic_plot_path, write_waic_rankings
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.models import MODELS, PARTITION_MODELS, SUITE_MODELS
@@ -214,7 +207,7 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
     # not gated on every fit's checks: a failed fit is listed as excluded here, and one failure
     # anywhere would otherwise hold the whole lake's rankings back
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.fits", "evalpipeline.models"]),
+    code_version=code_version(["evalpipeline.glm_rankings", "evalpipeline.fits", "evalpipeline.models"]),
     description=(
         "The candidate GLMs of every partition and of every suite compared by WAIC (as HiBayES) and by "
         "PSIS-LOO (with Pareto-k warnings): elpd, its standard error, differences to the best and their "

@@ -16,7 +16,7 @@ START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 def tables() -> list[tuple[str, str, dict[str, str]]]:
     from evalpipeline.accounting import ACCOUNTING_COLUMNS
     from evalpipeline.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
-    from evalpipeline.fits import RANKING_COLUMNS
+    from evalpipeline.glm_rankings import RANKING_COLUMNS
     from evalpipeline.models.compare import CRITERIA_COLUMNS
     from evalpipeline.models.fit import DIAGNOSTICS_COLUMNS, SUMMARY_COLUMNS
     from evalpipeline.models.glm import PREDICTIVE_COLUMNS

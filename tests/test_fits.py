@@ -1,4 +1,4 @@
-"""GLM fits over a lake (evalpipeline/fits.py): provenance reuse, disabled and failing fits
+"""GLM fits over a lake (evalpipeline/fits.py, glm_rankings.py): provenance reuse, disabled and failing fits
 reported and never ranked, WAIC/LOO rankings and the per-suite WAIC plot."""
 
 import dataclasses
@@ -8,15 +8,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from evalpipeline.fits import (
-    GlmConfig,
-    fit_partition_glm,
-    fit_suite_glm,
-    read_outcome,
-    suite_fit_dir,
-    waic_plot_path,
-    write_waic_rankings,
-)
+from evalpipeline.fits import GlmConfig, fit_partition_glm, fit_suite_glm, read_outcome, suite_fit_dir
+from evalpipeline.glm_rankings import waic_plot_path, write_waic_rankings
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.models import DiagnosticThresholds, FitSettings
 from tests.test_comparison import planted_scores, write_samples
@@ -120,6 +113,25 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     fallback, _ = write_waic_rankings(lake, pareto_k_threshold=0.5)
     fallback, _ = write_waic_rankings(lake)
     assert fallback.drop(columns="inputs_hash").equals(table.drop(columns="inputs_hash"))
+
+    # A candidate folder without a complete fit is listed with the reason, not dropped: a fit file
+    # deleted after its record was written (the rows change with it, though the record does not),
+    # and a first fit killed before its record was.
+    (suite_dirs[1] / "summary.parquet").unlink()
+    listed, _ = write_waic_rankings(lake)
+    assert listed.attrs["groups_computed"] == 1  # the suite's group; the partition's rows are reused
+    assert listed[listed["glm"] == "suite_null"]["excluded"].tolist() == [
+        "no stored fit: summary.parquet missing; materialise it again to refit"]
+    killed = suite_fit_dir(lake, "quiz", "suite_nested")
+    killed.mkdir()
+    (killed / "posterior.nc").write_bytes(b"half written")
+    listed, _ = write_waic_rankings(lake)
+    suite = listed[listed["scope"] == "suite"].set_index("glm")
+    assert sorted(suite.index) == ["suite_binomial", "suite_nested", "suite_null"]
+    assert suite.loc["suite_null", "excluded"] == "no stored fit: summary.parquet missing; materialise it again to refit"
+    assert suite.loc["suite_nested", "excluded"].startswith("no stored fit: provenance.json is missing")
+    assert suite.loc["suite_binomial", "excluded"] == "" and suite.loc["suite_binomial", "waic_rank"] == 0
+    assert not waic_plot_path(lake, "quiz").exists()  # one suite GLM left to rank: no comparison to plot
 
 
 def test_a_disabled_glm_is_recorded_without_reading_its_data(lake, monkeypatch):

@@ -78,7 +78,7 @@ def test_report_has_every_suite_and_model_and_no_broken_image(report_lake):
     assert f"Reliability of {html.escape(MODELS[0])}" in text and f"Reliability of {html.escape(MODELS[1])}" not in text
     assert re.search(r"E\[R\(60\)\]", text) and re.search(r"\[0\.\d{3}, 0\.\d{3}\]", text)
     # the WAIC/LOO table shows the rankings' own columns (none here: no fits in this lake)
-    from evalpipeline.fits import RANKING_COLUMNS
+    from evalpipeline.glm_rankings import RANKING_COLUMNS
     from evalpipeline.report_builder import RANKINGS_SHOWN
 
     assert set(RANKINGS_SHOWN) <= set(RANKING_COLUMNS)
