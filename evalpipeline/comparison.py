@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fits import SUITE_TABLE, read_outcome
+from evalpipeline.fits import SUITE_TABLE, no_stored_fit_reason, read_outcome
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
@@ -164,13 +164,16 @@ PAIRWISE_TABLE_COLUMNS = {
     "p_a_better_glm": "P(effect_A > effect_B) from the suite GLM's joint posterior draws (NaN without a passed fit)",
 }
 
+#: ``status`` of a suite GLM whose folder holds no complete fit (see evalpipeline.fits.no_stored_fit_reason)
+NO_STORED_FIT = "no stored fit"
+
 FIT_STATUS_COLUMNS = {
     "suite": "suite display name",
     "glm": "suite GLM",
-    "status": "fitted, reused or not applicable",
-    "passed": "every gating diagnostic passed (null when not applicable)",
+    "status": f"fitted, reused, not applicable or {NO_STORED_FIT}",
+    "passed": f"every gating diagnostic passed (null when not applicable or {NO_STORED_FIT})",
     "failed": "the gating diagnostics that failed, comma-separated",
-    "reason": "why the GLM does not apply, if it does not",
+    "reason": "why the GLM does not apply or has no stored fit, if so",
     "used": "this fit's model effects are the glm_* columns of the leaderboard",
 }
 
@@ -290,7 +293,9 @@ def suite_fit_status(lake: Lake, suite: str, preference=DEFAULT_SUITE_GLMS) -> t
     rows = []
     for glm_dir in sorted(p for p in folder.glob("*") if p.is_dir()) if folder.exists() else []:
         outcome = read_outcome(glm_dir)
-        if outcome is None:
+        if outcome is None:  # listed, not dropped: its materialisation failed or is under way
+            rows.append({"suite": suite, "glm": glm_dir.name, "status": NO_STORED_FIT, "passed": None, "failed": "",
+                         "reason": no_stored_fit_reason(glm_dir), "used": False})
             continue
         failed = ""
         if outcome.status != "not applicable" and outcome.diagnostics is not None and not outcome.passed:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, read_outcome
+from evalpipeline.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, no_stored_fit_reason, read_outcome
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 
@@ -94,7 +94,7 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
             outcome = read_outcome(glm_dir)
             if outcome is None:  # listed, not dropped: its materialisation failed or is under way
                 group.append({"scope": scope, "model": model, "suite": suite, "glm": glm_dir.name,
-                              "excluded": _no_stored_fit(glm_dir)})
+                              "excluded": no_stored_fit_reason(glm_dir)})
                 continue
             base = {"scope": scope, "model": model, "suite": suite, "glm": outcome.glm}
             if outcome.status == "not applicable":
@@ -116,15 +116,6 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
     frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
     frame.attrs.update(groups_computed=computed, groups_reused=reused)
     return frame
-
-
-def _no_stored_fit(glm_dir: Path) -> str:
-    """Why a candidate's folder holds no fit to rank: a fit killed before its record was written,
-    or files deleted since."""
-    if not (glm_dir / "provenance.json").exists():
-        return "no stored fit: provenance.json is missing (the fit did not finish); materialise it again"
-    missing = [name for name in FIT_FILES if not (glm_dir / name).exists()]
-    return f"no stored fit: {', '.join(missing)} missing; materialise it again to refit"
 
 
 def _group_hash(glm_dirs: list[Path], pareto_k_threshold: float, code: str) -> str:

@@ -151,7 +151,7 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
         unusable = fits[~fits["passed"].eq(True)]
         if len(unusable):
             fit_blocks.append(Table(_shown(unusable, ("glm", "status", "passed", "failed", "reason")),
-                                    caption="Suite GLMs not used (failed diagnostics or not applicable)"))
+                                    caption="Suite GLMs not used (failed diagnostics, not applicable or no stored fit)"))
     if fit_blocks:
         subsections.append(Section(f"{suite}: statistical model fits", fit_blocks))
     return Section(f"Suite: {suite}", blocks, subsections)

@@ -218,6 +218,19 @@ def test_passed_suite_glm_is_used_and_failed_one_listed(tmp_path):
     again = build_suite_comparison(lake, "s")
     assert again.glm is None and again.leaderboard["glm_mean"].isna().all()
     assert not (again.directory / "plots" / "glm_forest.png").exists()
+    # a GLM whose folder holds no complete fit is listed with why, not left out, and not used
+    (suite_fit_dir(lake, "s", "suite_null") / "summary.parquet").unlink()
+    _write_suite_fit(lake, "s", "suite_binomial", ["a", "b"], draws)
+    killed = suite_fit_dir(lake, "s", "suite_nested")
+    killed.mkdir()
+    (killed / "posterior.nc").write_bytes(b"half written")
+    listed = build_suite_comparison(lake, "s")
+    fits = listed.fits.set_index("glm")
+    assert listed.glm == "suite_binomial" and sorted(fits.index) == ["suite_binomial", "suite_nested", "suite_null"]
+    assert fits.loc["suite_null", "status"] == "no stored fit" and not fits.loc["suite_null", "used"]
+    assert fits.loc["suite_null", "reason"] == "no stored fit: summary.parquet missing; materialise it again to refit"
+    assert fits.loc["suite_nested", "reason"].startswith("no stored fit: provenance.json is missing")
+    assert pd.isna(fits.loc["suite_nested", "passed"])
 
 
 def test_model_profile(planted_lake):
