@@ -35,7 +35,7 @@ from evalpipeline.settings import load_comparison_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
-_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.stats", "evalpipeline.plots"]
+_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.fit_status", "evalpipeline.stats", "evalpipeline.plots"]
 
 
 def comparison_version() -> str:

@@ -207,7 +207,8 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
     # not gated on every fit's checks: a failed fit is listed as excluded here, and one failure
     # anywhere would otherwise hold the whole lake's rankings back
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.glm_rankings", "evalpipeline.fits", "evalpipeline.models"]),
+    code_version=code_version(["evalpipeline.glm_rankings", "evalpipeline.fit_status", "evalpipeline.fits",
+                               "evalpipeline.models"]),
     description=(
         "The candidate GLMs of every partition and of every suite compared by WAIC (as HiBayES) and by "
         "PSIS-LOO (with Pareto-k warnings): elpd, its standard error, differences to the best and their "

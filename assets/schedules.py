@@ -50,12 +50,15 @@ from resources import IngestSettings, LakeResource
 SAMPLES = AssetKey("eval_samples")
 
 
-def partition_run_selection(changed: bool, stale_assets) -> list[AssetKey] | None:
-    """The assets a model x suite run materialises: all of them (None) when the partition's logs
-    changed or its sample table is stale, since every other partition asset reads that table;
-    otherwise only the stale ones. Edited code or priors then refit what they made, and the
-    partition's unchanged logs are not read and validated again."""
-    if changed or SAMPLES in stale_assets:
+def partition_run_selection(changed: bool, stale_assets, failed_validation: list[str]) -> list[AssetKey] | None:
+    """The assets a model x suite run materialises: only the stale ones when the partition's logs
+    are unchanged and its sample table is current and passed validation, so that edited code or
+    priors redo what they made without reading and validating the logs again. Otherwise all of
+    them (None): every other partition asset reads the sample table, and a table that failed a
+    blocking check (``failed_validation``: the checks, see ``Lake.failed_validation``) must meet
+    the checks again; its downstream assets, skipped by the check, would otherwise run on the
+    rejected rows and report the failure resolved."""
+    if changed or failed_validation or not stale_assets or SAMPLES in stale_assets:
         return None
     return sorted(stale_assets, key=str)
 
@@ -270,7 +273,8 @@ def build_nightly_schedule(job, partition_assets):
                 RunRequest(
                     run_key=hashlib.sha256(identity.encode()).hexdigest()[:32],
                     partition_key=key,
-                    asset_selection=partition_run_selection(pair in discovery.changed, stale_assets),
+                    asset_selection=partition_run_selection(pair in discovery.changed, stale_assets,
+                                                            store.failed_validation(*pair)),
                     tags={"evalpipeline/reason": "; ".join(why)[:200]},
                 )
             )

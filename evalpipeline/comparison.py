@@ -63,7 +63,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fits import SUITE_TABLE, no_stored_fit_reason, read_outcome
+from evalpipeline.fit_status import NO_STORED_FIT, no_stored_fit_reason
+from evalpipeline.fits import SUITE_TABLE, read_outcome
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
@@ -163,9 +164,6 @@ PAIRWISE_TABLE_COLUMNS = {
     "glm": "suite GLM used for p_a_better_glm (null when none passed)",
     "p_a_better_glm": "P(effect_A > effect_B) from the suite GLM's joint posterior draws (NaN without a passed fit)",
 }
-
-#: ``status`` of a suite GLM whose folder holds no complete fit (see evalpipeline.fits.no_stored_fit_reason)
-NO_STORED_FIT = "no stored fit"
 
 FIT_STATUS_COLUMNS = {
     "suite": "suite display name",

@@ -244,7 +244,8 @@ def run_main_job(
     # GLMs without reading and validating the logs again): one group of range runs per selection.
     selections: dict[tuple[str, ...] | None, list[tuple[str, str]]] = {}
     for pair in pairs:
-        selection = partition_run_selection(pair in discovery.changed, stale["pair_assets"].get(pair, set()))
+        selection = partition_run_selection(pair in discovery.changed, stale["pair_assets"].get(pair, set()),
+                                            store.failed_validation(*pair))
         key = None if selection is None else tuple(k.to_user_string() for k in selection)
         selections.setdefault(key, []).append((to_partition_key(pair[0]), to_partition_key(pair[1])))
     partition_runs = []
@@ -281,8 +282,8 @@ def run_main_job(
             # downstream steps of every partition in it. Rerunning a failed range one partition per run
             # confines the failure to its partition (the others' stored fits and tables are reused).
             ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
-            singles = [(job_name, [key], name, assets) for job_name, keys, _label_, names, assets in ranges
-                       for key, name in zip(keys, names)]
+            singles = [(job_name, [key], name + (f" [{', '.join(assets)}]" if assets else ""), assets)
+                       for job_name, keys, _label_, names, assets in ranges for key, name in zip(keys, names)]
             failures += sum(not ok for ok in succeeded) - len(ranges)
             if singles:
                 echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "

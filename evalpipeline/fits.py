@@ -318,23 +318,12 @@ def _clear_fit_files(directory: Path) -> None:
 
 
 def read_outcome(directory: Path) -> FitOutcome | None:
-    """The stored outcome in ``directory`` regardless of inputs (None when nothing complete was
-    stored: :func:`no_stored_fit_reason` says why)."""
+    """The stored outcome in ``directory`` regardless of inputs (None when nothing was stored)."""
     path = directory / "provenance.json"
     if not path.exists():
         return None
     record = json.loads(path.read_text())
     return _stored(directory, {k: record[k] for k in ("inputs", "version", "config")})
-
-
-def no_stored_fit_reason(directory: Path) -> str:
-    """Why a GLM's folder holds no outcome to read (:func:`read_outcome` gave None): a fit killed
-    before its record was written, or fit files deleted since. Reported where the GLM is listed,
-    so that it is never silently left out."""
-    if not (directory / "provenance.json").exists():
-        return "no stored fit: provenance.json is missing (the fit did not finish); materialise it again"
-    missing = [name for name in FIT_FILES if not (directory / name).exists()]
-    return f"no stored fit: {', '.join(missing)} missing; materialise it again to refit"
 
 
 def remove_fit(directory: Path) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, no_stored_fit_reason, read_outcome
+from evalpipeline.fit_status import no_stored_fit_reason
+from evalpipeline.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, read_outcome
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 
@@ -32,7 +33,8 @@ def _ranking_columns() -> dict[str, str]:
         "excluded": "why a candidate is not ranked (failed diagnostics, not applicable, disabled, no stored fit); "
                     "empty when ranked",
         "inputs_hash": "hash of the partition's or suite's stored fit records, the Pareto-k threshold and the "
-                       "ranking code; a rerun reuses the rows when it is unchanged",
+                       "ranking code, and which fit files each candidate's folder holds; a rerun reuses the rows "
+                       "when it is unchanged",
     }
 
 
@@ -79,7 +81,8 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
             stored.setdefault((record["scope"], record["model"], record["suite"], record["inputs_hash"]), []).append(record)
     from evalpipeline.versions import code_version
 
-    code = code_version(["evalpipeline.models.compare", "evalpipeline.fits", "evalpipeline.glm_rankings"])
+    code = code_version(["evalpipeline.models.compare", "evalpipeline.fits", "evalpipeline.fit_status",
+                         "evalpipeline.glm_rankings"])
     rows, computed, reused = [], 0, 0
     for scope, model, suite, folder in _fit_groups(lake):
         glm_dirs = sorted(p for p in folder.iterdir() if p.is_dir())

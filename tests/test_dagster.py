@@ -730,6 +730,52 @@ def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are
     assert "ingest_and_fit" not in capsys.readouterr().out
 
 
+def test_a_partition_run_selects_its_stale_assets_only_when_its_table_is_current_and_passed():
+    from assets.schedules import partition_run_selection
+
+    glm, reliability, samples = AssetKey("glm_binomial"), AssetKey("reliability"), AssetKey("eval_samples")
+    assert partition_run_selection(False, {reliability, glm}, []) == [glm, reliability]
+    assert partition_run_selection(True, {glm}, []) is None  # new or changed logs: the whole job
+    assert partition_run_selection(False, {glm, samples}, []) is None  # everything reads the table
+    assert partition_run_selection(False, set(), []) is None  # a plain run: nothing singled out
+    # a table that failed a blocking check meets the checks again, or its skipped assets would fit it
+    assert partition_run_selection(False, {glm}, ["errored_share_within_bound"]) is None
+
+
+@pytest.mark.slow
+def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monkeypatch, capsys):
+    """A sample table failing a blocking check leaves its partition's other assets unmaterialised
+    (stale as missing), but --only-changed must not select them alone: run without the checks, they
+    would fit the rejected rows and the run would mark the failure resolved."""
+    from assets.schedules import latest_materialisations
+    from evalpipeline.definitions import local_instance
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = [f"good,s,q{i},{i % 2}," for i in range(20)]
+    rows += [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
+    (landing / "s.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evalpipeline.toml").write_text(
+        "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
+    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
+    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert run_main_job() == 1
+    instance = local_instance()
+    for attempt in range(2):
+        capsys.readouterr()
+        assert run_main_job(only_changed=True) == 1
+        out = capsys.readouterr().out
+        assert "ingest_and_fit bad x s: FAILED" in out, out
+        for name in ("accuracy_posteriors", "reliability"):
+            assert "bad|s" not in latest_materialisations(instance, AssetKey(name)), (attempt, name)
+        assert not (tmp_path / "lake/accuracy_posteriors/model=bad").exists()
+    failures = pd.read_parquet(tmp_path / "lake/run_status/failures")
+    mine = failures[failures["partition"].str.contains("bad")]
+    assert len(mine) and (mine["resolved_at"].fillna("") == "").all(), failures  # still failing, as it is
+
+
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
 #: defaults are what `make demo` runs. Thresholds are lowered to what 4 x 500 draws can show.
 FAST_GLM_CONFIG = """
