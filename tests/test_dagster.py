@@ -653,23 +653,39 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
         capsys.readouterr().out)
 
 
+#: Small settings for the end-to-end tests of a few tiny partitions: no GLM, a short reliability run.
+SMALL_PROJECT_CONFIG = (
+    "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
+
+
+def _small_project(tmp_path, monkeypatch, logs: dict[str, str] | None = None):
+    """A project in ``tmp_path`` (the working folder) with ``SMALL_PROJECT_CONFIG`` and a landing
+    folder of ``logs`` (file name -> text; default: alpha and beta on arith and logic, 8 items each,
+    one table each). Returns the landing folder."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    if logs is None:
+        logs = {}
+        for model in ("alpha", "beta"):
+            for suite in ("arith", "logic"):
+                rows = [f"{model},{suite},q{i},{(i + len(model)) % 2},d,{suite}" for i in range(8)]
+                logs[f"{model}_{suite}.csv"] = "model,suite,item_id,score,domain,subdomain\n" + "\n".join(rows) + "\n"
+    for name, text in logs.items():
+        (landing / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evalpipeline.toml").write_text(SMALL_PROJECT_CONFIG)
+    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
+    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    return landing
+
+
 @pytest.mark.slow
 def test_only_changed_refreshes_the_suite_and_model_a_retired_partition_leaves(tmp_path, monkeypatch, capsys):
     """A log rewritten under another model name retires the old model x suite. The nightly
     (`--only-changed`) must then also redo the suite it left (its leaderboard listed the old model)
     and the old model's other suites' model outputs, though neither has a new or changed log."""
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for model in ("alpha", "beta"):
-        for suite in ("arith", "logic"):
-            rows = [f"{model},{suite},q{i},{(i + len(model)) % 2},d,{suite}" for i in range(8)]
-            (landing / f"{model}_{suite}.csv").write_text("model,suite,item_id,score,domain,subdomain\n" + "\n".join(rows) + "\n")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "evalpipeline.toml").write_text(
-        "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
-    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
-    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    landing = _small_project(tmp_path, monkeypatch)
     assert run_main_job() == 0
     board = lambda suite: set(pd.read_parquet(f"lake/suite_comparison/suite={suite}/leaderboard.parquet")["model"])  # noqa: E731
     assert board("logic") == {"alpha", "beta"}
@@ -694,18 +710,7 @@ def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are
     from assets.schedules import latest_materialisations
     from evalpipeline.definitions import local_instance
 
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for model in ("alpha", "beta"):
-        for suite in ("arith", "logic"):
-            rows = [f"{model},{suite},q{i},{(i + len(model)) % 2},d,{suite}" for i in range(8)]
-            (landing / f"{model}_{suite}.csv").write_text("model,suite,item_id,score,domain,subdomain\n" + "\n".join(rows) + "\n")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "evalpipeline.toml").write_text(
-        "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
-    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
-    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    _small_project(tmp_path, monkeypatch)
     assert run_main_job() == 0
     instance = local_instance()
     keys = [AssetKey(name) for name in ("eval_samples", "accuracy_posteriors", "reliability")]
@@ -750,17 +755,9 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     from assets.schedules import latest_materialisations
     from evalpipeline.definitions import local_instance
 
-    landing = tmp_path / "landing"
-    landing.mkdir()
     rows = [f"good,s,q{i},{i % 2}," for i in range(20)]
     rows += [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
-    (landing / "s.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "evalpipeline.toml").write_text(
-        "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
-    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
-    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    _small_project(tmp_path, monkeypatch, logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows) + "\n"})
     assert run_main_job() == 1
     instance = local_instance()
     for attempt in range(2):
