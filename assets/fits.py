@@ -156,6 +156,7 @@ def partition_glm_asset(glm: str):
         for key in context.partition_keys:
             model, suite = model_suite_names(key)
             with permanent_errors():
+                store.require_passed_validation(model, suite)
                 outcome = fit_partition_glm(store, model, suite, glm, config, version=glm_version(glm),
                                             fitter=fitter, progress=context.log.info)
             label = f"{model} x {suite}"

@@ -52,6 +52,7 @@ def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, post
 def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
     model, suite = model_suite_names(key)
     with permanent_errors():
+        lake.lake().require_passed_validation(model, suite)
         settings = posterior_settings.values()
         table, path = write_accuracy_posteriors(
             lake.lake(),

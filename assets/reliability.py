@@ -114,6 +114,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
         with permanent_errors():
+            lake.lake().require_passed_validation(model, suite)
             output = assess_partition(lake.lake(), model, suite, config, code=code)
         results.append(PartitionResult(key, _result(output)))
     yield from emit(context, results)

@@ -242,6 +242,10 @@ class AtomicParquetWriter:
             self._tmp.unlink(missing_ok=True)
 
 
+
+class RejectedSamplesError(ValueError):
+    """A partition's sample table failed validation: its rows must not reach a posterior or a fit."""
+
 class Lake:
     """Paths and reads/writes of the lake rooted at ``root``."""
 
@@ -307,6 +311,16 @@ class Lake:
         if not path.exists():
             return []
         return list(json.loads(path.read_text()).get("failed_checks", []))
+
+    def require_passed_validation(self, model: str, suite: str) -> None:
+        """Raise :class:`RejectedSamplesError` when the partition's sample table failed a blocking
+        check. Within a run the checks stop the assets after the table; this stops a run of those
+        assets alone (from the UI, or requested by automation, which runs no checks)."""
+        failed = self.failed_validation(model, suite)
+        if failed:
+            raise RejectedSamplesError(
+                f"{model!r} x {suite!r}: the sample table failed validation ({', '.join(failed)}); nothing is "
+                "computed from rejected rows. Fix or replace the log, then materialise eval_samples again")
 
     def record_partition_names(self, dimension: str, names: set[str] | list[str]) -> None:
         """Store key -> display name for ``dimension``: one small file per key, so that runs

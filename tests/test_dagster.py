@@ -772,6 +772,22 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     mine = failures[failures["partition"].str.contains("bad")]
     assert len(mine) and (mine["resolved_at"].fillna("") == "").all(), failures  # still failing, as it is
 
+    # Materialised alone (from the UI, or requested by automation), the assets after the table run
+    # no checks: each refuses the rejected table itself, naming it and the failed check.
+    from dagster import MultiPartitionKey
+
+    from assets.fits import PARTITION_GLM_ASSETS
+    from assets.reliability import reliability
+
+    for assets_def in (accuracy_posteriors, reliability, PARTITION_GLM_ASSETS[0]):
+        done = materialize([assets_def], instance=instance, partition_key=MultiPartitionKey({"model": "bad", "suite": "s"}),
+                           resources=defs.resources, raise_on_error=False)
+        assert not done.success
+        message = str(done.get_step_failure_events()[0].event_specific_data.error)
+        assert "'bad' x 's': the sample table failed validation (errored_share_within_bound)" in message, message
+    assert not (tmp_path / "lake/accuracy_posteriors/model=bad").exists()
+    assert not (tmp_path / "lake/reliability/model=bad").exists()
+
 
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
 #: defaults are what `make demo` runs. Thresholds are lowered to what 4 x 500 draws can show.
