@@ -460,6 +460,47 @@ def test_every_plot_renders_to_a_png(tmp_path):
         assert pixels.std() > 5, f"{name} rendered blank"
 
 
+def test_png_bytes_hold_the_pixels_savefig_draws_in_one_draw():
+    """figure_png_bytes draws once on the Agg canvas instead of savefig's two passes; the picture must
+    not change: every plot's pixels equal savefig's, opaque ones as RGB, with the text chunks asked for."""
+    for name, figure in all_figures().items():
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=plots.PNG_DPI)
+        with PILImage.open(buffer) as image:
+            expected = np.asarray(image.convert("RGBA"))
+        data = plots.figure_png_bytes(all_figures()[name], text={"evalpipeline-inputs": "abc"})
+        with PILImage.open(io.BytesIO(data)) as image:
+            assert image.mode == "RGB", name  # white figures: no alpha channel to write
+            assert image.info.get("evalpipeline-inputs") == "abc", name
+            assert np.array_equal(np.asarray(image.convert("RGBA")), expected), name
+        assert draws_once(all_figures()[name]) == 1, name
+
+
+def draws_once(figure) -> int:
+    calls = []
+    draw = type(figure).draw
+
+    def counted(self, renderer):
+        calls.append(renderer)
+        return draw(self, renderer)
+
+    figure.draw = counted.__get__(figure)
+    plots.figure_png_bytes(figure)
+    return len(calls)
+
+
+def test_a_transparent_figure_keeps_its_alpha_channel():
+    from evalpipeline.plots._common import new_figure
+
+    figure = new_figure(2.0, 1.5)
+    figure.patch.set_alpha(0.0)
+    figure.add_subplot().plot([0, 1], [0, 1])
+    with PILImage.open(io.BytesIO(plots.figure_png_bytes(figure))) as image:
+        assert image.mode == "RGBA"
+        alpha = np.asarray(image)[..., 3]
+    assert alpha.min() == 0 and alpha.max() == 255
+
+
 def _pixels(data: bytes) -> np.ndarray:
     with PILImage.open(io.BytesIO(data)) as image:
         return np.asarray(image.convert("RGBA"), dtype=float)
