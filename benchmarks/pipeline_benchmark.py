@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/pipeline_benchmark.py scale [--models 100] [--suites 6] [--items 200]
                                                             [--glm fast|paper] [--glm-models binomial,...]
     .venv/bin/python benchmarks/pipeline_benchmark.py suite-steps [--models 100] [--pair-models 25] [--glm fast|paper]
-    .venv/bin/python benchmarks/pipeline_benchmark.py suite-grid [--models 100] [--item-sd 1] [--repeats 2]
+    .venv/bin/python benchmarks/pipeline_benchmark.py suite-grid [--models 100] [--item-sd 0] [--repeats 2]
     .venv/bin/python benchmarks/pipeline_benchmark.py add-model --keep DIR
     .venv/bin/python benchmarks/pipeline_benchmark.py rerun --keep DIR
 
