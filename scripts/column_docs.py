@@ -59,6 +59,11 @@ def section() -> str:
 
 
 def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date; write nothing")
+    check = parser.parse_args(argv).check  # --help or a stray argument exits here, before any write
     text = README.read_text()
     if START not in text or END not in text:
         print(f"{README}: markers {START} ... {END} not found", file=sys.stderr)
@@ -66,7 +71,7 @@ def main(argv: list[str]) -> int:
     before, rest = text.split(START, 1)
     _, after = rest.split(END, 1)
     updated = before + section() + after
-    if "--check" in argv:
+    if check:
         if updated != text:
             print("README.md's output tables are out of date: run scripts/column_docs.py", file=sys.stderr)
             return 1
