@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 
 def beta_posterior(successes: float, trials: float, prior: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
@@ -40,22 +40,27 @@ def beta_hpdi(a: float, b: float, mass: float = 0.95) -> tuple[float, float]:
     """
     if not 0 < mass < 1:
         raise ValueError(f"mass must be in (0, 1), got {mass}")
-    dist = stats.beta(a, b)
     if a < 1 and b < 1:
         raise ValueError(f"Beta({a}, {b}) is U-shaped: its HPD region is not one interval")
     if a == 1 and b == 1:
         return (1 - mass) / 2, 1 - (1 - mass) / 2
+
+    # The quantile function as a plain ufunc: the same numbers as ``stats.beta(a, b).ppf`` (which calls
+    # it) without ~50 us of argument handling per call, of which the width search makes ~70.
+    def ppf(q: float) -> float:
+        return float(special.betaincinv(a, b, q))
+
     if a <= 1:
-        return 0.0, float(dist.ppf(mass))
+        return 0.0, ppf(mass)
     if b <= 1:
-        return float(dist.ppf(1 - mass)), 1.0
+        return ppf(1 - mass), 1.0
 
     def width(lower_tail: float) -> float:
-        return float(dist.ppf(lower_tail + mass) - dist.ppf(lower_tail))
+        return ppf(lower_tail + mass) - ppf(lower_tail)
 
     best = optimize.minimize_scalar(width, bounds=(0.0, 1.0 - mass), method="bounded", options={"xatol": 1e-12})
     lower_tail = float(best.x)
-    return float(dist.ppf(lower_tail)), float(dist.ppf(lower_tail + mass))
+    return ppf(lower_tail), ppf(lower_tail + mass)
 
 
 def clt_interval(scores: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
