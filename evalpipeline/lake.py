@@ -57,6 +57,36 @@ def temp_prefix() -> str:
     return f".tmp-{_HOST}-{os.getpid()}-"
 
 
+def new_temporary(directory: Path) -> Path:
+    """An empty temporary file in ``directory`` (named by :func:`temp_prefix`) for a write that ends in
+    ``os.replace``, readable as the process's umask allows (as ``open`` would create it).
+
+    ``tempfile.mkstemp`` creates its file 0600 whatever the umask, and the rename keeps that mode:
+    every lake file would be private to the account that wrote it, out of reach of a reader, a web
+    server showing the report, or a worker under another account on a shared lake.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~_process_umask())
+    finally:
+        os.close(fd)
+    return Path(tmp)
+
+
+def _process_umask() -> int:
+    """The umask, read without changing it where Linux reports it (``os.umask`` can only set it, and
+    setting it back leaves a moment in which another thread would create files with the wrong mode)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def sweep_orphaned_temporaries(folder: Path) -> list[Path]:
     """Delete temporary files in ``folder`` left by a process of this host that no longer runs.
 
@@ -97,9 +127,9 @@ def write_bytes_atomic(data: bytes, path: Path) -> bool:
     if path.exists() and sha256_file(path) == hashlib.sha256(data).hexdigest():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=path.parent)
+    tmp = new_temporary(path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -214,9 +244,7 @@ class AtomicParquetWriter:
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             sweep_orphaned_temporaries(self.path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=self.path.parent)
-            os.close(fd)
-            self._tmp = Path(tmp)
+            self._tmp = new_temporary(self.path.parent)
             self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
         self._writer.write_table(table)
         self.rows += table.num_rows

@@ -153,3 +153,31 @@ def test_summary_cache_recomputes_only_what_changed(tmp_path):
     # the file holds only the keys of the last run
     SummaryCache(cache_path, "v2").save()
     assert summaries(version="v2") and calls == ["a", "b"]
+
+
+def test_lake_files_are_as_readable_as_the_umask_allows(tmp_path):
+    """mkstemp creates 0600 files and the rename keeps the mode: a lake written by one account was
+    unreadable by any other (a report server, a worker on a shared lake). Each write path now gives
+    what ``open`` would: 0644 under umask 022, 0640 under 027. Each umask in its own process (it is
+    process-wide)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "import pyarrow as pa\n"
+        "os.umask(int(sys.argv[2], 8))\n"
+        "from evalpipeline.lake import AtomicParquetWriter, write_bytes_atomic, write_parquet_atomic\n"
+        "root = Path(sys.argv[1])\n"
+        "write_bytes_atomic(b'x', root / 'a.json')\n"
+        "write_parquet_atomic(pa.table({'a': [1]}), root / 'b.parquet')\n"
+        "writer = AtomicParquetWriter(root / 'c.parquet')\n"
+        "writer.write(pa.table({'a': [1]}))\n"
+        "writer.commit()\n"
+    )
+    for umask, mode in (("022", 0o644), ("027", 0o640)):
+        folder = tmp_path / umask
+        subprocess.run([sys.executable, "-c", script, str(folder), umask], check=True)
+        modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+        assert modes == {"a.json": mode, "b.parquet": mode, "c.parquet": mode}, (umask, {k: oct(v) for k, v in modes.items()})

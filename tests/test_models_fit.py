@@ -255,6 +255,17 @@ def test_a_fit_written_without_its_log_likelihood_keeps_its_criteria_and_compari
     assert (tmp_path / "binomial" / "posterior.nc").stat().st_size < with_matrix
 
 
+def test_a_written_fit_is_as_readable_as_the_umask_allows(agentic_fits, tmp_path):
+    # posterior.nc is written into a temporary first, like every lake file: not 0600 whatever the umask
+    previous = os.umask(0o022)
+    try:
+        paths = write_fit(agentic_fits[1]["binomial"], tmp_path / "binomial")
+    finally:
+        os.umask(previous)
+    assert {name: oct(path.stat().st_mode & 0o777) for name, path in paths.items()} == {
+        name: oct(0o644) for name in paths}
+
+
 def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_write(agentic_fits, tmp_path):
     # A process killed while writing posterior.nc leaves its temporary; the rerun's write removes it.
     killed_writer = (

@@ -53,7 +53,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -950,8 +949,7 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike, *, log_likelihood: bool
     timestamps), though its values are; ``created_at`` attributes are dropped.
     ``fit.json`` holds attempts and metadata (including the runtime).
     """
-    from evalpipeline.lake import (TEMP_SUFFIX, sweep_orphaned_temporaries, temp_prefix, write_bytes_atomic,
-                                   write_parquet_atomic)
+    from evalpipeline.lake import new_temporary, sweep_orphaned_temporaries, write_bytes_atomic, write_parquet_atomic
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -959,8 +957,7 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike, *, log_likelihood: bool
     paths = {name: directory / name
              for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "criteria.parquet", "fit.json")}
     # host and pid in the name, so that the sweep can tell a killed writer's file from a live one's
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=TEMP_SUFFIX, dir=directory)
-    os.close(fd)
+    tmp = new_temporary(directory)
     try:
         _write_netcdf(fit.idata, tmp, skip=() if log_likelihood else ("log_likelihood",))
         os.replace(tmp, paths["posterior.nc"])
