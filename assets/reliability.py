@@ -25,8 +25,8 @@ from evalpipeline.reliability.lake import (
     ReliabilityOutput,
     assess_model,
     assess_partition,
-    load_reliability_config,
 )
+from evalpipeline.settings import load_reliability_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
@@ -34,7 +34,7 @@ from resources import LakeResource
 
 def _version() -> str:
     """The HIP-LLM code and settings; also the ``code`` in every output's inputs hash."""
-    return code_version(["evalpipeline.reliability"], load_reliability_config().describe())
+    return code_version(["evalpipeline.reliability"], load_reliability_settings().describe())
 
 
 def partition_version() -> str:
@@ -43,7 +43,7 @@ def partition_version() -> str:
     recomputes only the partitions whose suite moved (the domain is in their counts, so the others
     match their stored inputs and are reused). The operational profile stays out: only the model
     level weighs by it."""
-    config = load_reliability_config()
+    config = load_reliability_settings()
     moved = _moved_suites(config)
     # without moved suites the version is :func:`_version`'s, so a default taxonomy stales nothing
     return code_version(["evalpipeline.reliability"], {**config.describe(), **({"suite_domains": moved} if moved else {})})
@@ -59,7 +59,7 @@ def model_version() -> str:
     """:func:`_version` plus everything the taxonomy file says (suite -> domain, operational profile):
     editing the profile marks every model's reliability stale, not the partitions'. (The outputs' own
     reuse needs no such help: the domains are in their counts and the profile in their settings.)"""
-    config = load_reliability_config()
+    config = load_reliability_settings()
     return code_version(["evalpipeline.reliability"], {**config.describe(), "taxonomy_contents": asdict(config.taxonomy())})
 
 
@@ -109,7 +109,7 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def reliability(context: AssetExecutionContext, lake: LakeResource):
-    config, code = load_reliability_config(), _version()
+    config, code = load_reliability_settings(), _version()
     results = []
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
@@ -144,7 +144,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def model_reliability(context: AssetExecutionContext, lake: LakeResource):
-    config, code = load_reliability_config(), _version()
+    config, code = load_reliability_settings(), _version()
     results = []
     for key in context.partition_keys:
         model = from_partition_key(key)

@@ -118,9 +118,11 @@ def main(argv: list[str] | None = None) -> int:
 def _ingest(args) -> int:
     from evalpipeline.ingest import find_log_files, ingest_paths
     from evalpipeline.lake import Lake
-    from evalpipeline.settings import ConfigError, load_ingest_options
+    from evalpipeline.settings import ConfigError, check_config, load_ingest_options
 
     try:
+        # the whole file, as `evalpipeline run` reads it: a misspelt table or a bad value in it fails here too
+        check_config(Path(args.config) if args.config else None)
         files = find_log_files(args.path)
         options = load_ingest_options(
             Path(args.config) if args.config else None,

@@ -57,6 +57,45 @@ class ConfigError(ValueError):
     """A configuration file that cannot be used; the message names the file and the key."""
 
 
+def _table(path, data: dict, name: str, label: str | None = None) -> dict:
+    """``data[name]`` when it is a TOML table ({} when absent); ConfigError naming it otherwise
+    (``glm = 3`` would otherwise fail as an AttributeError in whichever reader met it first)."""
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [{label or name}] must be a table, got {value!r}")
+    return value
+
+
+def _kind(default) -> tuple[str, Any] | None:
+    """What a setting whose default is ``default`` must be: (name for the message, check)."""
+    if isinstance(default, bool):
+        return "true or false", lambda v: isinstance(v, bool)
+    if isinstance(default, int):
+        return "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if isinstance(default, float):
+        return "a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    if isinstance(default, str):
+        return "a string", lambda v: isinstance(v, str)
+    if isinstance(default, (tuple, list)):
+        return "an array", lambda v: isinstance(v, list)
+    return None
+
+
+def check_types(path, table: str, values: dict, defaults: dict) -> None:
+    """Refuse a value whose type is not its default's, naming the file and key: TOML hands on
+    ``"false"`` or ``"200"`` as strings, which Python would read as true or fail on deep in a step."""
+    for key, value in values.items():
+        kind = _kind(defaults.get(key))
+        if kind is not None and not kind[1](value):
+            raise ConfigError(f"{path}: [{table}] {key} must be {kind[0]}, got {value!r}")
+
+
+def _dataclass_defaults(cls) -> dict:
+    import dataclasses
+
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+
+
 def config_path() -> Path | None:
     """``$EVALPIPELINE_CONFIG``, else ``evalpipeline.toml`` here if it exists, else None."""
     if os.environ.get(CONFIG_ENV):
@@ -76,20 +115,52 @@ def read_config(path: Path) -> dict:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
 
 
+#: ``[glm] graded``: how a graded score (strictly between 0 and 1) counts in a GLM (evalpipeline.models.data)
+GRADED_MODES = ("threshold", "fractional")
+
+#: ``[ingest]`` scalars and their defaults (the types a value must have)
+INGEST_DEFAULTS = {"format": "auto", "accept_incomplete_logs": False, "chunk_rows": 50_000}
+
+
 def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOptions:
-    """Ingest options from the project configuration, with ``overrides`` (None values ignored)."""
+    """Ingest options from the project configuration, with ``overrides`` (None values ignored).
+
+    A bad value in the file is reported against the file and key; one that only the overrides
+    (command-line options) bring is reported as theirs.
+    """
+    from evalpipeline.ingest.detect import FORMATS
+
     path = path or config_path()
-    data: dict = read_config(path).get("ingest", {}) if path is not None else {}
-    scores = data.get("scores", {})
-    wide = data.get("wide", {})
+    data: dict = _table(path, read_config(path), "ingest") if path is not None else {}
     known = {"format", "accept_incomplete_logs", "chunk_rows", "scores", "columns", "metadata", "wide"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [ingest]: {unknown}; known: {sorted(known)}")
+    tables = {name: _table(path, data, name, f"ingest.{name}") for name in ("scores", "wide", "columns", "metadata")}
     for table, table_known in (("scores", {"value_map", "scorer", "score_key", "numeric_range"}), ("wide", {"suite", "model"})):
-        unknown = sorted(set(data.get(table, {})) - table_known)
+        unknown = sorted(set(tables[table]) - table_known)
         if unknown:
             raise ConfigError(f"{path}: unknown keys in [ingest.{table}]: {unknown}; known: {sorted(table_known)}")
+    check_types(path, "ingest", data, INGEST_DEFAULTS)
+    check_types(path, "ingest.scores", tables["scores"], {"value_map": None, "scorer": "", "score_key": "",
+                                                          "numeric_range": (0.0, 1.0)})
+    check_types(path, "ingest.wide", tables["wide"], {"suite": "", "model": ""})
+    for name in ("columns", "metadata"):
+        check_types(path, f"ingest.{name}", tables[name], dict.fromkeys(tables[name], ""))
+    if "value_map" in tables["scores"] and not isinstance(tables["scores"]["value_map"], dict):
+        raise ConfigError(f"{path}: [ingest.scores] value_map must be a table, got {tables['scores']['value_map']!r}")
+    if data.get("format", "auto") not in ("auto", *FORMATS):
+        raise ConfigError(f"{path}: [ingest] format must be one of {['auto', *FORMATS]}, got {data['format']!r}")
+    source = str(path) if path is not None else "ingest options"
+    options = _ingest_options(data, tables, {}, source)  # the file alone: its own mistakes are named as its
+    if not any(v is not None for v in overrides.values()):
+        return options
+    return _ingest_options(data, tables, overrides, "command-line options")
+
+
+def _ingest_options(data: dict, tables: dict, overrides: dict, source: str) -> IngestOptions:
+    overrides = dict(overrides)
+    scores, wide = tables["scores"], tables["wide"]
     try:
         normalisation = ScoreNormalisation(
             value_map=dict(overrides.pop("value_map", None) or scores.get("value_map", DEFAULT_VALUE_MAP)),
@@ -103,8 +174,8 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
             "accept_incomplete_logs": bool(
                 _first(overrides.pop("accept_incomplete_logs", None), data.get("accept_incomplete_logs"), False)
             ),
-            "column_map": {**data.get("columns", {}), **(overrides.pop("column_map", None) or {})},
-            "metadata_map": {**DEFAULT_METADATA_MAP, **data.get("metadata", {}), **(overrides.pop("metadata_map", None) or {})},
+            "column_map": {**tables["columns"], **(overrides.pop("column_map", None) or {})},
+            "metadata_map": {**DEFAULT_METADATA_MAP, **tables["metadata"], **(overrides.pop("metadata_map", None) or {})},
             "suite": _first(overrides.pop("suite", None), wide.get("suite")),
             "model": _first(overrides.pop("model", None), wide.get("model")),
             "chunk_rows": int(_first(overrides.pop("chunk_rows", None), data.get("chunk_rows"), 50_000)),
@@ -115,7 +186,7 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"{path or 'ingest options'}: {exc}") from exc
+        raise ConfigError(f"{source}: {exc}") from exc
 
 
 def _check_priors(path, priors: dict) -> None:
@@ -132,6 +203,30 @@ def _check_priors(path, priors: dict) -> None:
         if unknown:
             known = sorted(a for a in prior_arguments(name) if a.endswith(("_scale", "_prior", "_loc", "_sd", "_rate")))
             raise ConfigError(f"{path}: [glm.priors.{name}]: unknown prior argument(s) {unknown}; e.g. {known}")
+        defaults = _prior_defaults(name)
+        check_types(path, f"glm.priors.{name}", values, defaults)
+        for argument, value in values.items():
+            if argument.endswith(_POSITIVE_PRIOR_ARGUMENTS) and isinstance(defaults.get(argument), float) and not value > 0:
+                raise ConfigError(f"{path}: [glm.priors.{name}] {argument} is a scale, rate or concentration and "
+                                  f"must be positive, got {value!r}")
+
+
+#: Prior arguments that are scales, standard deviations, rates or concentrations (> 0)
+_POSITIVE_PRIOR_ARGUMENTS = ("_scale", "_sd", "_rate", "_concentration")
+
+
+def _prior_defaults(name: str) -> dict:
+    """The default of every argument ``[glm.priors.<name>]`` may set (see ``prior_arguments``)."""
+    import inspect
+
+    from evalpipeline.models import glm
+
+    defaults = {}
+    for function in (glm.suite_binomial, glm.binomial, glm.MODELS[name].fn):  # the model's own last: it wins
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.default is not inspect.Parameter.empty:
+                defaults[parameter.name] = parameter.default
+    return defaults
 
 
 #: The tables of the project configuration; another one is a typo that would silently be ignored.
@@ -141,8 +236,6 @@ CONFIG_SECTIONS = ("ingest", "validate", "posterior", "glm", "reliability")
 def check_config(path: Path | None = None) -> None:
     """Read every table of the project configuration as the runs will, and refuse unknown tables:
     a misspelt setting fails here, naming the file and the key, before any work."""
-    from evalpipeline.reliability.lake import load_reliability_config
-
     path = path or config_path()
     if path is not None:
         unknown = sorted(set(read_config(path)) - set(CONFIG_SECTIONS))
@@ -152,7 +245,36 @@ def check_config(path: Path | None = None) -> None:
     load_validation_settings(path)
     load_posterior_settings(path)
     load_glm_config(path)
-    load_reliability_config(path)
+    load_reliability_settings(path)
+
+
+def load_reliability_settings(path: Path | None = None):
+    """:func:`evalpipeline.reliability.lake.load_reliability_config`, with the types and ranges of
+    ``[reliability]`` checked first (that reader takes them as they come)."""
+    from evalpipeline.reliability.lake import load_reliability_config
+
+    path = path or config_path()
+    if path is not None:
+        _check_reliability_values(path, _table(path, read_config(path), "reliability"))
+    return load_reliability_config(path)
+
+
+def _check_reliability_values(path, data: dict) -> None:
+    """Types and ranges of ``[reliability]`` that its reader (evalpipeline.reliability.lake) would
+    otherwise take as they come: ``success_threshold = 7`` counted every graded score as a failure."""
+    from evalpipeline.reliability.core import ReliabilitySettings
+
+    defaults = {**_dataclass_defaults(ReliabilitySettings), "taxonomy": "", "success_threshold": 1.0, "box": {},
+                "domain_boxes": {}, "domain_seeds": {}, "profile": {}}
+    defaults = {k: ({} if isinstance(v, dict) or k in ("box", "profile") else v) for k, v in defaults.items()}
+    for key, value in data.items():
+        if isinstance(defaults.get(key), dict) and not isinstance(value, dict):
+            raise ConfigError(f"{path}: [reliability] {key} must be a table, got {value!r}")
+    check_types(path, "reliability", {k: v for k, v in data.items() if not isinstance(defaults.get(k), dict)}, defaults)
+    threshold = data.get("success_threshold", 1.0)
+    if not 0.0 < threshold <= 1.0:
+        raise ConfigError(f"{path}: [reliability] success_threshold must be in (0, 1] (a graded score counts as a "
+                          f"success when it is at least this), got {threshold!r}")
 
 
 def _first(*values):
@@ -166,7 +288,8 @@ def load_validation_settings(path: Path | None = None):
     path = path or config_path()
     if path is None:
         return ValidationSettings()
-    data = read_config(path).get("validate", {})
+    data = _table(path, read_config(path), "validate")
+    check_types(path, "validate", data, _dataclass_defaults(ValidationSettings))
     try:
         return ValidationSettings(**data)
     except (TypeError, ValueError) as exc:
@@ -185,7 +308,7 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     tables stale.
     """
     path = path or config_path()
-    data: dict = read_config(path).get("posterior", {}) if path is not None else {}
+    data: dict = _table(path, read_config(path), "posterior") if path is not None else {}
     unknown = sorted(set(data) - set(POSTERIOR_DEFAULTS))
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [posterior]: {unknown}; known: {sorted(POSTERIOR_DEFAULTS)}")
@@ -247,16 +370,30 @@ def load_glm_config(path: Path | None = None):
     from evalpipeline.models import DiagnosticThresholds, FitSettings
 
     path = path or config_path()
-    data: dict = read_config(path).get("glm", {}) if path is not None else {}
+    data: dict = _table(path, read_config(path), "glm") if path is not None else {}
     data = dict(data)
-    thresholds = data.pop("thresholds", {})
-    priors = data.pop("priors", {})
+    thresholds = _table(path, data, "thresholds", "glm.thresholds")
+    priors = _table(path, data, "priors", "glm.priors")
+    data.pop("thresholds", None), data.pop("priors", None)
+    check_types(path, "glm", data, {**_dataclass_defaults(FitSettings), "graded": "threshold", "graded_threshold": 0.5,
+                                    "models": ()})
+    check_types(path, "glm.thresholds", thresholds, _dataclass_defaults(DiagnosticThresholds))
+    unknown = sorted(set(thresholds) - set(_dataclass_defaults(DiagnosticThresholds)))
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [glm.thresholds]: {unknown}; "
+                          f"known: {sorted(_dataclass_defaults(DiagnosticThresholds))}")
     graded = data.pop("graded", "threshold")
+    if graded not in GRADED_MODES:
+        raise ConfigError(f"{path}: [glm] graded must be one of {list(GRADED_MODES)}, got {graded!r}")
     graded_threshold = float(data.pop("graded_threshold", 0.5))
+    if not 0.0 < graded_threshold <= 1.0:
+        raise ConfigError(f"{path}: [glm] graded_threshold must be in (0, 1], got {graded_threshold!r}")
     models = data.pop("models", None)
     if models is not None:
         from evalpipeline.models import MODELS
 
+        if not all(isinstance(m, str) for m in models):
+            raise ConfigError(f"{path}: [glm] models must be an array of model names, got {models!r}")
         unknown_models = sorted(set(models) - set(MODELS))
         if unknown_models:
             raise ConfigError(f"{path}: [glm] models: unknown {unknown_models}; known: {sorted(MODELS)}")

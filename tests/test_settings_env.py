@@ -146,6 +146,63 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     assert message in _refusal(tmp_path / "evalpipeline.toml", text)
 
 
+@pytest.mark.parametrize("text, message", [
+    # strings where TOML needs a number or a boolean: "false" would have been read as true
+    ('[ingest]\naccept_incomplete_logs = "false"\n', "[ingest] accept_incomplete_logs must be true or false, got 'false'"),
+    ('[glm]\nstore_log_likelihood = "false"\n', "[glm] store_log_likelihood must be true or false"),
+    ('[glm]\nnum_samples = "200"\n', "[glm] num_samples must be a whole number, got '200'"),
+    ("[glm]\nnum_warmup = 2.5\n", "[glm] num_warmup must be a whole number, got 2.5"),
+    ('[glm]\ngraded_threshold = "abc"\n', "[glm] graded_threshold must be a number"),
+    ('[glm.thresholds]\nmax_r_hat = "x"\n', "[glm.thresholds] max_r_hat must be a number"),
+    ('[glm.priors.binomial]\nsigma_subdomain_scale = "abc"\n', "[glm.priors.binomial] sigma_subdomain_scale must be a number"),
+    ('[glm.priors.binomial]\nuse_subdomain = "no"\n', "[glm.priors.binomial] use_subdomain must be true or false"),
+    ('[reliability]\nsuccess_threshold = "x"\n', "[reliability] success_threshold must be a number"),
+    ("[reliability]\nn_draws = 3.5\n", "[reliability] n_draws must be a whole number"),
+    ('[validate]\nmax_error_share = "x"\n', "[validate] max_error_share must be a number"),
+    # values out of range or not among the choices
+    ('[glm]\ngraded = "fractoinal"\n', "[glm] graded must be one of ['threshold', 'fractional'], got 'fractoinal'"),
+    ("[glm]\ngraded_threshold = 0.0\n", "[glm] graded_threshold must be in (0, 1]"),
+    ("[glm.priors.binomial]\nsigma_subdomain_scale = -1.0\n", "sigma_subdomain_scale is a scale, rate or concentration and must be positive"),
+    ("[reliability]\nsuccess_threshold = 7\n", "[reliability] success_threshold must be in (0, 1]"),
+    ('[ingest]\nformat = "inspct"\n', "[ingest] format must be one of ['auto', 'inspect', 'lm-eval', 'long', 'wide'], got 'inspct'"),
+    ('[glm]\nmodels = "binomial"\n', "[glm] models must be an array, got 'binomial'"),
+    ("[glm.thresholds]\nmax_rhat = 1.1\n", "unknown keys in [glm.thresholds]: ['max_rhat']"),
+    # a table that is not one
+    ("glm = 3\n", "[glm] must be a table, got 3"),
+    ("[glm]\npriors = 3\n", "[glm.priors] must be a table, got 3"),
+    ("[ingest]\nscores = 3\n", "[ingest.scores] must be a table, got 3"),
+    ("[reliability]\nbox = 3\n", "[reliability] box must be a table, got 3"),
+])
+def test_a_bad_configuration_value_is_named_with_its_key(tmp_path, text, message):
+    assert message in _refusal(tmp_path / "evalpipeline.toml", text)
+
+
+def test_cli_ingest_checks_the_whole_configuration_and_blames_flags_on_the_flags(tmp_path):
+    """`evalpipeline ingest` refuses what `evalpipeline run` refuses (it ignored a misspelt table and
+    printed a traceback for a bad [validate] value), and a bad flag is not blamed on the file."""
+    log = next(p for p in sorted((REPO / "data" / "inspect_logs").iterdir()) if p.is_file())
+    good = tmp_path / "good.toml"
+    good.write_text("[glm]\nnum_samples = 200\n")
+    cases = [
+        ("[reliabilty]\nseed = 3\n", [], "bad.toml: unknown table(s) ['reliabilty']"),
+        ('[validate]\nmax_error_share = "x"\n', [], "bad.toml: [validate] max_error_share must be a number"),
+        ("[ingest.scores]\nnumeric_range = [1, 0]\n", [], "bad.toml: numeric_range must be finite with low < high"),
+        (None, ["--numeric-range", "1", "0"], "command-line options: numeric_range must be finite with low < high"),
+        (None, ["--value-map", "C=2"], "command-line options: value_map['C'] = 2.0 is outside [0, 1]"),
+    ]
+    for text, flags, message in cases:
+        config = good
+        if text is not None:
+            config = tmp_path / "bad.toml"
+            config.write_text(text)
+        done = subprocess.run([sys.executable, "-m", "evalpipeline.cli", "ingest", str(log), "--lake",
+                               str(tmp_path / "lake"), "--config", str(config), *flags],
+                              capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (text, flags, done.stderr)
+        assert done.stderr.startswith("evalpipeline ingest: ") and message in done.stderr, (message, done.stderr)
+        assert not (tmp_path / "lake").exists()
+
+
 def _refusal(path, text: str) -> str:
     """What check_config says about a configuration file holding ``text``, after the file's name."""
     from evalpipeline.settings import check_config
