@@ -12,6 +12,7 @@ from evalpipeline.ingest import (
     FileError,
     IngestOptions,
     already_ingested,
+    clear_file_errors,
     find_log_files,
     record_file_error,
     scan_sources,
@@ -59,7 +60,9 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
     """Scan ``landing`` (headers only) and compare each source with the lake's ingest records.
 
     Unreadable files are recorded under ``file_errors/`` (so that they are
-    accounted for) unless ``record_errors`` is False.
+    accounted for) unless ``record_errors`` is False; so is the end of that: a file read
+    again whose rows the lake already holds (its bytes restored) is not ingested again,
+    and loses its record here.
     """
     landing = Path(landing)
     files = find_log_files(landing) if landing.exists() else []
@@ -79,6 +82,8 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
             for pair in pairs | {pair for pair, others in held.items() if others}:
                 discovery.changed.add(pair)
                 discovery.changed_sources.setdefault(pair, []).append(source.sha256)
+        elif record_errors:
+            clear_file_errors(lake, source.path)
     discovery.lake_only = set(ingested_partitions(lake)) - discovery.partitions - discovery.retiring
     discovery.partitions |= discovery.lake_only
     for hashes in discovery.changed_sources.values():

@@ -613,3 +613,23 @@ def test_summary_reason_with_colon_in_item_id(base, good, landing, tmp_path):
 
     check_report(report, lake, paths, good)
     assert report.quarantine_reasons == {f"unknown score value 'Q' (value_map knows {DEFAULT_KNOWN})": 1}
+
+
+def test_a_log_restored_after_being_unreadable_loses_its_record_at_the_next_discovery(good, landing, tmp_path):
+    """A log damaged after its ingest and then restored byte for byte is not ingested again (the lake
+    holds its rows), so the ingest that clears a repaired file's record never ran: the record, and a
+    '(unreadable file)' row in the accounting, stayed for good (found by a review)."""
+    from evalpipeline.refresh import discover
+
+    report, lake, paths = ingest(landing, tmp_path / "lake")
+    check_report(report, lake, paths, good)
+    target = next(p for p in good if p.suffix == ".eval")
+    original = target.read_bytes()
+    target.write_bytes(original[: len(original) // 2])
+    assert {e.path for e in discover(lake, landing).unreadable} == {str(target)}
+    assert [json.loads(p.read_text())["path"] for p in (lake.root / "file_errors").glob("*.json")] == [str(target)]
+
+    target.write_bytes(original)
+    discovery = discover(lake, landing)
+    assert discovery.unreadable == [] and discovery.changed == set()  # nothing to ingest again
+    assert list((lake.root / "file_errors").glob("*.json")) == []
