@@ -24,6 +24,7 @@ Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable, Mapping
 
 from dagster import (
@@ -45,6 +46,7 @@ from assets.samples import FILES_STATE
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake
 from evalpipeline.refresh import Discovery, discover, ingested_partitions
+from evalpipeline.status import resolve_retired
 from resources import IngestSettings, LakeResource
 
 SAMPLES = AssetKey("eval_samples")
@@ -86,6 +88,10 @@ def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: D
         deleted[dimension] = [key for key in registered if key not in held]
         for key in deleted[dimension]:
             instance.delete_dynamic_partition(dimension, key)
+    # the failures of what no longer exists cannot be rerun: mark them resolved by the retirement
+    pairs = {(to_partition_key(m), to_partition_key(s)) for m, s in discovery.partitions | set(ingested)}
+    keys = {to_partition_key(n) for n in discovery.models | discovery.suites} | {k for pair in pairs for k in pair}
+    resolve_retired(store, held_pairs=pairs, held_keys=keys, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return deleted
 
 

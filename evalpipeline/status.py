@@ -6,8 +6,10 @@ that recording the same failure twice rewrites the same bytes. Read the
 whole table with ``pd.read_parquet("<lake>/run_status/failures")``.
 
 A later run of the same job that succeeds for the partition resolves the
-rows (:func:`resolve_failures` fills ``resolved_by`` and ``resolved_at``):
-what still fails is the rows whose ``resolved_at`` is empty.
+rows (:func:`resolve_failures` fills ``resolved_by`` and ``resolved_at``), and so
+does the partition's retirement, when no log names it any more
+(:func:`resolve_retired`, ``resolved_by = "(retired)"``): what still fails is the
+rows whose ``resolved_at`` is empty.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ FAILURE_COLUMNS = {
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
-    "resolved_by": "run id of the later run of the same job that succeeded for the partition (empty: it still fails)",
-    "resolved_at": "UTC time that run's success was recorded (ISO 8601; empty: it still fails)",
+    "resolved_by": "run id of the later run of the same job that succeeded for the partition; (retired) when no log "
+                   "names the partition any more (empty: it still fails)",
+    "resolved_at": "UTC time that run's success (or the retirement) was recorded (ISO 8601; empty: it still fails)",
 }
 
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -90,25 +93,53 @@ def read_run_failures(lake: Lake) -> pd.DataFrame:
     return lake.read_files(files).sort_values(["failed_at", "run_id"], kind="stable").reset_index(drop=True)
 
 
-def resolve_failures(lake: Lake, *, job: str, partitions: list[str], run_id: str, resolved_at: str) -> int:
-    """Mark the unresolved rows of ``job``'s failed runs for ``partitions`` (keys as the table writes them:
-    a partition key, "first..last" for a range, "" unpartitioned) resolved by ``run_id``, a run of
-    ``job`` over them that has just succeeded: every step of that job materialised them. Returns the
-    number of rows marked."""
+#: ``resolved_by`` of the rows of a partition retired because no log names it any more
+RETIRED = "(retired)"
+
+
+def resolve_retired(lake: Lake, *, held_pairs: set[tuple[str, str]], held_keys: set[str], resolved_at: str) -> int:
+    """Mark resolved (``resolved_by = RETIRED``) the unresolved rows of partitions that no longer exist:
+    a model x suite key ``model|suite`` whose pair is not in ``held_pairs``, or a model or suite key not
+    in ``held_keys`` (keys as the partitions write them). A retired partition cannot be rerun, so its
+    rows would otherwise say forever that something still fails. Range (``first..last``) and
+    unpartitioned rows are left as they are. Returns the number of rows marked."""
+
+    def retired(partition: str) -> bool:
+        if not partition or ".." in partition:
+            return False
+        if "|" in partition:
+            return tuple(partition.split("|", 1)) not in held_pairs
+        return partition not in held_keys
+
+    return _mark(lake, lambda frame: frame["partition"].fillna("").map(retired).astype(bool), RETIRED, resolved_at)
+
+
+def _mark(lake: Lake, select, resolved_by: str, resolved_at: str) -> int:
+    """Fill ``resolved_by`` / ``resolved_at`` of the unresolved rows ``select(frame)`` picks in each file."""
     folder = lake.root / "run_status" / "failures"
     if not folder.exists():
         return 0
-    wanted, marked = set(partitions), 0
+    marked = 0
     for path in sorted(folder.glob("*.parquet")):
         frame = pd.read_parquet(path)
         for column in ("resolved_by", "resolved_at"):  # files written before these columns existed
             if column not in frame:
                 frame[column] = None
-        rows = (frame["job"] == job) & frame["partition"].fillna("").isin(wanted) & frame["resolved_at"].isna()
+        rows = select(frame) & frame["resolved_at"].isna()
         if not rows.any():
             continue
         marked += int(rows.sum())
         frame = frame.astype({"resolved_by": object, "resolved_at": object})
-        frame.loc[rows, "resolved_by"], frame.loc[rows, "resolved_at"] = run_id, resolved_at
+        frame.loc[rows, "resolved_by"], frame.loc[rows, "resolved_at"] = resolved_by, resolved_at
         write_parquet_atomic(pa.Table.from_pandas(frame[list(FAILURE_COLUMNS)], preserve_index=False), path)
     return marked
+
+
+def resolve_failures(lake: Lake, *, job: str, partitions: list[str], run_id: str, resolved_at: str) -> int:
+    """Mark the unresolved rows of ``job``'s failed runs for ``partitions`` (keys as the table writes them:
+    a partition key, "first..last" for a range, "" unpartitioned) resolved by ``run_id``, a run of
+    ``job`` over them that has just succeeded: every step of that job materialised them. Returns the
+    number of rows marked."""
+    wanted = set(partitions)
+    return _mark(lake, lambda frame: (frame["job"] == job) & frame["partition"].fillna("").isin(wanted), run_id,
+                 resolved_at)

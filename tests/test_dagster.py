@@ -626,18 +626,33 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     assert set(instance.get_dynamic_partitions("model")) == {"old-name", "kept", "flaky"}
     assert set(instance.get_dynamic_partitions("suite")) == {"s1", "old-suite"}
     ingest_paths([table, unstable], lake)
+    # failures recorded against partitions that are about to be retired, and against others
+    from evalpipeline.status import RETIRED, StepFailure, read_run_failures, record_run_failure
+
+    doomed = {"r1": str(model_suite_key("old-name", "s1")), "r2": "old-name", "r3": "old-suite"}
+    others = {"r4": str(model_suite_key("flaky", "s1")), "r5": str(model_suite_key("kept", "s1")), "r6": "kept",
+              "r7": "old-name|s1..kept|s1", "r8": ""}
+    for run_id, partition in {**doomed, **others}.items():
+        record_run_failure(lake, run_id=run_id, job="j", partition=partition,
+                           failures=[StepFailure("a", "a", "E", "m")], failed_at="t")
 
     # registered and in the lake, but no log names them now: nothing is deleted before the ingest retires them
     table.write_text("model,suite,item_id,score\nnew-name,s1,a,1\nkept,s1,a,1\n")
     unstable.write_bytes(b"\xff\xfe\x00 a half-copied file")  # unreadable: recorded under file_errors/
     _nightly_tick(instance, resources)
     assert set(instance.get_dynamic_partitions("model")) == {"old-name", "kept", "flaky", "new-name"}
+    assert read_run_failures(lake)["resolved_at"].isna().all()  # nothing is retired yet
     report = ingest_paths([table], lake)
     assert set(report.retired) == {("old-name", "s1"), ("old-name", "old-suite")}
 
     _nightly_tick(instance, resources)
     assert set(instance.get_dynamic_partitions("model")) == {"kept", "flaky", "new-name"}
     assert set(instance.get_dynamic_partitions("suite")) == {"s1"}
+    # a retired partition cannot be rerun: its failures are resolved by the retirement, the others stay
+    failures = read_run_failures(lake).set_index("run_id")
+    assert set(failures.loc[list(doomed), "resolved_by"]) == {RETIRED}
+    assert failures.loc[list(doomed), "resolved_at"].notna().all()
+    assert failures.loc[list(others), "resolved_at"].isna().all()
 
     # `evalpipeline run` does the same. Logs deleted from the landing folder leave their tables in the lake,
     # so their partitions stay; a key registered for nothing goes.
