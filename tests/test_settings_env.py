@@ -237,3 +237,14 @@ def test_cli_run_names_a_misspelt_configuration_table_before_any_work(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("evalpipeline run: ") and "sigma_subdomain_scal" in done.stderr
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("value, message", [("abc", "must be a whole number, got 'abc'"), ("0", "must be at least 1, got 0")])
+def test_cli_run_names_a_bad_worker_count_in_words(value, message, capsys):
+    from evalpipeline import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--workers", value])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument --workers: {message}" in error and "_positive_int" not in error
