@@ -73,6 +73,19 @@ def new_temporary(directory: Path) -> Path:
     return Path(tmp)
 
 
+def _widen_to_umask(path: Path) -> None:
+    """Give an unchanged file, which is not rewritten, the permission bits a new one would get: files
+    written before :func:`new_temporary` (0600) become readable as the umask allows at their next
+    write. Bits are only added, never removed; a file of another account is left as it is."""
+    try:
+        mode = path.stat().st_mode & 0o777
+        wanted = mode | (0o666 & ~_process_umask())
+        if wanted != mode:
+            os.chmod(path, wanted)
+    except OSError:
+        pass
+
+
 def _process_umask() -> int:
     """The umask, read without changing it where Linux reports it (``os.umask`` can only set it, and
     setting it back leaves a moment in which another thread would create files with the wrong mode)."""
@@ -125,6 +138,7 @@ def write_bytes_atomic(data: bytes, path: Path) -> bool:
     if path.parent.exists():
         sweep_orphaned_temporaries(path.parent)
     if path.exists() and sha256_file(path) == hashlib.sha256(data).hexdigest():
+        _widen_to_umask(path)
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = new_temporary(path.parent)
@@ -256,6 +270,7 @@ class AtomicParquetWriter:
         tmp, self._writer = self._tmp, None
         if self.path.exists() and sha256_file(self.path) == sha256_file(tmp):
             tmp.unlink()
+            _widen_to_umask(self.path)
             return False
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())

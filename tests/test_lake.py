@@ -175,9 +175,17 @@ def test_lake_files_are_as_readable_as_the_umask_allows(tmp_path):
         "writer = AtomicParquetWriter(root / 'c.parquet')\n"
         "writer.write(pa.table({'a': [1]}))\n"
         "writer.commit()\n"
+        "if len(sys.argv) > 3:  # the same bytes again: not rewritten\n"
+        "    for name in ('a.json', 'b.parquet', 'c.parquet'):\n"
+        "        os.chmod(root / name, 0o600)  # as files written before the fix were\n"
+        "    assert not write_bytes_atomic(b'x', root / 'a.json')\n"
+        "    assert not write_parquet_atomic(pa.table({'a': [1]}), root / 'b.parquet')\n"
+        "    writer = AtomicParquetWriter(root / 'c.parquet')\n"
+        "    writer.write(pa.table({'a': [1]}))\n"
+        "    assert not writer.commit()\n"
     )
-    for umask, mode in (("022", 0o644), ("027", 0o640)):
-        folder = tmp_path / umask
-        subprocess.run([sys.executable, "-c", script, str(folder), umask], check=True)
+    for umask, mode, again in (("022", 0o644, []), ("027", 0o640, []), ("022", 0o644, ["again"])):
+        folder = tmp_path / f"{umask}{''.join(again)}"
+        subprocess.run([sys.executable, "-c", script, str(folder), umask, *again], check=True)
         modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
         assert modes == {"a.json": mode, "b.parquet": mode, "c.parquet": mode}, (umask, {k: oct(v) for k, v in modes.items()})
