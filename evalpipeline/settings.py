@@ -204,15 +204,22 @@ def _check_priors(path, priors: dict) -> None:
             known = sorted(a for a in prior_arguments(name) if a.endswith(("_scale", "_prior", "_loc", "_sd", "_rate")))
             raise ConfigError(f"{path}: [glm.priors.{name}]: unknown prior argument(s) {unknown}; e.g. {known}")
         defaults = _prior_defaults(name)
+        # a scale that is off by default (None, e.g. item_sd_concentration) is a number when given
+        defaults = {k: 1.0 if v is None and k.endswith(_POSITIVE_PRIOR_ARGUMENTS) else v for k, v in defaults.items()}
         check_types(path, f"glm.priors.{name}", values, defaults)
         for argument, value in values.items():
             if argument.endswith(_POSITIVE_PRIOR_ARGUMENTS) and isinstance(defaults.get(argument), float) and not value > 0:
                 raise ConfigError(f"{path}: [glm.priors.{name}] {argument} is a scale, rate or concentration and "
                                   f"must be positive, got {value!r}")
+            if argument in _PRIOR_CHOICES and value not in _PRIOR_CHOICES[argument]:
+                raise ConfigError(f"{path}: [glm.priors.{name}] {argument} must be one of "
+                                  f"{list(_PRIOR_CHOICES[argument])}, got {value!r}")
 
 
 #: Prior arguments that are scales, standard deviations, rates or concentrations (> 0)
 _POSITIVE_PRIOR_ARGUMENTS = ("_scale", "_sd", "_rate", "_concentration")
+#: Prior arguments with a fixed set of values (glm._observe reads any likelihood but "binomial" as beta-binomial)
+_PRIOR_CHOICES = {"likelihood": ("binomial", "beta_binomial")}
 
 
 def _prior_defaults(name: str) -> dict:
