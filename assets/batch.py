@@ -31,6 +31,8 @@ from dagster import (
     MetadataValue,
 )
 
+from assets.metadata import markdown_text
+
 
 @dataclass
 class PartitionResult:
@@ -72,7 +74,7 @@ def _combined_checks(results: Iterable[PartitionResult]) -> Iterator[AssetCheckR
             lines = []
             for key, check in failed[:50]:
                 details = ", ".join(f"{k}: {_plain(v)}" for k, v in (check.metadata or {}).items() if k != "examples")
-                lines.append(f"- `{key}`: {details}")
+                lines.append(f"- {markdown_text(key)}: {markdown_text(details)}")
             if len(failed) > 50:
                 lines.append(f"- ... and {len(failed) - 50} more")
             metadata["failed"] = MetadataValue.md("\n".join(lines))

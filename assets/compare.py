@@ -19,7 +19,7 @@ from assets.automation import refresh_when_inputs_change
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
-from assets.metadata import column_schema, png_markdown, table_metadata
+from assets.metadata import column_schema, markdown_text, png_markdown, table_metadata
 from assets.partitions import model_partitions, one_dimension, suite_partitions
 from evalpipeline.comparison import (
     LEADERBOARD_COLUMNS,
@@ -82,7 +82,8 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     for model, checks in sorted(result.rejected.items()):
         log.warning(f"{model} left out of suite {suite}: its sample table failed validation ({', '.join(checks)})")
     shown = result.pairwise.head(VERDICTS_SHOWN)
-    verdicts = "\n".join(f"- {row.model_a} vs {row.model_b}: {row.verdict}" for row in shown.itertuples()) \
+    verdicts = "\n".join(f"- {markdown_text(row.model_a)} vs {markdown_text(row.model_b)}: {markdown_text(row.verdict)}"
+                         for row in shown.itertuples()) \
         or "(one model: nothing to compare)"
     if len(result.pairwise) > len(shown):
         verdicts += f"\n\n... and {len(result.pairwise) - len(shown)} more pairs in pairwise.parquet"
@@ -94,7 +95,8 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
         "models": len(board),
         "glm_used": result.glm or "none passed",
         "left_out_failed_validation": MetadataValue.md(
-            "\n".join(f"- {m}: {', '.join(checks)}" for m, checks in sorted(result.rejected.items())) or "none"),
+            "\n".join(f"- {markdown_text(m)}: {', '.join(checks)}" for m, checks in sorted(result.rejected.items()))
+            or "none"),
         "verdicts": MetadataValue.md(verdicts),
         "pairwise": MetadataValue.path(str(result.directory / "pairwise.parquet")),
         "pairs_computed": result.pairwise.attrs.get("pairs_computed", len(result.pairwise)),

@@ -18,7 +18,7 @@ from dagster import (
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
-from assets.metadata import column_schema, png_markdown, table_metadata
+from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
 from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import FIT_PLOTS, FitOutcome, fit_partition_glm, fit_suite_glm
 from evalpipeline.glm_rankings import RANKING_COLUMNS, waic_plot_path, write_waic_rankings
@@ -99,7 +99,7 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
                       f"{'passed' if a['passed'] else 'failed ' + ', '.join(a['failed'])}" for a in outcome.attempts)
         ),
         "parameterisation": MetadataValue.json(outcome.metadata.get("parameterisation", {})),
-        "diagnostics": MetadataValue.md(outcome.diagnostics.round(4).to_markdown(index=False)),
+        "diagnostics": MetadataValue.md(markdown_table(outcome.diagnostics.round(4))),
         "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
     }
     for name, caption in (("forest", "forest plot"), ("trace", "trace and rank plots"), ("predictive", "predictive check")):
@@ -235,7 +235,7 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
                                      "waic_dse", "loo_rank", "n_pareto_k_high"]], path),
             "dagster/row_count": len(table),
             "excluded": MetadataValue.md(
-                table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]].to_markdown(index=False)
+                markdown_table(table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]])
                 or "none"
             ),
             **plots,

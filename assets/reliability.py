@@ -16,7 +16,7 @@ from assets.batch import PartitionResult, emit
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import FIT_POOL
-from assets.metadata import column_schema, png_markdown, table_metadata
+from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
 from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
@@ -74,11 +74,11 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
             **table_metadata(top, directory / "expected_reliability.parquet"),
             "dagster/row_count": len(expected),
             "median_envelope": MetadataValue.md(
-                result.quantile_envelopes.round(3).to_markdown(index=False) if len(result.quantile_envelopes) < 40
-                else result.quantile_envelopes[result.quantile_envelopes["level"] != "subdomain"].round(3).to_markdown(index=False)
+                markdown_table(result.quantile_envelopes.round(3)) if len(result.quantile_envelopes) < 40
+                else markdown_table(result.quantile_envelopes[result.quantile_envelopes["level"] != "subdomain"].round(3))
             ),
             "target_probability": MetadataValue.md(
-                target[target["level"] != "subdomain"].round(4).to_markdown(index=False)
+                markdown_table(target[target["level"] != "subdomain"].round(4))
             ),
             "cdf_envelopes_plot": png_markdown(plots["cdf_envelopes"], "CDF envelopes"),
             "expected_reliability_plot": png_markdown(plots["expected_reliability"], "E[R(n)] envelopes"),

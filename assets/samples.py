@@ -16,7 +16,7 @@ from dagster import (
 
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
-from assets.metadata import column_schema
+from assets.metadata import column_schema, markdown_table, markdown_text
 from assets.partitions import model_suite_names, model_suite_partitions
 from evalpipeline.ingest import partition_files_state
 from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
@@ -115,10 +115,10 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
             FILES_STATE: partition_files_state(store, model, suite),
             "unchanged": not account.samples_written,
             "quarantine_reasons": MetadataValue.md(
-                "\n".join(f"- {n} x {r}" for r, n in sorted(reasons.items())) or "none"
+                "\n".join(f"- {n} x {markdown_text(r)}" for r, n in sorted(reasons.items())) or "none"
             ),
             "preview": MetadataValue.md(
-                samples.drop(columns=["metadata_json", "log_path", "log_sha256"]).head(10).to_markdown(index=False)
+                markdown_table(samples.drop(columns=["metadata_json", "log_path", "log_sha256"]).head(10))
             ),
         },
     )
@@ -127,7 +127,7 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
     for outcome in validation.checks:
         metadata = {"partition": partition, "description": outcome.description, "observed": str(outcome.observed)}
         if len(outcome.examples):
-            metadata["examples"] = MetadataValue.md(outcome.examples.head(5).to_markdown(index=False))
+            metadata["examples"] = MetadataValue.md(markdown_table(outcome.examples.head(5)))
         checks.append(AssetCheckResult(
             check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
         ))
