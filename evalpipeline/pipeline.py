@@ -102,9 +102,26 @@ def partition_validator(lake: Lake, settings=None, *, data_docs: bool = True) ->
 
     def validate(samples: pd.DataFrame, quarantine: pd.DataFrame, model: str, suite: str):
         docs = lake.partition_dir("validation/data_docs", model, suite) if data_docs else None
-        return validate_samples(samples, settings, docs, quarantine=quarantine, label=f"{model} x {suite}")
+        return validate_samples(samples, settings, docs, quarantine=quarantine, label=validation_label(model, suite))
 
     return validate
+
+
+#: Longest batch label (UTF-8 bytes) given to Great Expectations: it names folders of the Data Docs
+#: after it, and two names of up to 200 characters each made one longer than a file name may be.
+VALIDATION_LABEL_BYTES = 96
+
+
+def validation_label(model: str, suite: str) -> str:
+    """``"<model> x <suite>"``, or when that is too long for a file name, its start and a hash of the whole."""
+    import hashlib
+
+    label = f"{model} x {suite}"
+    if len(label.encode()) <= VALIDATION_LABEL_BYTES:
+        return label
+    digest = hashlib.sha256(label.encode()).hexdigest()[:12]
+    start = label.encode()[: VALIDATION_LABEL_BYTES - len(digest) - 4].decode(errors="ignore")
+    return f"{start}... {digest}"
 
 
 def read_samples(lake: Lake, model: str, suite: str) -> pd.DataFrame:

@@ -633,3 +633,20 @@ def test_a_log_restored_after_being_unreadable_loses_its_record_at_the_next_disc
     discovery = discover(lake, landing)
     assert discovery.unreadable == [] and discovery.changed == set()  # nothing to ingest again
     assert list((lake.root / "file_errors").glob("*.json")) == []
+
+
+def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsys):
+    """Great Expectations names Data Docs folders after the batch label; "<model> x <suite>" of two
+    200-character names was longer than a file name may be: OSError, then an uncaught RuntimeError
+    (found by a review). The label is now shortened with a hash of the whole."""
+    from evalpipeline.pipeline import VALIDATION_LABEL_BYTES, validation_label
+
+    model, suite = "m" * 200, "s" * 200
+    table = tmp_path / "long.csv"
+    table.write_text("model,suite,item_id,score\n" + "".join(f"{model},{suite},q{i},1\n" for i in range(3)))
+    assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert "3 read = 3 ingested" in out and "validation: all checks passed" in out
+    label = validation_label(model, suite)
+    assert len(label.encode()) <= VALIDATION_LABEL_BYTES and label != validation_label(model, suite + "x")
+    assert validation_label("a", "b") == "a x b"
