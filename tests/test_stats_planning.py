@@ -38,6 +38,19 @@ def test_sample_size_brackets_the_target():
         sample_size_for_power(0.7, -0.1)
 
 
+def test_an_answer_between_the_last_doubling_and_max_n_is_found():
+    """The doubling search stopped once it passed max_n: with the answer (~98 here) between 64 and
+    max_n = 120 it said "more than 120" (found by a review: 976 and --max-n 1000 at a 0.05 gap)."""
+    n = sample_size_for_power(0.7, 0.15, target_power=0.8, trials=1000)
+    assert 64 < n < 120, n
+    capped = sample_size_for_power(0.7, 0.15, target_power=0.8, trials=1000, max_n=120)
+    assert capped is not None and abs(capped - n) <= 0.03 * n
+    assert design_power(0.7, 0.85, capped, trials=1000) >= 0.8
+    assert sample_size_for_power(0.7, 0.15, target_power=0.8, trials=1000, max_n=n // 2) is None
+    with pytest.raises(ValueError, match="at least 1"):
+        sample_size_for_power(0.7, 0.15, max_n=0)
+
+
 def test_post_repeats_table_is_reproduced():
     # Post, section 5 (seed 21, 80 questions, PyMC): posterior SD 0.046, 0.035, 0.034, 0.026, 0.021, 0.018.
     table = repeats_versus_questions()

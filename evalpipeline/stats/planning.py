@@ -113,23 +113,27 @@ def sample_size_for_power(
 ) -> int | None:
     """Smallest n (to within ~2%) whose simulated power reaches ``target_power``; None if above ``max_n``.
 
-    Doubles n until the target is met, then bisects. Every n is simulated
-    with the same seed (common random numbers), which keeps the search
-    from chasing Monte Carlo noise.
+    Doubles n until the target is met (the last step stops at ``max_n``), then
+    bisects. Every n is simulated with the same seed (common random numbers),
+    which keeps the search from chasing Monte Carlo noise.
     """
     if not 0 < target_power < 1:
         raise ValueError(f"target power must be in (0, 1), got {target_power}")
     if gap <= 0:
         raise ValueError(f"the gap to detect must be positive, got {gap}")
+    if max_n < 1:
+        raise ValueError(f"the largest n to consider must be at least 1, got {max_n}")
 
     def power(n):
         return design_power(baseline, baseline + gap, n, threshold=threshold, trials=trials, prior=prior, seed=seed)
 
-    low, high = 1, 8
+    # the doubling stopped as soon as it passed max_n, so an answer between the last power of two and
+    # max_n was reported as "more than max_n"
+    low, high = 1, min(8, max_n)
     while power(high) < target_power:
-        low, high = high, high * 2
-        if high > max_n:
+        if high >= max_n:
             return None
+        low, high = high, min(high * 2, max_n)
     while high - low > max(1, int(0.02 * high)):
         middle = (low + high) // 2
         if power(middle) >= target_power:
