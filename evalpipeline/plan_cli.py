@@ -14,10 +14,47 @@ import sys
 
 
 def _rate(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
     return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _count(largest: int):
+    """A whole number from 1 to ``largest``: beyond it the simulation's arrays would not fit in memory
+    (``--trials 1e11`` asked numpy for 745 GiB)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if not 1 <= value <= largest:
+            raise argparse.ArgumentTypeError(f"must be from 1 to {largest:,}, got {text}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+#: Upper bounds of the simulation sizes (each well beyond what a plan needs)
+MAX_TRIALS, MAX_QUESTIONS, MAX_REPEATS = 1_000_000, 10_000_000, 10_000
 
 
 def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
@@ -27,29 +64,29 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
 
     power = commands.add_parser("power", help="P(reaching the decision bar) by simulation, per gap and eval size")
     power.add_argument("--baseline", type=_rate, required=True, help="accuracy of the current model, e.g. 0.7")
-    power.add_argument("--gap", type=float, action="append", required=True, help="true improvement to detect (repeatable)")
-    power.add_argument("--n", type=int, nargs="+", default=[100, 200, 400, 800, 1600, 3200], help="questions per model")
-    power.add_argument("--threshold", type=float, default=0.95, help="decision bar on P(B > A) (default 0.95)")
-    power.add_argument("--trials", type=int, default=3000, help="simulated evals per cell (default 3000)")
+    power.add_argument("--gap", type=_number, action="append", required=True, help="true improvement to detect (repeatable)")
+    power.add_argument("--n", type=_count(MAX_QUESTIONS), nargs="+", default=[100, 200, 400, 800, 1600, 3200], help="questions per model")
+    power.add_argument("--threshold", type=_rate, default=0.95, help="decision bar on P(B > A) (default 0.95)")
+    power.add_argument("--trials", type=_count(MAX_TRIALS), default=3000, help="simulated evals per cell (default 3000)")
     power.add_argument("--seed", type=int, default=0)
     power.add_argument("--plot", metavar="FILE.png", help="also draw the power curves (power against n per gap) here")
     power.set_defaults(handler=_power)
 
     size = commands.add_parser("sample-size", help="smallest eval reaching a target power")
     size.add_argument("--baseline", type=_rate, required=True)
-    size.add_argument("--gap", type=float, required=True)
+    size.add_argument("--gap", type=_positive, required=True)
     size.add_argument("--power", type=_rate, default=0.8, help="target power (default 0.8)")
-    size.add_argument("--threshold", type=float, default=0.95)
-    size.add_argument("--trials", type=int, default=2000)
-    size.add_argument("--max-n", type=int, default=100_000)
+    size.add_argument("--threshold", type=_rate, default=0.95)
+    size.add_argument("--trials", type=_count(MAX_TRIALS), default=2000)
+    size.add_argument("--max-n", type=_count(MAX_QUESTIONS), default=100_000)
     size.add_argument("--seed", type=int, default=0)
     size.set_defaults(handler=_sample_size)
 
     repeats = commands.add_parser("repeats", help="uncertainty of the overall accuracy as each question is re-asked")
-    repeats.add_argument("--questions", type=int, default=80, help="distinct questions (default 80)")
-    repeats.add_argument("--repeats", type=int, nargs="+", default=[1, 2, 3, 5, 10, 30])
+    repeats.add_argument("--questions", type=_count(MAX_QUESTIONS // 10), default=80, help="distinct questions (default 80)")
+    repeats.add_argument("--repeats", type=_count(MAX_REPEATS), nargs="+", default=[1, 2, 3, 5, 10, 30])
     repeats.add_argument("--mean", type=_rate, default=0.75, help="planted mean accuracy (default 0.75)")
-    repeats.add_argument("--concentration", type=float, default=6.0, help="planted question concentration (default 6)")
+    repeats.add_argument("--concentration", type=_positive, default=6.0, help="planted question concentration (default 6)")
     repeats.add_argument("--seed", type=int, default=21)
     repeats.set_defaults(handler=_repeats)
     return plan
@@ -58,8 +95,8 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
 def _run(function, args) -> int:
     try:
         table = function(args)
-    except ValueError as exc:
-        print(f"evalpipeline plan {args.plan_command}: {exc}", file=sys.stderr)
+    except (ValueError, OSError, MemoryError, OverflowError) as exc:  # OSError: --plot cannot be written
+        print(f"evalpipeline plan {args.plan_command}: {exc or type(exc).__name__}", file=sys.stderr)
         return 2
     print(table)
     return 0
@@ -69,6 +106,12 @@ def _power(args) -> int:
     from evalpipeline.stats.planning import power_table
 
     def build(args):
+        if args.plot:  # before the simulation, and without creating folders: a typo should not make one
+            from pathlib import Path
+
+            plot = Path(args.plot)
+            if plot.suffix.lower() != ".png" or not plot.parent.is_dir() or plot.is_dir():
+                raise ValueError(f"--plot {args.plot}: need a .png file name in an existing folder")
         for gap in args.gap:
             if not 0 < args.baseline + gap < 1:
                 raise ValueError(f"baseline + gap must stay inside (0, 1), got {args.baseline} + {gap}")

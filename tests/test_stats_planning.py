@@ -101,3 +101,34 @@ def test_plan_cli_rejects_bad_input(capsys):
     args = _parser().parse_args(["plan", "power", "--baseline", "0.9", "--gap", "0.2"])
     assert args.handler(args) == 2
     assert "inside (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "--trials", "100000000000"],
+     "argument --trials: must be from 1 to 1,000,000"),  # was a MemoryError traceback (745 GiB)
+    (["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100000000000000000000"],
+     "argument --n: must be from 1 to 10,000,000"),  # was an OverflowError traceback
+    (["repeats", "--questions", "100000000000"], "argument --questions: must be from 1 to 1,000,000"),
+    (["repeats", "--questions", "-5"], "argument --questions: must be from 1"),  # was numpy's "negative dimensions"
+    (["repeats", "--repeats", "-1", "2"], "argument --repeats: must be from 1 to 10,000, got -1"),
+    (["repeats", "--concentration", "nan"], "argument --concentration: must be a finite number"),
+    (["repeats", "--concentration", "0"], "argument --concentration: must be positive"),
+    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--max-n", "-3"], "argument --max-n: must be from 1"),
+    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--trials", "0"], "argument --trials: must be from 1"),
+    (["power", "--baseline", "0.7", "--gap", "nan", "--n", "100"], "argument --gap: must be a finite number"),
+])
+def test_plan_cli_names_the_option_and_its_range(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(["plan", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["{tmp}", "{tmp}/missing/p.png", "{tmp}/p.jpg"])
+def test_plan_cli_refuses_a_plot_path_it_cannot_write_as_named(target, capsys, tmp_path):
+    # a folder was an IsADirectoryError traceback; a missing folder was created; a .jpg got PNG bytes
+    plot = target.format(tmp=tmp_path)
+    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50",
+                                 "--plot", plot])
+    assert args.handler(args) == 2
+    assert "need a .png file name in an existing folder" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "p.jpg").exists()
