@@ -51,3 +51,27 @@ def test_sample_and_quarantine_docs_list_the_columns_a_reader_of_the_lake_gets()
     assert "reason" not in column_docs() and "(in the folder name" in column_docs()["model"]
     assert set(column_docs(quarantine=True)) - {"cov_<name>"} == set(quarantine_schema().names)
     assert "cov_<name>" in column_docs()
+
+
+def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_path):
+    """`pd.read_parquet` of the folder takes the first file's columns and can drop `cov_*` columns only
+    other partitions have (found by a review); the README's pyarrow snippet keeps them."""
+    import re
+
+    from evalpipeline import cli
+
+    (tmp_path / "scores.csv").write_text("model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n")
+    (tmp_path / "wide.csv").write_text("item_id,gpt-x,claude-y\nq1,1,0\nq2,0,1\n")
+    lake = tmp_path / "lake"
+    assert cli.main(["ingest", str(tmp_path / "scores.csv"), "--map", "item_id=question,score=correct,cov_level=level",
+                     "--lake", str(lake), "--no-validate"]) == 0
+    assert cli.main(["ingest", str(tmp_path / "wide.csv"), "--lake", str(lake), "--no-validate"]) == 0
+    readme = (REPO / "README.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "unify_schemas" in b]
+    namespace: dict = {}
+    exec(snippet.replace('"data/lake/', f'"{lake}/'), namespace)
+    samples = namespace["samples"]
+    assert len(samples) == 6 and set(samples["model"]) == {"gpt-x", "claude-y"}
+    by_item = samples[(samples["suite"] == "arith")].set_index("item_id")["cov_level"].to_dict()
+    assert by_item == {"q1": "easy", "q2": "hard"}
+    assert samples.loc[samples["suite"] == "wide", "cov_level"].isna().all()
