@@ -150,10 +150,13 @@ def _ingest(args) -> int:
         from evalpipeline.settings import load_validation_settings
 
         validator = partition_validator(lake, load_validation_settings(Path(args.config) if args.config else None))
-    report = ingest_paths(files, lake, options, progress=print, validator=validator)
+    from evalpipeline.keys import printable
+
+    # one line per message: a name from a log shows its control characters as escapes
+    report = ingest_paths(files, lake, options, progress=lambda line: print(printable(line)), validator=validator)
     print(f"lake: {lake.root}")
     for line in report.summary_lines():
-        print(line)
+        print(printable(line))
     return 1 if report.file_errors and len(report.file_errors) == report.files_seen else 0
 
 

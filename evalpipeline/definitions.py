@@ -50,7 +50,7 @@ from assets.schedules import (
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures, resolve_run_failures, run_partitions, step_failures
 from evalpipeline.config import LANDING_ENV
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.pipeline import format_leaderboard, leaderboard_path
 from evalpipeline.refresh import discover
@@ -194,7 +194,7 @@ def run_main_job(
     landing = lake.landing_dir()
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
     for error in discovery.unreadable:
-        echo(f"skipped (unreadable, recorded under file_errors/): {error.error}")
+        echo(printable(f"skipped (unreadable, recorded under file_errors/): {error.error}"))
     stale = (_stale(instance, discovery) if only_changed
              else {"pairs": set(), "suites": set(), "models": set(), "pair_assets": {}})
     pairs = sorted(discovery.changed | stale["pairs"] if only_changed else discovery.partitions)
@@ -231,9 +231,9 @@ def run_main_job(
         # with several workers, split a stage so that each has a share to run
         return max(1, min(partitions_per_run, -(-count // workers)))
 
-    pair_name = lambda p: f"{from_partition_key(p[0])} x {from_partition_key(p[1])}"  # noqa: E731
-    suite_name = lambda k: f"suite {from_partition_key(k)}"  # noqa: E731
-    model_name = lambda k: f"model {from_partition_key(k)}"  # noqa: E731
+    pair_name = lambda p: printable(f"{from_partition_key(p[0])} x {from_partition_key(p[1])}")  # noqa: E731
+    suite_name = lambda k: printable(f"suite {from_partition_key(k)}")  # noqa: E731
+    model_name = lambda k: printable(f"model {from_partition_key(k)}")  # noqa: E731
 
     def keyed_runs(job, names: list[str], order: list[str], name: Callable[[str], str]) -> list[tuple]:
         keys = [to_partition_key(k) for k in names]
@@ -296,7 +296,7 @@ def run_main_job(
     for suite in suites:
         path = leaderboard_path(store, suite)
         if path.exists():
-            echo(f"\nsuite {suite}: models ranked by posterior mean success rate")
+            echo(f"\nsuite {printable(suite)}: models ranked by posterior mean success rate")
             echo(format_leaderboard(pd.read_parquet(path)))
     echo(f"\noutputs in {store.root.resolve()}: samples/, quarantine/, accuracy_posteriors/, glm_fits/, "
          "glm_suite_fits/, reliability/, model_reliability/, suite_leaderboard/, suite_comparison/, model_profile/, "
@@ -557,4 +557,4 @@ def _sync_partitions(instance: DagsterInstance, store: Lake, discovery, echo: Ca
     for dimension, keys in sync_dynamic_partitions(instance, store, discovery).items():
         if keys:
             echo(f"{dimension}(s) no log or lake table holds any more, unregistered from the Dagster instance: "
-                 + ", ".join(from_partition_key(k) for k in keys))
+                 + ", ".join(printable(from_partition_key(k)) for k in keys))

@@ -19,6 +19,13 @@ from urllib.parse import quote, unquote
 MAX_KEY_LENGTH = 200
 
 
+def printable(text: str) -> str:
+    """``text`` for a terminal line: control characters (line breaks, ANSI escapes) shown as escapes
+    (``\\n``, ``\\x1b``) instead of acting. A name from a log could otherwise forge a line of a
+    leaderboard or recolour the terminal."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(text))
+
+
 class PartitionKeyError(ValueError):
     """A display name that cannot become a partition key."""
 

@@ -650,3 +650,22 @@ def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsy
     label = validation_label(model, suite)
     assert len(label.encode()) <= VALIDATION_LABEL_BYTES and label != validation_label(model, suite + "x")
     assert validation_label("a", "b") == "a x b"
+
+
+def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_path, capsys):
+    """A name with a line break forged a leaderboard line, and ANSI escapes recoloured the terminal
+    (found by a review): the CLI's lines and the plain-text leaderboard show them as escapes."""
+    from evalpipeline.pipeline import format_leaderboard, write_accuracy_posteriors, write_suite_leaderboard
+
+    names = ["fake\n  1. winner", "\x1b[31mred\x1b[0m", "ok"]
+    table = tmp_path / "ctl.csv"
+    table.write_text("model,suite,item_id,score\n" + "".join(f'"{m}",s,q{i},{i % 2}\n' for m in names for i in range(3)))
+    assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake"), "--no-validate"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\n  1. winner" not in out
+    assert "fake\\n  1. winner x s: 3 read" in out and "\\x1b[31mred\\x1b[0m x s: 3 read" in out
+    lake = Lake(tmp_path / "lake")
+    for name in names:
+        write_accuracy_posteriors(lake, name, "s")
+    board = format_leaderboard(write_suite_leaderboard(lake, "s")[0])
+    assert board.count("\n") == 2 and "\x1b" not in board and "fake\\n  1. winner" in board
