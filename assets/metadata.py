@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 from dagster import MetadataValue, TableColumn, TableSchema
 
+from evalpipeline.keys import printable
+
 
 def column_schema(columns: dict[str, str], types: dict[str, str] | None = None) -> TableSchema:
     types = types or {}
@@ -25,8 +27,7 @@ _MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]<>|#!~&])")
 def markdown_text(value) -> str:
     """``value`` as literal Markdown text on one line: syntax characters escaped, line breaks and other
     control characters shown as escapes (``\\n``, ``\\x1b``) instead of acting."""
-    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(value))
-    return _MARKDOWN_ACTIVE.sub(r"\\\1", text)
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", printable(value))
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
