@@ -190,6 +190,36 @@ def test_invalid_json_is_a_file_error(base, good, landing, tmp_path, kind, expec
     check_report(report, lake, paths, good)
 
 
+@pytest.mark.parametrize("cut", ["in_reductions", "before_last_brace", "trailing_text"])
+def test_json_log_cut_after_its_samples_is_a_file_error(base, good, landing, tmp_path, cut):
+    """Every sample is there, but the document is not whole: a copy still running, or a bad write.
+    (inspect_ai's header reader already refuses cuts before ``reductions``, which follows the samples.)"""
+    text = base["json"].read_text()
+    reductions = text.index('"reductions"')
+    assert reductions > text.index('"samples"'), "the base log must have data after its samples"
+    bad = landing / f"{cut}.json"
+    if cut == "in_reductions":
+        bad.write_text(text[: (reductions + len(text)) // 2])
+    elif cut == "before_last_brace":
+        bad.write_text(text.rstrip()[:-1])
+    else:
+        bad.write_text(text + "\n{}")
+    report, lake, paths = ingest(landing, tmp_path / "lake")
+
+    the_file_error(report, lake, bad, "cannot read samples", "EOF" if cut != "trailing_text" else "after its end")
+    assert len(report.file_errors) == 1
+    check_report(report, lake, paths, good)
+
+
+def test_json_log_with_trailing_whitespace_is_read(base, good, landing, tmp_path):
+    spaced = landing / "spaced.json"
+    spaced.write_text(base["json"].read_text() + "\n\n  \n")
+    report, lake, paths = ingest(landing, tmp_path / "lake")
+
+    assert not report.file_errors
+    check_report(report, lake, paths, [*good, spaced])
+
+
 @pytest.mark.parametrize(
     "kind, cause", [("syntax_error", r"pars|syntax|JSON|separated|expect"), ("empty", r"EOF|empty")]
 )

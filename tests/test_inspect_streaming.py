@@ -173,6 +173,26 @@ def test_tiny_read_size_parses_across_every_buffer_boundary(small, fmt, monkeypa
     assert staged(got).equals(staged(expected))
 
 
+def test_json_stream_numbers_cut_at_every_buffer_boundary(monkeypatch):
+    """A number cut after "1" or "1." at the end of a buffer is not taken for a whole number (it was: "1"
+    was returned and ".5" left to break the next token)."""
+    import io
+
+    document = '{"a": [1.5, -20.25e-3, 3E+2, 0, true, null, "x"], "b": {"c": 12345.678}, "d": -0.5}'
+    want = json.loads(document)
+    for size in range(1, len(document) + 1):
+        monkeypatch.setattr(inspect_logs, "READ_SIZE", size)
+        stream = inspect_logs._JsonStream(io.BytesIO(document.encode()), what="the test document")
+        got = {}
+        for key, _ in stream.object_items():
+            if key == "b":
+                stream.skip()
+            else:
+                got[key] = stream.value() if key == "d" else list(stream.array_items())
+        stream.expect_end()
+        assert got == {"a": want["a"], "d": want["d"]}, size
+
+
 def test_log_without_summaries_json_falls_back_to_inspect(template, small, tmp_path):
     odd = syn.write_synthetic_log(tmp_path / "journal_only.eval", N_SMALL, template=template, epochs=2,
                                   summaries_json=False)

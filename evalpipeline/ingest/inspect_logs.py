@@ -34,7 +34,10 @@ with its ``EvalLog`` model. What is read, and how:
     one sample at a time; only ``id``, ``epoch``, ``metadata``, ``scores``,
     ``error`` and ``limit`` are kept, validated as the ``EvalSampleSummary``
     that inspect_ai's ``EvalSample.summary()`` would give (metadata thinned
-    the same way), and the full sample is dropped. Logs of an older schema
+    the same way), and the full sample is dropped. The rest of the document
+    (``reductions``) is skipped value by value but read to its end: a log cut
+    anywhere, even after its last sample (a copy still running), is not
+    read (file-level error). Logs of an older schema
     version than inspect_ai's (which it migrates while reading) fall back to
     inspect_ai's own reader.
 
@@ -584,9 +587,11 @@ def _json_log_summaries(path: Path) -> Iterator:
                     raise ValueError("'samples' is not a list")
                 for sample in stream.array_items():
                     yield _summary_of_sample(sample, legacy_scorer)
-                return  # what follows (reductions) is not needed
             else:
-                stream.skip()  # eval (with every sample id), plan, stats, ...
+                stream.skip()  # eval (with every sample id), plan, stats, reductions, ...
+        # What follows the samples (reductions) is not needed, but it is read to its end: a log cut
+        # after its last sample (a copy still running) must not pass as complete.
+        stream.expect_end()
 
 
 def _inspect_summaries(path: Path, fmt: str) -> list:
@@ -600,6 +605,8 @@ def _inspect_summaries(path: Path, fmt: str) -> list:
 
 _WHITESPACE = " \t\r\n"
 _NON_WHITESPACE = re.compile(r"[^ \t\r\n]")
+#: What may follow the part of a number parsed so far when the buffer ends: the number may go on.
+_NUMBER_GOES_ON = re.compile(r"[0-9.eE+-]*")
 _DECODER = json.JSONDecoder()  # the C scanner; reads NaN, Infinity and big integers like json.loads
 
 
@@ -653,6 +660,12 @@ class _JsonStream:
         self.pos += 1
         return char
 
+    def expect_end(self) -> None:
+        """Only whitespace may follow the value just read."""
+        char = self.peek()
+        if char:
+            raise ValueError(f"{self._what} goes on after its end: found {char!r}")
+
     def value(self) -> Any:
         """Parse the next value."""
         if not self.peek():
@@ -668,8 +681,9 @@ class _JsonStream:
                     raise
                 self._grow(exc)
                 continue
-            if end == len(self.buf) and not self.eof and not isinstance(value, (dict, list, str)):
-                self._grow(None)  # a number or literal may go on in the next piece
+            if not self.eof and not isinstance(value, (dict, list, str)) and _NUMBER_GOES_ON.fullmatch(self.buf, end):
+                # a number or literal may go on in the next piece: "1" of "1.5" cut after "1" or "1."
+                self._grow(None)
                 continue
             self.pos = end
             return value
