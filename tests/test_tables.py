@@ -49,7 +49,7 @@ def test_long_csv_with_declared_mapping(tmp_path):
     assert quarantine["reason"].tolist() == [
         "line 5: sample 'q2' epoch 1: score 7.0 outside numeric_range [0, 1]",
         "line 6: sample 'q3' epoch 1: no score",
-        "line 7: duplicate (model, suite, item_id 'q1', epoch 1, scorer) in the file; first at row 2",
+        "line 7: duplicate (model, suite, item_id 'q1', epoch 1, scorer) in the file; first at line 4",
     ]
 
 
@@ -92,7 +92,7 @@ def test_wide_table(tmp_path):
     reasons = sorted(lake.read_partition("quarantine", "claude", "mmlu_mini")["reason"])
     assert reasons == [
         "line 4: sample 'q3' epoch 1 model 'claude': score 2.0 outside numeric_range [0, 1]",
-        "line 5: duplicate item 'q3'; first at row 2",
+        "line 5: duplicate item 'q3'; first at line 4",
     ]
 
 
@@ -199,11 +199,16 @@ def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
     from evalpipeline.accounting import ingest_accounting
 
     lake = Lake(tmp_path / "lake")
-    table = _write(tmp_path / "t.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\n")
+    table = _write(tmp_path / "t.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\n"
+                                          "a,s1,q4,1\na,s1,q4,1\n")
     report = ingest_paths([table], lake)
     row = ingest_accounting(lake).set_index(["model", "suite"]).loc[("a", "s1")]
-    # the same classes, and counts, as the ingest report gives: two unknown scores are one class
-    assert sorted(report.quarantine_reasons.values()) == [1, 2]
+    # the same classes, and counts, as the ingest report gives: two unknown scores are one class, and
+    # two duplicates of different items (each reason names its item and lines) another
+    assert report.quarantine_reasons == {
+        "unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P'])": 2,
+        "duplicate (model, suite, item_id, epoch, scorer) within one table file": 2,
+    }
     assert row["quarantine_reasons"] == "; ".join(f"{n} x {r}" for r, n in sorted(report.quarantine_reasons.items()))
     assert "line " not in row["quarantine_reasons"]
 

@@ -532,11 +532,15 @@ _WHERE_PREFIX = re.compile(r"^(line|row) \d+: ")
 def general_reason(reason: str, item_id: str | None = None, epoch: int | None = None) -> str:
     """The reason without the line, row or sample it names, so that summaries (the ingest report, the
     accounting table) count alike reasons together."""
+    reason = _WHERE_PREFIX.sub("", reason)
     if reason.startswith("superseded"):
         return "superseded by a newer run of the same (item_id, epoch)"
     if reason.startswith("duplicate (item_id"):
         return "duplicate (item_id, epoch) within one log"
-    reason = _WHERE_PREFIX.sub("", reason)
+    if reason.startswith("duplicate (model, suite, item_id"):
+        return "duplicate (model, suite, item_id, epoch, scorer) within one table file"
+    if reason.startswith("duplicate item "):
+        return "duplicate item within one wide table file"
     return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")
 
 

@@ -231,7 +231,7 @@ class LongTableReader:
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
         path = Path(source.path)
         mapping = self._mapping(path, options)
-        seen: dict[tuple, int] = {}
+        seen: dict[tuple, str] = {}  # where each key was first read ("line 4", or "row 3" of a Parquet file)
         index = 0
         for frame, lines in iter_table(path, options.chunk_rows):
             groups: dict[tuple[str, str], list[dict]] = {}
@@ -250,10 +250,10 @@ class LongTableReader:
                     if key in seen:
                         row["reason"] = (
                             f"{_where(source, index, line)}: duplicate (model, suite, item_id {row['item_id']!r}, "
-                            f"epoch {row['epoch']}, scorer) in the file; first at row {seen[key]}"
+                            f"epoch {row['epoch']}, scorer) in the file; first at {seen[key]}"
                         )
                     else:
-                        seen[key] = index
+                        seen[key] = _where(source, index, line)
                 groups.setdefault((model, suite), []).append(row)
                 index += 1
             for (model, suite), rows in groups.items():
@@ -346,7 +346,7 @@ class WideTableReader:
         path = Path(source.path)
         item_column, labels, models = self._layout(path, options)
         suite = self._suite(path, options)
-        seen: dict[str, int] = {}
+        seen: dict[str, str] = {}  # where each item was first read
         row_number = 0
         index = 0
         for frame, lines in iter_table(path, options.chunk_rows):
@@ -355,7 +355,7 @@ class WideTableReader:
                 item = _text(record.get(item_column)) if item_column else f"row-{row_number}"
                 duplicate_of = seen.get(item) if item is not None else None
                 if item is not None and duplicate_of is None:
-                    seen[item] = row_number
+                    seen[item] = _where(source, row_number, line)
                 for model in models:
                     value = record.get(model)
                     if _text(value) is None:  # not evaluated: not an attempt
@@ -369,7 +369,7 @@ class WideTableReader:
                     if item is None:
                         row["reason"] = f"{where}: no item id"
                     elif duplicate_of is not None:
-                        row["reason"] = f"{where}: duplicate item {item!r}; first at row {duplicate_of}"
+                        row["reason"] = f"{where}: duplicate item {item!r}; first at {duplicate_of}"
                     else:
                         outcome = normalise_cell(value, options.normalisation)
                         row.update(score=outcome.score, score_raw=outcome.raw, correct=binary_reading(outcome.score))
