@@ -12,6 +12,9 @@ Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
         that failed one is left out of every comparison (see sample_tables)
     <root>/quarantine/model=<key>/suite=<key>/quarantine.parquet
         rows set aside, each with its ``reason``
+    <root>/unplaced/<path hash>.parquet
+        a log's rows that no partition can hold (no model or suite name, or one
+        too long for a key), each with its ``reason``
     <root>/file_errors/<sha256[:16]>-<path hash>.json
         logs that could not be read at all (no partition can be named)
     <root>/accuracy_posteriors/model=<key>/suite=<key>/posteriors.parquet

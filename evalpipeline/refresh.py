@@ -50,9 +50,9 @@ class Discovery:
 
 
 def ingested_partitions(lake: Lake) -> list[tuple[str, str]]:
-    """The (model, suite) pairs the lake holds ingest records for, without the pseudo-partition of rows
-    that named no model or suite (``ingest.tables.UNKNOWN``): those rows are quarantined there, and
-    accounted, but they are no partition to fit, refresh or show in the UI."""
+    """The (model, suite) pairs the lake holds ingest records for, without the pseudo-partition in which
+    earlier versions quarantined rows that named no model or suite (``ingest.tables.UNKNOWN``; such
+    rows are now kept under ``unplaced/``): it is no partition to fit, refresh or show in the UI."""
     return [pair for pair in lake.partitions("ingested") if UNKNOWN not in pair]
 
 

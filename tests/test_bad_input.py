@@ -592,6 +592,12 @@ def test_unkeyable_model_or_suite_name_is_a_file_error(base, good, landing, tmp_
 
     the_file_error(report, lake, bad, "partition key")
     check_report(report, lake, paths, good)
+    # the nightly's discovery reports it too (it held a partition no run could make before)
+    from evalpipeline.refresh import discover
+
+    found = discover(Lake(tmp_path / "lake2"), landing)
+    assert [e.path for e in found.unreadable] == [str(bad)] and "partition key" in found.unreadable[0].error
+    assert {m for m, _ in found.partitions} == {bl.MODEL}
 
 
 @pytest.mark.parametrize("eval_id", ["a/b", "x/../../../../../escaped"])

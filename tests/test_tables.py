@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from evalpipeline.cli import main
-from evalpipeline.ingest import IngestOptions, find_log_files, ingest_paths
+from evalpipeline.ingest import IngestOptions, find_log_files, ingest_paths, unplaced_path
 from evalpipeline.ingest.base import SourceReadError
 from evalpipeline.ingest.detect import open_source, reader_for
 from evalpipeline.lake import Lake
@@ -74,8 +74,15 @@ def test_long_parquet_and_jsonl(tmp_path):
     _accounted(report)
     assert lake.read_partition("samples", "x", "s")["epoch"].tolist() == [1, 2]
     assert lake.read_partition("samples", "y", "s")["score"].tolist() == [0.0, 1.0]
-    bad = lake.read_partition("quarantine", "(unknown)", "(unknown)").sort_values("source_line")
-    assert bad["reason"].str.slice(0, 40).tolist() == ["line 2 is not valid JSON (Expecting valu", "line 3 is a JSON list, not an object"]
+    # lines that are no object name no model or suite: kept in no partition, with both reasons
+    assert not (lake.root / "quarantine" / "model=%28unknown%29").exists()
+    bad = pd.read_parquet(unplaced_path(lake, tmp_path / "t.jsonl")).sort_values("source_line")
+    assert bad["reason"].str.slice(0, 64).tolist() == [
+        "line 2: no model value; line 2 is not valid JSON (Expecting valu", "line 3: no model value; line 3 is a JSON list, not an object"]
+    assert bad["model"].isna().all() and bad["suite"].isna().all()
+    assert report.unplaced == {str(tmp_path / "t.jsonl"): {
+        "no model value; line 2 is not valid JSON (Expecting value)": 1,
+        "no model value; line 3 is a JSON list, not an object": 1}}
 
 
 def test_wide_table(tmp_path):
@@ -193,6 +200,83 @@ def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp
     assert found.partitions == {("a", "s1")} and not found.lake_only
     accounting = ingest_accounting(lake)
     assert accounting["rows_quarantined"].sum() == 2 and accounting["rows_ingested"].sum() == 2
+
+
+def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
+    """One over-long model name made the whole file unreadable: the other models' rows were lost too."""
+    from evalpipeline.accounting import UNPLACED_MODEL, ingest_accounting
+    from evalpipeline.keys import MAX_KEY_LENGTH
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    long_name = "m" * (MAX_KEY_LENGTH + 1)
+    table = _write(landing / "t.csv", f"model,suite,item_id,score\na,s1,q1,1\n{long_name},s1,q1,1\n"
+                                      f"{long_name},s1,q2,X\na,s1,q2,0\nb,s1,q1,1\n")
+    report = ingest_paths([table], lake)
+    _accounted(report)
+    assert not report.file_errors
+    assert set(report.partitions) == {("a", "s1"), ("b", "s1")}
+    assert (report.rows_read, report.rows_ingested, report.rows_quarantined) == (5, 3, 2)
+    unplaced = pd.read_parquet(unplaced_path(lake, table)).sort_values("source_line")
+    assert unplaced["model"].tolist() == [long_name, long_name] and unplaced["source_line"].tolist() == [3, 4]
+    problem = f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 1}-character partition key; the limit is 200"
+    assert unplaced["reason"].tolist() == [
+        f"line 3: {problem}", f"line 4: {problem}; line 4: sample 'q2' epoch 1: unknown score value 'X' "
+                              "(value_map knows ['C', 'I', 'N', 'P'])"]
+    # the nightly's discovery sees the placeable partitions only, and no unreadable file
+    found = discover(lake, landing)
+    assert found.partitions == {("a", "s1"), ("b", "s1")} and not found.unreadable and not found.changed
+    accounting = ingest_accounting(lake).set_index("model")
+    assert accounting.loc[UNPLACED_MODEL, "suite"] == str(table)
+    assert accounting.loc[UNPLACED_MODEL, "rows_quarantined"] == 2
+    assert accounting["rows_accounted"].sum() == 5
+    # fixed: the record of the rows set aside goes, with its accounting row
+    _write(table, "model,suite,item_id,score\na,s1,q1,1\nc,s1,q1,1\n")
+    report = ingest_paths([table], lake)
+    assert not report.unplaced and not unplaced_path(lake, table).exists()
+    assert UNPLACED_MODEL not in set(ingest_accounting(lake)["model"])
+
+
+def test_a_wide_column_named_too_long_sets_aside_that_model_only(tmp_path):
+    from evalpipeline.keys import MAX_KEY_LENGTH
+
+    lake = Lake(tmp_path / "lake")
+    long_name = "w" * (MAX_KEY_LENGTH + 5)
+    table = _write(tmp_path / "suite1.csv", f"item_id,gpt,{long_name}\nq1,1,0\nq2,0,1\n")
+    report = ingest_paths([table], lake)
+    _accounted(report)
+    assert not report.file_errors and set(report.partitions) == {("gpt", "suite1")}
+    assert report.rows_ingested == 2 and report.rows_unplaced == 2
+
+
+def test_a_real_model_named_like_the_old_placeholder_gets_no_other_rows(tmp_path):
+    """Rows without a model were quarantined in a "(unknown)" partition, shared with a real model of
+    that name (whose validation they then failed), and a file of them left a 0-row table behind."""
+    lake = Lake(tmp_path / "lake")
+    table = _write(tmp_path / "t.csv", "model,suite,item_id,score\n(unknown),s1,q1,1\n(unknown),s1,q2,0\n,s1,q3,1\n")
+    report = ingest_paths([table], lake)
+    _accounted(report)
+    assert report.partitions[("(unknown)", "s1")].rows_quarantined == 0
+    assert lake.read_partition("samples", "(unknown)", "s1")["item_id"].tolist() == ["q1", "q2"]
+    assert report.rows_unplaced == 1
+    assert set(lake.partitions("ingested")) == {("(unknown)", "s1")}
+
+
+@pytest.mark.parametrize("text", ["model,suite,item_id,score\n,s1,q1,1\n,s1,q2,0\n",
+                                  "model,suite,item_id,score\nm,,q1,1\n"])
+def test_a_file_none_of_whose_rows_names_a_partition_is_unreadable(tmp_path, text):
+    """No partition would ever read it in the nightly: it is reported, not left unaccounted."""
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    table = _write(landing / "t.csv", text)
+    found = discover(lake, landing)
+    assert [e.path for e in found.unreadable] == [str(table)] and not found.partitions
+    assert "names both a model and a suite" in found.unreadable[0].error
+    report = ingest_paths([table], lake)
+    assert [e.path for e in report.file_errors] == [str(table)]
+    assert "no row can be placed in a model x suite partition" in report.file_errors[0].error
+    assert not lake.partitions("ingested") and not unplaced_path(lake, table).exists()
 
 
 def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):

@@ -6,7 +6,9 @@ ingest PATH``) and by the Dagster asset ``eval_samples``:
 1. each log is read into canonical rows (accepted or with a quarantine
    ``reason``) and staged as ``ingested/.../eval-<eval_id>.parquet``; a log
    that cannot be read at all is recorded under ``file_errors/`` with the
-   message, and the other logs still ingest;
+   message, and the other logs still ingest. Rows that no partition can
+   hold (no model or suite name, or one too long for a partition key) are
+   kept under ``unplaced/`` with the reason (see :func:`_stage_source`);
 2. each touched model x suite partition is consolidated from all its staged
    logs into ``samples/`` and ``quarantine/``. Where two runs of the same
    model and suite hold the same ``(item_id, epoch)``, the newer run's row
@@ -34,10 +36,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from evalpipeline.ingest.base import (
+    Chunk,
     IngestOptions,
     Source,
     SourcePartition,
     SourceReadError,
+    placement_problem,
     sample_label,
     short_error,
 )
@@ -115,10 +119,17 @@ class IngestReport:
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
     #: partitions no log holds any more (see retire_partition) -> table folders removed
     retired: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: source path -> its rows that no partition can hold (no model or suite, or a name too long for a
+    #: partition key), kept under ``unplaced/`` (see :func:`unplaced_path`): reason class -> count
+    unplaced: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def rows_unplaced(self) -> int:
+        return sum(sum(reasons.values()) for reasons in self.unplaced.values())
 
     @property
     def rows_read(self) -> int:
-        return sum(p.rows_read for p in self.partitions.values())
+        return sum(p.rows_read for p in self.partitions.values()) + self.rows_unplaced
 
     @property
     def rows_ingested(self) -> int:
@@ -126,13 +137,15 @@ class IngestReport:
 
     @property
     def rows_quarantined(self) -> int:
-        return sum(p.rows_quarantined for p in self.partitions.values())
+        """Rows set aside with a reason: in partitions' quarantine tables, or unplaced."""
+        return sum(p.rows_quarantined for p in self.partitions.values()) + self.rows_unplaced
 
     def summary_lines(self) -> list[str]:
         lines = [
             f"files: {self.files_seen} seen, {self.files_seen - len(self.file_errors)} read, "
             f"{len(self.file_errors)} unreadable",
-            f"rows: {self.rows_read} read = {self.rows_ingested} ingested + {self.rows_quarantined} quarantined",
+            f"rows: {self.rows_read} read = {self.rows_ingested} ingested + {self.rows_quarantined} quarantined"
+            + (f" ({self.rows_unplaced} of them in no partition)" if self.unplaced else ""),
         ]
         for (model, suite), acc in sorted(self.partitions.items()):
             lines.append(
@@ -145,6 +158,9 @@ class IngestReport:
                     f"    validation: {'FAILED ' + ', '.join(failed) if failed else 'all checks passed'}"
                     + (f"; {acc.rows_failed_validation} row(s) moved to quarantine" if acc.rows_failed_validation else "")
                 )
+        for path, reasons in sorted(self.unplaced.items()):
+            lines.append(f"  {path}: {sum(reasons.values())} rows in no partition (kept in the lake's "
+                         f"{UNPLACED_FOLDER}/ folder): " + "; ".join(f"{n} x {r}" for r, n in sorted(reasons.items())))
         for (model, suite), folders in sorted(self.retired.items()):
             lines.append(f"  {model} x {suite}: retired, no log holds it any more ({folders} table folder(s) removed)")
         for reason, count in sorted(self.quarantine_reasons.items()):
@@ -178,13 +194,18 @@ def find_log_files(path: Path | str) -> list[Path]:
 def scan_sources(
     paths: Iterable[Path], options: IngestOptions | None = None
 ) -> tuple[list[tuple[Source, list[SourcePartition]]], list[FileError]]:
-    """Hash each file, detect its format and read only what names its partitions."""
+    """Hash each file, detect its format and read only what names its partitions (those a partition
+    can hold: see :func:`evalpipeline.ingest.base.placement_problem`; a file naming none is an error)."""
     options = options or IngestOptions()
     found, errors = [], []
     for path in paths:
         try:
             source = open_source(path, options)
-            found.append((source, reader_for(source.format).partitions(source, options)))
+            parts = reader_for(source.format).partitions(source, options)
+            problems = [placement_problem(p.model, p.suite) for p in parts]
+            if parts and all(problems):
+                raise SourceReadError(path, f"no row can be placed in a model x suite partition ({problems[0]})")
+            found.append((source, [p for p, problem in zip(parts, problems) if problem is None]))
         except SourceReadError as exc:
             errors.append(FileError(str(path), _sha_or_none(path), str(exc)))
     return found, errors
@@ -202,6 +223,9 @@ def staged_path(lake: Lake, source: Source, part: SourcePartition) -> Path:
         "ingested", f"{to_partition_key(part.source_id)}-{_path_hash(source.path)}.parquet", part.model, part.suite
     )
 
+
+#: Lake folder of the rows no partition can hold, one record per source path (:func:`unplaced_path`).
+UNPLACED_FOLDER = "unplaced"
 
 #: Parquet schema metadata of a staged record: the fingerprint of the options it was read with.
 OPTIONS_METADATA_KEY = b"evalpipeline.ingest_options"
@@ -252,7 +276,7 @@ def ingest_paths(
         report.files_seen += 1
         try:
             source = open_source(path, options)
-            written = _stage_source(lake, source, options)
+            written, unplaced = _stage_source(lake, source, options)
         except SourceReadError as exc:
             error = FileError(str(path), _sha_or_none(path), str(exc))
             report.file_errors.append(error)
@@ -264,6 +288,12 @@ def ingest_paths(
         touched.update(written)
         touched.update(stale)
         summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
+        if unplaced:
+            report.unplaced[str(path)] = _reason_counts(pd.read_parquet(
+                unplaced_path(lake, source.path), columns=["reason", "item_id", "epoch"]))
+            for reason, count in report.unplaced[str(path)].items():
+                report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
+            summary += f"{'; ' if summary else ''}{unplaced} rows in no partition"
         say(f"[{number}/{len(paths)}] {path} ({source.format}): {summary or 'no rows'}")
     for model, suite in sorted(touched):
         if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
@@ -283,18 +313,49 @@ def ingest_paths(
     return report
 
 
-def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tuple[str, str], int]:
-    """Stream one source's chunks into its staged records; all or nothing per source."""
+def unplaced_path(lake: Lake, source_path: str | Path) -> Path:
+    """Where the rows of one source path that no partition can hold are kept (see :func:`_stage_source`)."""
+    return lake.root / UNPLACED_FOLDER / f"{_path_hash(source_path)}.parquet"
+
+
+def _unplaced_rows(chunk: Chunk, problem: str) -> pd.DataFrame:
+    """``chunk``'s rows with their model and suite names, and a reason that starts with ``problem``."""
+    rows = chunk.rows.copy()
+    where = [f"line {int(line)}" if pd.notna(line) else f"row {index}"
+             for line, index in zip(rows["source_line"], rows["sample_index"])]
+    rows["reason"] = [f"{w}: {problem}" + (f"; {r}" if isinstance(r, str) and r else "")
+                      for w, r in zip(where, rows["reason"])]
+    return rows.assign(model=chunk.model, suite=chunk.suite)
+
+
+def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> tuple[dict[tuple[str, str], int], int]:
+    """Stream one source's chunks into its staged records; all or nothing per source.
+
+    Rows that name no model or suite, or a name too long for a partition key, cannot be placed in a
+    partition: they go to the source's unplaced record (:func:`unplaced_path`), reason first, and
+    count as quarantined. A source none of whose rows can be placed is an unreadable file. Returns
+    the rows staged per partition and the number of unplaced rows."""
     writers: dict[tuple[str, str, str], AtomicParquetWriter] = {}
+    unplaced = AtomicParquetWriter(unplaced_path(lake, source.path))
     reader = reader_for(source.format)
     fingerprint = {OPTIONS_METADATA_KEY: options.fingerprint().encode()}
+    first_problem = None
     try:
         for chunk in reader.read(source, options):
-            for name in (chunk.model, chunk.suite, chunk.source_id):
+            problem = placement_problem(chunk.model, chunk.suite)
+            if problem is not None:
+                first_problem = first_problem or problem
+                extra = covariate_schema(unplaced.schema) if unplaced.schema is not None else None
                 try:
-                    to_partition_key(name)
-                except PartitionKeyError as exc:
-                    raise SourceReadError(source.path, f"cannot be partitioned: {exc}") from exc
+                    table = to_arrow(_unplaced_rows(chunk, problem), quarantine_schema(), extra=extra)
+                except SchemaError as exc:
+                    raise SourceReadError(source.path, f"rows do not fit the canonical table: {exc}") from exc
+                unplaced.write(table)
+                continue
+            try:
+                to_partition_key(chunk.source_id)
+            except PartitionKeyError as exc:
+                raise SourceReadError(source.path, f"cannot be partitioned: {exc}") from exc
             key = (chunk.model, chunk.suite, chunk.source_id)
             part = SourcePartition(*key)
             writer = writers.setdefault(key, AtomicParquetWriter(staged_path(lake, source, part)))
@@ -304,19 +365,28 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> dict[tu
             except SchemaError as exc:
                 raise SourceReadError(source.path, f"rows do not fit the canonical table: {exc}") from exc
             writer.write(table.replace_schema_metadata({**(table.schema.metadata or {}), **fingerprint}))
+        if unplaced.rows and not writers:
+            raise SourceReadError(
+                source.path, f"no row can be placed in a model x suite partition ({unplaced.rows} rows; {first_problem})"
+            )
     except SourceReadError:
-        for writer in writers.values():
+        for writer in [*writers.values(), unplaced]:
             writer.abort()
         raise
     except Exception as exc:  # a reader bug or a library error on hostile bytes: name the file, go on
-        for writer in writers.values():
+        for writer in [*writers.values(), unplaced]:
             writer.abort()
         raise SourceReadError(source.path, f"cannot read ({type(exc).__name__}: {short_error(exc)})") from exc
     written: dict[tuple[str, str], int] = {}
     for (model, suite, _), writer in writers.items():
         writer.commit()
         written[(model, suite)] = written.get((model, suite), 0) + writer.rows
-    return written
+    if unplaced.rows:
+        unplaced.commit()
+    else:  # none (any more): the record of an earlier content of the path goes
+        unplaced.abort()
+        unplaced_path(lake, source.path).unlink(missing_ok=True)
+    return written, unplaced.rows
 
 
 def partition_files_state(lake: Lake, model: str, suite: str) -> str:
@@ -518,12 +588,18 @@ def consolidate_partition(
         validation=validation,
         rows_failed_validation=failed,
     )
+    reasons = _reason_counts(quarantined)
+    account.quarantine_reasons = dict(reasons)
+    return account, reasons
+
+
+def _reason_counts(quarantined: pd.DataFrame) -> dict[str, int]:
+    """Quarantine reasons by class (:func:`general_reason`), with counts."""
     reasons: dict[str, int] = {}
     for reason, item_id, epoch in zip(quarantined["reason"], quarantined["item_id"], quarantined["epoch"]):
         general = general_reason(reason, item_id, epoch)
         reasons[general] = reasons.get(general, 0) + 1
-    account.quarantine_reasons = dict(reasons)
-    return account, reasons
+    return reasons
 
 
 _WHERE_PREFIX = re.compile(r"^(line|row) \d+: ")

@@ -21,7 +21,15 @@ from typing import Iterator, Mapping, Protocol
 import pandas as pd
 
 from evalpipeline.ingest.scores import ScoreNormalisation
+from evalpipeline.keys import PartitionKeyError, to_partition_key
 from evalpipeline.schema import COVARIATE_PREFIX
+
+#: Raised when the readers give other rows or reasons for the same bytes and options (a fix), so that
+#: every source is read again once: a staged record is otherwise kept while its source's bytes and the
+#: options are unchanged (see ``ingest.already_ingested``). 2: rows that no partition can hold go to
+#: ``unplaced/`` (no "(unknown)" pseudo-partition), table duplicates name where the first copy was read,
+#: and a ``.json`` log is read to its end.
+READERS_VERSION = 2
 
 #: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
 MAPPABLE_COLUMNS = (
@@ -108,8 +116,9 @@ class IngestOptions:
         }
 
     def fingerprint(self) -> str:
-        """A short hash of :meth:`describe`."""
-        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
+        """A short hash of :meth:`describe` and :data:`READERS_VERSION`."""
+        described = {**self.describe(), "readers_version": READERS_VERSION}
+        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
     def __post_init__(self):
         for key in self.column_map:
@@ -136,10 +145,25 @@ class SourcePartition:
 
 @dataclass
 class Chunk:
-    model: str
-    suite: str
+    #: None when the rows name no model (or suite): they are kept as unplaced rows (see
+    #: :func:`placement_problem`), never in a partition of a made-up name
+    model: str | None
+    suite: str | None
     source_id: str
     rows: pd.DataFrame
+
+
+def placement_problem(model: str | None, suite: str | None) -> str | None:
+    """Why rows of ``model`` x ``suite`` cannot be placed in a partition (None: they can): a blank
+    name, or one too long for a partition key (:func:`evalpipeline.keys.to_partition_key`)."""
+    for kind, name in (("model", model), ("suite", suite)):
+        if name is None or name == "":
+            return f"no {kind} value"
+        try:
+            to_partition_key(name)
+        except PartitionKeyError as exc:
+            return f"{kind} {exc}"
+    return None
 
 
 class Reader(Protocol):
