@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 from assets.automation import refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY
 from assets.metadata import column_schema, table_metadata
-from evalpipeline.accounting import ACCOUNTING_CODE, ACCOUNTING_COLUMNS
+from evalpipeline.accounting import ACCOUNTING_CODE, ACCOUNTING_COLUMNS, UNPLACED_MODEL
 from evalpipeline.accounting import ingest_accounting as account_rows
 from evalpipeline.lake import sha256_file, write_parquet_atomic
 from evalpipeline.versions import code_version
@@ -25,7 +25,8 @@ import pyarrow as pa
     code_version=code_version(ACCOUNTING_CODE),
     description=(
         "Row accounting across the lake: per model x suite, rows ingested, rows flagged errored or "
-        "limit-hit, rows quarantined by reason class, and every log that could not be read at all. "
+        "limit-hit, rows quarantined by reason class; per log, its rows that no partition can hold (no "
+        "model or suite name, or one too long for a partition key); and every log that could not be read at all. "
         "rows_accounted is every row the sources yielded; nothing is dropped silently."
     ),
     metadata={"dagster/column_schema": column_schema(ACCOUNTING_COLUMNS)},
@@ -43,6 +44,7 @@ def ingest_accounting(context: AssetExecutionContext, lake: LakeResource) -> Mat
             **table_metadata(table, path),
             "rows_ingested": int(table["rows_ingested"].sum()),
             "rows_quarantined": int(table["rows_quarantined"].sum()),
+            "rows_in_no_partition": int(table.loc[table["model"] == UNPLACED_MODEL, "rows_quarantined"].sum()),
             "unreadable_files": unreadable,
         }
     )

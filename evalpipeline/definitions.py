@@ -52,7 +52,8 @@ from assets.status import record_run_failures, resolve_run_failures, run_partiti
 from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
-from evalpipeline.pipeline import format_leaderboard, leaderboard_path
+from evalpipeline.pipeline import leaderboard_path
+from evalpipeline.terminal import format_leaderboard
 from evalpipeline.refresh import discover
 from evalpipeline.settings import check_config
 from evalpipeline.status import StepFailure, record_run_failure, resolve_failures

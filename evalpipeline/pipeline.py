@@ -23,7 +23,7 @@ from evalpipeline.ingest import (
     ingest_paths,
     scan_sources,
 )
-from evalpipeline.keys import from_partition_key, printable, to_partition_key
+from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.stats.posteriors import accuracy_posteriors, suite_leaderboard
 
@@ -144,19 +144,6 @@ def write_accuracy_posteriors(
 
 def leaderboard_path(lake: Lake, suite: str) -> Path:
     return lake.root / "suite_leaderboard" / f"suite={to_partition_key(suite)}" / "leaderboard.parquet"
-
-
-def format_leaderboard(board: pd.DataFrame) -> str:
-    """A plain-text leaderboard: rank, model, posterior mean with HPDI, CLT interval, n."""
-    lines = []
-    for row in board.itertuples():
-        flag = f" ({row.clt_flag})" if isinstance(row.clt_flag, str) else ""
-        lines.append(
-            f"  {row.rank}. {printable(row.model):<28} {row.posterior_mean:.3f}  "
-            f"{row.hpdi_mass:.0%} HPDI [{row.hpdi_low:.3f}, {row.hpdi_high:.3f}]  "
-            f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}"
-        )
-    return "\n".join(lines)
 
 
 def rejected_note(lake: Lake, *, model: str | None = None, suite: str | None = None) -> str:

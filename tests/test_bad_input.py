@@ -691,7 +691,8 @@ def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsy
 def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_path, capsys):
     """A name with a line break forged a leaderboard line, and ANSI escapes recoloured the terminal
     (found by a review): the CLI's lines and the plain-text leaderboard show them as escapes."""
-    from evalpipeline.pipeline import format_leaderboard, write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.terminal import format_leaderboard
 
     names = ["fake\n  1. winner", "\x1b[31mred\x1b[0m", "ok"]
     table = tmp_path / "ctl.csv"

@@ -429,6 +429,31 @@ def test_failing_validation_blocks_the_downstream_fit(tmp_path):
     assert not (tmp_path / "lake" / "accuracy_posteriors").exists()
 
 
+def test_rows_in_no_partition_reach_the_accounting_asset(tmp_path):
+    """A landing table with rows that name no model, or a model too long for a partition key: the
+    partition of the file's other rows ingests them, and the accounting counts the rest."""
+    from assets.accounting import ingest_accounting
+    from evalpipeline.accounting import UNPLACED_MODEL
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "t.csv").write_text("model,suite,item_id,score\nm,s,q1,1\nm,s,q2,0\n,s,q3,1\n"
+                                   f"{'x' * 201},s,q1,1\n")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m"])
+    instance.add_dynamic_partitions("suite", ["s"])
+    resources = _resources(tmp_path / "lake", landing)
+    assert materialize([eval_samples], partition_key=model_suite_key("m", "s"), instance=instance,
+                       resources=resources).success
+    result = materialize([ingest_accounting], instance=instance, resources=resources)
+    meta = result.asset_materializations_for_node("ingest_accounting")[0].metadata
+    assert (meta["rows_ingested"].value, meta["rows_quarantined"].value) == (2, 2)
+    assert meta["rows_in_no_partition"].value == 2 and meta["unreadable_files"].value == 0
+    table = pd.read_parquet(tmp_path / "lake" / "ingest_accounting" / "accounting.parquet")
+    assert table["model"].tolist() == ["m", UNPLACED_MODEL] and table["suite"].tolist()[1] == str(landing / "t.csv")
+    instance.dispose()
+
+
 def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_path):
     """A run that fails (a model x suite with no sources: a permanent error, not retried) ends up in
     run_status/failures with its run id, asset, partition and error, as people reading Parquet see it."""
