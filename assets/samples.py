@@ -86,6 +86,8 @@ def eval_samples(context: AssetExecutionContext, lake: LakeResource, ingest_sett
         )
     for line in report.summary_lines():
         context.log.info(line)
+    for note in report.notes:
+        context.log.warning(note)
     yield from emit(context, [_partition_result(store, key, pair, report) for key, pair in zip(keys, pairs)])
 
 

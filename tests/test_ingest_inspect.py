@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from inspect_ai.log import read_eval_log
 
-from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths
+from evalpipeline.ingest import IngestOptions, ScoreNormalisation, find_log_files, ingest_paths
 from evalpipeline.ingest.inspect_logs import read_inspect_log, read_log_header
 from evalpipeline.lake import Lake, sha256_file
 from evalpipeline.pipeline import read_samples
@@ -152,6 +152,25 @@ def test_metadata_mapping_covariates_and_other_scorers_kept(tmp_path):
     assert samples["cov_difficulty"].tolist() == [1, 2, 3, 4]
     kept = [json.loads(s) for s in samples["scores_json"]]
     assert [k["echo"] for k in kept] == ["yes", "no", "yes", "no"] and [k["exact"] for k in kept] == ["C", "I", "C", "I"]
+    assert report.notes == []
+
+
+def test_a_mapped_metadata_key_no_sample_has_gives_a_note(tmp_path, capsys):
+    """A misspelt --metadata-map key left the column empty without a word."""
+    from evalpipeline import cli
+
+    path = make_log(tmp_path / "m", suite="mapped", items=2)
+    options = IngestOptions(metadata_map={"domain": "categroy", "cov_level": "level"})
+    report = ingest_paths([path], Lake(tmp_path / "lake"), options)
+    assert report.rows_ingested == 2
+    assert report.notes == [f"{path}: metadata_map domain='categroy': no sample has that metadata key, so domain is empty",
+                            f"{path}: metadata_map cov_level='level': no sample has that metadata key, so cov_level is empty"]
+    assert f"  note: {report.notes[0]}" in report.summary_lines()
+    # the defaults (domain=domain, ...) say nothing when logs carry no such metadata
+    assert ingest_paths([path], Lake(tmp_path / "lake2")).notes == []
+    assert cli.main(["ingest", str(path), "--lake", str(tmp_path / "lake3"), "--no-validate",
+                     "--metadata-map", "domain=categroy"]) == 0
+    assert "note: metadata_map domain='categroy': no sample has that metadata key" in capsys.readouterr().out
 
 
 def test_dict_valued_scores_need_a_key(tmp_path):

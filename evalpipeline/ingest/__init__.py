@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from evalpipeline.ingest.base import (
+    DEFAULT_METADATA_MAP,
     Chunk,
     IngestOptions,
     Source,
@@ -122,6 +123,8 @@ class IngestReport:
     #: source path -> its rows that no partition can hold (no model or suite, or a name too long for a
     #: partition key), kept under ``unplaced/`` (see :func:`unplaced_path`): reason class -> count
     unplaced: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: things a person should know that are no row's fault ("<path>: metadata_map domain='x': no sample ...")
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rows_unplaced(self) -> int:
@@ -167,6 +170,8 @@ class IngestReport:
             lines.append(f"  quarantined x{count}: {reason}")
         for err in self.file_errors:
             lines.append(f"  unreadable: {err.error}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
         return lines
 
 
@@ -276,7 +281,7 @@ def ingest_paths(
         report.files_seen += 1
         try:
             source = open_source(path, options)
-            written, unplaced = _stage_source(lake, source, options)
+            staged = _stage_source(lake, source, options)
         except SourceReadError as exc:
             error = FileError(str(path), _sha_or_none(path), str(exc))
             report.file_errors.append(error)
@@ -284,6 +289,7 @@ def ingest_paths(
             say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
             continue
         clear_file_errors(lake, path)  # a file fixed since it was found unreadable
+        written, unplaced = staged.written, staged.unplaced
         stale = _remove_stale_records(lake, source, set(written))
         touched.update(written)
         touched.update(stale)
@@ -295,6 +301,9 @@ def ingest_paths(
                 report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
             summary += f"{'; ' if summary else ''}{unplaced} rows in no partition"
         say(f"[{number}/{len(paths)}] {path} ({source.format}): {summary or 'no rows'}")
+        for note in staged.notes:
+            report.notes.append(f"{path}: {note}")
+            say(f"[{number}/{len(paths)}] {path}: note: {note}")
     for model, suite in sorted(touched):
         if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
             removed = retire_partition(lake, model, suite)
@@ -328,18 +337,37 @@ def _unplaced_rows(chunk: Chunk, problem: str) -> pd.DataFrame:
     return rows.assign(model=chunk.model, suite=chunk.suite)
 
 
-def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> tuple[dict[tuple[str, str], int], int]:
+@dataclass
+class _Staged:
+    """What staging one source gave: rows per partition, rows in no partition, notes for the reader."""
+
+    written: dict[tuple[str, str], int]
+    unplaced: int
+    notes: list[str]
+
+
+def _metadata_notes(options: IngestOptions, found: dict[str, bool]) -> list[str]:
+    return [f"metadata_map {column}={options.metadata_map[column]!r}: no sample has that metadata key, "
+            f"so {column} is empty" for column, seen in found.items() if not seen]
+
+
+def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> _Staged:
     """Stream one source's chunks into its staged records; all or nothing per source.
 
     Rows that name no model or suite, or a name too long for a partition key, cannot be placed in a
     partition: they go to the source's unplaced record (:func:`unplaced_path`), reason first, and
-    count as quarantined. A source none of whose rows can be placed is an unreadable file. Returns
-    the rows staged per partition and the number of unplaced rows."""
+    count as quarantined. A source none of whose rows can be placed is an unreadable file.
+
+    A ``metadata_map`` entry set by the user (not the default ``domain=domain`` ...) whose key no
+    sample of an Inspect log has gives a note: a misspelt key would otherwise leave the column
+    silently empty."""
     writers: dict[tuple[str, str, str], AtomicParquetWriter] = {}
     unplaced = AtomicParquetWriter(unplaced_path(lake, source.path))
     reader = reader_for(source.format)
     fingerprint = {OPTIONS_METADATA_KEY: options.fingerprint().encode()}
     first_problem = None
+    metadata_found = {column: False for column, key in options.metadata_map.items()
+                      if source.format == "inspect" and DEFAULT_METADATA_MAP.get(column) != key}
     try:
         for chunk in reader.read(source, options):
             problem = placement_problem(chunk.model, chunk.suite)
@@ -356,6 +384,8 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> tuple[d
                 to_partition_key(chunk.source_id)
             except PartitionKeyError as exc:
                 raise SourceReadError(source.path, f"cannot be partitioned: {exc}") from exc
+            for column, seen in metadata_found.items():
+                metadata_found[column] = seen or bool(column in chunk.rows and chunk.rows[column].notna().any())
             key = (chunk.model, chunk.suite, chunk.source_id)
             part = SourcePartition(*key)
             writer = writers.setdefault(key, AtomicParquetWriter(staged_path(lake, source, part)))
@@ -386,7 +416,7 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> tuple[d
     else:  # none (any more): the record of an earlier content of the path goes
         unplaced.abort()
         unplaced_path(lake, source.path).unlink(missing_ok=True)
-    return written, unplaced.rows
+    return _Staged(written, unplaced.rows, _metadata_notes(options, metadata_found))
 
 
 def partition_files_state(lake: Lake, model: str, suite: str) -> str:
