@@ -8,16 +8,23 @@ from dagster import Backoff, Failure, Jitter, RetryPolicy
 from evalpipeline.pipeline import NoDataError
 
 
+#: Errors that the same input and code raise again on a retry (``ValueError`` covers Arrow's invalid data
+#: and JSON decoding errors too).
+DETERMINISTIC_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError)
+
+
 @contextmanager
 def permanent_errors():
-    """Bad or missing input fails the step at once with its message: retrying cannot help.
+    """Bad or missing input fails the step at once with its message: retrying cannot help. So do
+    errors that the same input and code raise every time (:data:`DETERMINISTIC_ERRORS`: a bug, or
+    input no check foresaw), which a retry would only repeat after 20 s of backoff.
 
     Anything else (I/O errors, a crashed worker) propagates and is retried by the
     asset's RetryPolicy, with backoff.
     """
     try:
         yield
-    except (NoDataError, ValueError) as exc:
+    except (NoDataError, *DETERMINISTIC_ERRORS) as exc:
         raise Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
 
 

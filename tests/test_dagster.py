@@ -161,6 +161,11 @@ def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input()
     with pytest.raises(OSError):  # transient: propagates to the retry policy
         with permanent_errors():
             raise OSError("share busy")
+    for deterministic in (TypeError("unsupported operand"), KeyError("cov_x"), IndexError("out of range")):
+        with pytest.raises(Failure) as failure:  # the same input and code raise it again: not retried
+            with permanent_errors():
+                raise deterministic
+        assert failure.value.allow_retries is False and type(deterministic).__name__ in failure.value.description
 
 
 def test_every_fit_asset_has_diagnostic_checks_and_a_code_version():
