@@ -77,7 +77,8 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
         discovery.partitions |= pairs
         if not already_ingested(lake, source, parts, options):
             # a partition the source held before and names no more loses its rows, or is retired
-            held = {pair: others for pair, others in staged_partitions(lake, source.path).items() if pair not in pairs}
+            held = {pair: others for pair, others in staged_partitions(lake, source.path).items()
+                    if pair not in pairs and UNKNOWN not in pair}  # an old lake's pseudo-partition: never run
             discovery.retiring |= {pair for pair, others in held.items() if not others}
             for pair in pairs | {pair for pair, others in held.items() if others}:
                 discovery.changed.add(pair)

@@ -163,14 +163,14 @@ def test_a_mapped_metadata_key_no_sample_has_gives_a_note(tmp_path, capsys):
     options = IngestOptions(metadata_map={"domain": "categroy", "cov_level": "level"})
     report = ingest_paths([path], Lake(tmp_path / "lake"), options)
     assert report.rows_ingested == 2
-    assert report.notes == [f"{path}: metadata_map domain='categroy': no sample has that metadata key, so domain is empty",
-                            f"{path}: metadata_map cov_level='level': no sample has that metadata key, so cov_level is empty"]
+    assert report.notes == [f"{path}: metadata_map domain='categroy': no sample has a value for that metadata key, so domain is empty",
+                            f"{path}: metadata_map cov_level='level': no sample has a value for that metadata key, so cov_level is empty"]
     assert f"  note: {report.notes[0]}" in report.summary_lines()
     # the defaults (domain=domain, ...) say nothing when logs carry no such metadata
     assert ingest_paths([path], Lake(tmp_path / "lake2")).notes == []
     assert cli.main(["ingest", str(path), "--lake", str(tmp_path / "lake3"), "--no-validate",
                      "--metadata-map", "domain=categroy"]) == 0
-    assert "note: metadata_map domain='categroy': no sample has that metadata key" in capsys.readouterr().out
+    assert "note: metadata_map domain='categroy': no sample has a value for that metadata key" in capsys.readouterr().out
 
 
 def test_dict_valued_scores_need_a_key(tmp_path):

@@ -430,3 +430,31 @@ def test_reingest_is_idempotent(run, tmp_path):
         pd.testing.assert_frame_equal(read_samples(lake, MODEL, task), samples)
         pd.testing.assert_frame_equal(quarantine(lake, task), quarantined)
     assert not any("superseded" in r for r in second.quarantine_reasons)
+
+
+@pytest.mark.parametrize("repeat", [30, 34])
+def test_a_task_name_too_long_for_a_key_sets_aside_that_task_only(run, tmp_path, repeat):
+    """A task whose name (34 x 'é': a 204-character key) cannot be a partition, or whose run id
+    (lm-eval-<task>-<time>; 30 x 'é' is a 180-character key but a 215-character id) was too long,
+    made the whole results file unreadable: the other tasks lost their rows too."""
+    from evalpipeline.ingest import unplaced_path
+    from evalpipeline.refresh import discover
+
+    task = "é" * repeat
+    run.results.write_text(run.results.read_text().replace("toy_arith", task))
+    run.samples["toy_arith"].rename(run.folder / f"samples_{task}_{run.timestamp}.jsonl")
+    arith_rows = sum(1 for _ in (run.folder / f"samples_{task}_{run.timestamp}.jsonl").open())
+    lake, report = ingest([run.results], tmp_path)
+    assert not report.file_errors
+    assert report.rows_read == report.rows_ingested + report.rows_quarantined
+    assert {suite for _, suite in report.partitions} >= {"toy_physics", "toy_biology"}
+    found = discover(Lake(tmp_path / "lake2"), run.folder)
+    assert not found.unreadable
+    if repeat == 34:  # the task's rows are in no partition
+        assert task not in {suite for _, suite in report.partitions}
+        assert report.rows_unplaced == arith_rows
+        assert pd.read_parquet(unplaced_path(lake, run.results))["suite"].tolist() == [task] * arith_rows
+        assert task not in found.suites
+    else:  # the task is a partition like any other
+        assert report.partitions[(MODEL, task)].rows_read == arith_rows and report.rows_unplaced == 0
+        assert (MODEL, task) in found.partitions

@@ -77,12 +77,11 @@ def test_long_parquet_and_jsonl(tmp_path):
     # lines that are no object name no model or suite: kept in no partition, with both reasons
     assert not (lake.root / "quarantine" / "model=%28unknown%29").exists()
     bad = pd.read_parquet(unplaced_path(lake, tmp_path / "t.jsonl")).sort_values("source_line")
-    assert bad["reason"].str.slice(0, 64).tolist() == [
-        "line 2: no model value; line 2 is not valid JSON (Expecting valu", "line 3: no model value; line 3 is a JSON list, not an object"]
+    assert bad["reason"].tolist() == [
+        "line 2: not valid JSON (Expecting value); no model value", "line 3: a JSON list, not an object; no model value"]
     assert bad["model"].isna().all() and bad["suite"].isna().all()
     assert report.unplaced == {str(tmp_path / "t.jsonl"): {
-        "no model value; line 2 is not valid JSON (Expecting value)": 1,
-        "no model value; line 3 is a JSON list, not an object": 1}}
+        "not valid JSON (Expecting value); no model value": 1, "a JSON list, not an object; no model value": 1}}
 
 
 def test_wide_table(tmp_path):
@@ -221,8 +220,11 @@ def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
     assert unplaced["model"].tolist() == [long_name, long_name] and unplaced["source_line"].tolist() == [3, 4]
     problem = f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 1}-character partition key; the limit is 200"
     assert unplaced["reason"].tolist() == [
-        f"line 3: {problem}", f"line 4: {problem}; line 4: sample 'q2' epoch 1: unknown score value 'X' "
-                              "(value_map knows ['C', 'I', 'N', 'P'])"]
+        f"line 3: {problem}",
+        f"line 4: sample 'q2' epoch 1: unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}"]
+    # two rows, two classes: the second's own reason first, without its line
+    assert report.unplaced[str(table)] == {
+        problem: 1, f"unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}": 1}
     # the nightly's discovery sees the placeable partitions only, and no unreadable file
     found = discover(lake, landing)
     assert found.partitions == {("a", "s1"), ("b", "s1")} and not found.unreadable and not found.changed
@@ -237,6 +239,52 @@ def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
     assert UNPLACED_MODEL not in set(ingest_accounting(lake)["model"])
 
 
+def test_a_moved_or_respelled_log_leaves_one_record_of_its_rows_in_no_partition(tmp_path, monkeypatch):
+    from evalpipeline.accounting import UNPLACED_MODEL, ingest_accounting
+
+    monkeypatch.chdir(tmp_path)
+    lake = Lake(tmp_path / "lake")
+    old = _write(tmp_path / "landing" / "z.csv", "model,suite,item_id,score\nm,s,a,1\n,s,b,1\n")
+    ingest_paths([old], lake)
+    moved = tmp_path / "landing" / "sub" / "a.csv"
+    moved.parent.mkdir()
+    old.rename(moved)
+    ingest_paths([moved], lake)
+    assert [p.name for p in (lake.root / "unplaced").iterdir()] == [unplaced_path(lake, moved).name]
+    ingest_paths([moved.relative_to(tmp_path)], lake)  # the same file by its relative path
+    assert [p.name for p in (lake.root / "unplaced").iterdir()] == [unplaced_path(lake, moved.relative_to(tmp_path)).name]
+    accounting = ingest_accounting(lake)
+    assert accounting.loc[accounting["model"] == UNPLACED_MODEL, "rows_quarantined"].tolist() == [1]
+    # a copy at a path that still exists is another file: its rows are accounted for again
+    ingest_paths([_write(tmp_path / "landing" / "copy.csv", moved.read_text())], lake)
+    assert len(list((lake.root / "unplaced").iterdir())) == 2
+
+
+def test_an_old_lakes_unknown_pseudo_partition_is_never_scheduled_and_goes_with_its_logs(tmp_path):
+    """Lakes written before unplaced/ kept blank-model rows in a "(unknown)" partition. Discovery must not
+    offer it as a changed partition to run (no such Dagster partition exists); reading the logs again
+    (the upgrade does, READERS_VERSION) retires it."""
+    import shutil
+
+    from evalpipeline.pipeline import ingest_partitions
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    first = _write(landing / "a.csv", "model,suite,item_id,score\nm,s1,q1,1\n,s1,q2,1\n")
+    second = _write(landing / "b.csv", "model,suite,item_id,score\nm,s1,q3,1\n,s1,q4,0\n")
+    ingest_paths([first, second], lake)
+    legacy = lake.partition_dir("ingested", "(unknown)", "s1")
+    legacy.mkdir(parents=True)
+    for record in lake.partition_dir("ingested", "m", "s1").glob("*.parquet"):  # stand-ins for the old records
+        shutil.copy(record, legacy / record.name)
+    _write(first, "model,suite,item_id,score\nm,s1,q1,0\n,s1,q2,1\n")  # a changed log: read again tonight
+    found = discover(lake, landing)
+    assert found.changed == {("m", "s1")} and not found.retiring and found.partitions == {("m", "s1")}
+    _write(second, "model,suite,item_id,score\nm,s1,q3,0\n,s1,q4,0\n")
+    ingest_partitions(lake, landing, sorted(discover(lake, landing).partitions))
+    assert not legacy.exists() and set(lake.partitions("samples")) == {("m", "s1")}
+
+
 def test_a_wide_column_named_too_long_sets_aside_that_model_only(tmp_path):
     from evalpipeline.keys import MAX_KEY_LENGTH
 
@@ -247,6 +295,15 @@ def test_a_wide_column_named_too_long_sets_aside_that_model_only(tmp_path):
     _accounted(report)
     assert not report.file_errors and set(report.partitions) == {("gpt", "suite1")}
     assert report.rows_ingested == 2 and report.rows_unplaced == 2
+    # in a Parquet table (no line numbers) the reasons name the table's rows, not the cells read
+    frame = pd.read_csv(table, dtype=str)
+    frame.to_parquet(tmp_path / "suite2.parquet")
+    pd.concat([frame, frame.head(1)]).to_parquet(tmp_path / "suite3.parquet")
+    for name in ("suite2", "suite3"):
+        ingest_paths([tmp_path / f"{name}.parquet"], lake)
+    reasons = pd.read_parquet(unplaced_path(lake, tmp_path / "suite3.parquet"))["reason"].tolist()
+    problem = f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 5}-character partition key; the limit is 200"
+    assert reasons == [f"row 0: {problem}", f"row 1: {problem}", f"row 2: duplicate item 'q1'; first at row 0; {problem}"]
 
 
 def test_a_real_model_named_like_the_old_placeholder_gets_no_other_rows(tmp_path):

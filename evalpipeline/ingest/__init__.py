@@ -225,8 +225,17 @@ def staged_path(lake: Lake, source: Source, part: SourcePartition) -> Path:
     its own, and consolidation then accounts for the repeated rows.
     """
     return lake.table_path(
-        "ingested", f"{to_partition_key(part.source_id)}-{_path_hash(source.path)}.parquet", part.model, part.suite
+        "ingested", f"{_source_id_stem(part.source_id)}-{_path_hash(source.path)}.parquet", part.model, part.suite
     )
+
+
+def _source_id_stem(source_id: str) -> str:
+    """The source id as a file-name part: encoded, or, when that is too long (an lm-eval run id holds
+    its task's name), a hash of it."""
+    try:
+        return to_partition_key(source_id)
+    except PartitionKeyError:
+        return "id-" + hashlib.sha256(source_id.encode()).hexdigest()[:32]
 
 
 #: Lake folder of the rows no partition can hold, one record per source path (:func:`unplaced_path`).
@@ -328,12 +337,18 @@ def unplaced_path(lake: Lake, source_path: str | Path) -> Path:
 
 
 def _unplaced_rows(chunk: Chunk, problem: str) -> pd.DataFrame:
-    """``chunk``'s rows with their model and suite names, and a reason that starts with ``problem``."""
+    """``chunk``'s rows with their model and suite names, and ``problem`` in each reason: after the
+    reader's own reason where there is one (it names the line and the first cause; the reason classes
+    then stay few), else after the row's line (or row) as reasons start."""
+
+    def reason(existing, line, index) -> str:
+        if not isinstance(existing, str) or not existing:
+            return f"line {int(line)}: {problem}" if pd.notna(line) else f"row {index}: {problem}"
+        return existing if problem in existing else f"{existing}; {problem}"
+
     rows = chunk.rows.copy()
-    where = [f"line {int(line)}" if pd.notna(line) else f"row {index}"
-             for line, index in zip(rows["source_line"], rows["sample_index"])]
-    rows["reason"] = [f"{w}: {problem}" + (f"; {r}" if isinstance(r, str) and r else "")
-                      for w, r in zip(where, rows["reason"])]
+    rows["reason"] = [reason(r, line, index)
+                      for r, line, index in zip(rows["reason"], rows["source_line"], rows["sample_index"])]
     return rows.assign(model=chunk.model, suite=chunk.suite)
 
 
@@ -347,7 +362,7 @@ class _Staged:
 
 
 def _metadata_notes(options: IngestOptions, found: dict[str, bool]) -> list[str]:
-    return [f"metadata_map {column}={options.metadata_map[column]!r}: no sample has that metadata key, "
+    return [f"metadata_map {column}={options.metadata_map[column]!r}: no sample has a value for that metadata key, "
             f"so {column} is empty" for column, seen in found.items() if not seen]
 
 
@@ -380,10 +395,6 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> _Staged
                     raise SourceReadError(source.path, f"rows do not fit the canonical table: {exc}") from exc
                 unplaced.write(table)
                 continue
-            try:
-                to_partition_key(chunk.source_id)
-            except PartitionKeyError as exc:
-                raise SourceReadError(source.path, f"cannot be partitioned: {exc}") from exc
             for column, seen in metadata_found.items():
                 metadata_found[column] = seen or bool(column in chunk.rows and chunk.rows[column].notna().any())
             key = (chunk.model, chunk.suite, chunk.source_id)
@@ -489,19 +500,28 @@ def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, st
         suite = from_partition_key(record.parent.name.split("=", 1)[1])
         if (model, suite) in written:
             continue
-        record.unlink()
+        record.unlink(missing_ok=True)  # missing: another run handling the same file got there first
         stale.add((model, suite))
     for model, suite in written:
         for record in lake.partition_dir("ingested", model, suite).glob("*.parquet"):
             if record.stem.endswith(f"-{own}"):
                 continue
-            origins = {(r["log_path"], r["log_sha256"]) for r in
-                       pq.read_table(record, columns=["log_path", "log_sha256"]).to_pylist()}
-            if origins and all(_same_file(Path(path), Path(source.path)) or
-                               (not Path(path).exists() and sha == source.sha256) for path, sha in origins):
-                record.unlink()
+            if _made_by(record, source):
+                record.unlink(missing_ok=True)
                 stale.add((model, suite))
+    for record in (lake.root / UNPLACED_FOLDER).glob("*.parquet"):  # the rows in no partition, likewise
+        if record.stem != own and _made_by(record, source):
+            record.unlink(missing_ok=True)
     return stale
+
+
+def _made_by(record: Path, source: Source) -> bool:
+    """Whether every row of ``record`` came from ``source`` under another name: the same file spelled
+    otherwise, or the path it was moved from (gone now, same bytes)."""
+    origins = {(r["log_path"], r["log_sha256"]) for r in
+               pq.read_table(record, columns=["log_path", "log_sha256"]).to_pylist()}
+    return bool(origins) and all(_same_file(Path(path), Path(source.path)) or
+                                 (not Path(path).exists() and sha == source.sha256) for path, sha in origins)
 
 
 def staged_partitions(lake: Lake, path: str | Path) -> dict[tuple[str, str], bool]:

@@ -43,6 +43,7 @@ from evalpipeline.ingest.base import (
     Source,
     SourcePartition,
     SourceReadError,
+    placement_problem,
     sample_label,
     short_error,
 )
@@ -115,9 +116,9 @@ def _iter_jsonl(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                record = {"__error__": f"line {number} is not valid JSON ({exc.msg})"}
+                record = {"__error__": f"line {number}: not valid JSON ({exc.msg})"}
             if not isinstance(record, dict):
-                record = {"__error__": f"line {number} is a JSON {type(record).__name__}, not an object"}
+                record = {"__error__": f"line {number}: a JSON {type(record).__name__}, not an object"}
             records.append(record)
             lines.append(number)
             if len(records) >= chunk_rows:
@@ -238,7 +239,8 @@ class LongTableReader:
             pairs.update((_text(m), _text(s)) for m, s in zip(models, suites) if _text(m) and _text(s))
             rows += len(frame)
         if rows and not pairs:  # no partition would ever read the file: it is reported as unreadable
-            raise SourceReadError(path, f"none of its {rows} rows names both a model and a suite")
+            raise SourceReadError(path, f"no row can be placed in a model x suite partition ({rows} rows; "
+                                        "none names both a model and a suite)")
         return [SourcePartition(m, s, TABLE_SOURCE_ID) for m, s in sorted(pairs)]
 
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
@@ -356,6 +358,7 @@ class WideTableReader:
         path = Path(source.path)
         item_column, labels, models = self._layout(path, options)
         suite = self._suite(path, options)
+        problems = {model: placement_problem(str(model), suite) for model in models}  # see ingest.unplaced_path
         seen: dict[str, str] = {}  # where each item was first read
         row_number = 0
         index = 0
@@ -385,6 +388,9 @@ class WideTableReader:
                         row.update(score=outcome.score, score_raw=outcome.raw, correct=binary_reading(outcome.score))
                         if outcome.reason:
                             row["reason"] = f"{where}: {sample_label(item, 1)} model {model!r}: {outcome.reason}"
+                    if problems[model]:  # named here, where the table's row is known
+                        row["reason"] = (f"{where}: {problems[model]}" if row["reason"] is None
+                                         else f"{row['reason']}; {problems[model]}")
                     per_model[model].append(row)
                 row_number += 1
             for model, rows in per_model.items():
