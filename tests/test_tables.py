@@ -9,6 +9,7 @@ from evalpipeline.cli import main
 from evalpipeline.ingest import IngestOptions, find_log_files, ingest_paths, unplaced_path
 from evalpipeline.ingest.base import SourceReadError
 from evalpipeline.ingest.detect import open_source, reader_for
+from evalpipeline.ingest.scores import ScoreNormalisation
 from evalpipeline.lake import Lake
 from evalpipeline.settings import ConfigError, load_ingest_options
 
@@ -49,7 +50,41 @@ def test_long_csv_with_declared_mapping(tmp_path):
     assert quarantine["reason"].tolist() == [
         "line 5: sample 'q2' epoch 1: score 7.0 outside numeric_range [0, 1]",
         "line 6: sample 'q3' epoch 1: no score",
-        "line 7: duplicate (model, suite, item_id 'q1', epoch 1, scorer) in the file; first at line 4",
+        "line 7: duplicate (model, suite, item_id 'q1', epoch 1) in the file; first at line 4",
+    ]
+
+
+def test_a_second_scorer_of_a_sample_is_a_duplicate_and_the_first_is_kept(tmp_path):
+    # the lake keeps one score per (item_id, epoch): the first row read wins, as the README and Inspect's
+    # "default: the first scorer" say; consolidation used to keep the last and call the first superseded
+    src = _write(tmp_path / "scores.csv", "model,suite,item_id,grader,score\nm,s,q1,a,1\nm,s,q1,b,0\nm,s,q2,b,1\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake, IngestOptions(column_map={"scorer": "grader"}))
+    _accounted(report)
+    samples = lake.read_partition("samples", "m", "s").sort_values("item_id")
+    assert samples[["item_id", "scorer", "score"]].values.tolist() == [["q1", "a", 1.0], ["q2", "b", 1.0]]
+    quarantine = lake.read_partition("quarantine", "m", "s")
+    assert quarantine["reason"].tolist() == [
+        "line 3: duplicate (model, suite, item_id 'q1', epoch 1) in the file; first at line 2 "
+        "(scorer 'a', kept; this row's scorer is 'b': choose one with --scorer)"
+    ]
+    # --scorer picks the other scorer's rows instead; the rest are quarantined as not chosen
+    report = ingest_paths([src], Lake(tmp_path / "lake-b"), IngestOptions(column_map={"scorer": "grader"},
+                                                                           normalisation=ScoreNormalisation(scorer="b")))
+    _accounted(report)
+    assert Lake(tmp_path / "lake-b").read_partition("samples", "m", "s")["score"].tolist() == [0.0, 1.0]
+
+
+def test_two_tables_with_one_sample_name_the_kept_file_without_an_eval_id(tmp_path):
+    first = _write(tmp_path / "a.csv", "model,suite,item_id,score,created_at\nm,s,q1,1,2026-01-01\n")
+    second = _write(tmp_path / "b.csv", "model,suite,item_id,score,created_at\nm,s,q1,0,2026-01-02\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([first, second], lake)
+    _accounted(report)
+    assert lake.read_partition("samples", "m", "s")["score"].tolist() == [0.0]
+    assert lake.read_partition("quarantine", "m", "s")["reason"].tolist() == [
+        f"superseded: (item_id 'q1', epoch 1) is also in {second}, which is kept as the newer run "
+        "(or the later copy of the same run)"
     ]
 
 
@@ -348,7 +383,7 @@ def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
     # two duplicates of different items (each reason names its item and lines) another
     assert report.quarantine_reasons == {
         "unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P'])": 2,
-        "duplicate (model, suite, item_id, epoch, scorer) within one table file": 2,
+        "duplicate (model, suite, item_id, epoch) within one table file": 2,
     }
     assert row["quarantine_reasons"] == "; ".join(f"{n} x {r}" for r, n in sorted(report.quarantine_reasons.items()))
     assert "line " not in row["quarantine_reasons"]

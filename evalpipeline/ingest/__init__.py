@@ -562,6 +562,11 @@ def _path_hash(path: str | Path) -> str:
 Validator = Callable[[pd.DataFrame, pd.DataFrame, str, str], Any]
 
 
+def _run_label(row: pd.Series) -> str:
+    """``eval_id X (path)`` for a log with an eval id; just the path for a table, which has none."""
+    return f"eval_id {row['eval_id']} ({row['log_path']})" if pd.notna(row["eval_id"]) else str(row["log_path"])
+
+
 def consolidate_partition(
     lake: Lake, model: str, suite: str, validator: Validator | None = None
 ) -> tuple[PartitionAccount, dict[str, int]]:
@@ -588,8 +593,8 @@ def consolidate_partition(
         keeper = newest.set_index(["item_id", "epoch"])
         superseded = superseded.copy()
         superseded["reason"] = [
-            f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {keeper.loc[(i, e), 'eval_id']} "
-            f"({keeper.loc[(i, e), 'log_path']}), which is kept as the newer run (or the later copy of the same run)"
+            f"superseded: (item_id {i!r}, epoch {e}) is also in {_run_label(keeper.loc[(i, e)])}, "
+            "which is kept as the newer run (or the later copy of the same run)"
             for i, e in zip(superseded["item_id"], superseded["epoch"])
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
@@ -664,7 +669,7 @@ def general_reason(reason: str, item_id: str | None = None, epoch: int | None = 
     if reason.startswith("duplicate (item_id"):
         return "duplicate (item_id, epoch) within one log"
     if reason.startswith("duplicate (model, suite, item_id"):
-        return "duplicate (model, suite, item_id, epoch, scorer) within one table file"
+        return "duplicate (model, suite, item_id, epoch) within one table file"
     if reason.startswith("duplicate item "):
         return "duplicate item within one wide table file"
     return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")

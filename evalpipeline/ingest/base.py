@@ -28,8 +28,9 @@ from evalpipeline.schema import COVARIATE_PREFIX
 #: every source is read again once: a staged record is otherwise kept while its source's bytes and the
 #: options are unchanged (see ``ingest.already_ingested``). 2: rows that no partition can hold go to
 #: ``unplaced/`` (no "(unknown)" pseudo-partition), table duplicates name where the first copy was read,
-#: and a ``.json`` log is read to its end.
-READERS_VERSION = 2
+#: and a ``.json`` log is read to its end. 3: a table row of a second scorer for a sample already read is a
+#: duplicate (the first is kept), where consolidation used to keep the last and call the first superseded.
+READERS_VERSION = 3
 
 #: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
 MAPPABLE_COLUMNS = (

@@ -246,7 +246,10 @@ class LongTableReader:
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
         path = Path(source.path)
         mapping = self._mapping(path, options)
-        seen: dict[tuple, str] = {}  # where each key was first read ("line 4", or "row 3" of a Parquet file)
+        # where each sample was first read ("line 4", or "row 3" of a Parquet file) and by which scorer: the
+        # lake keeps one score per (item_id, epoch), so a second scorer's row is a duplicate too; the first
+        # is kept, as for Inspect logs, and --scorer chooses another
+        seen: dict[tuple, tuple[str, str | None]] = {}
         index = 0
         for frame, lines in iter_table(path, options.chunk_rows):
             groups: dict[tuple[str | None, str | None], list[dict]] = {}
@@ -257,15 +260,19 @@ class LongTableReader:
                 suite = _text(record.get(mapping["suite"])) if "suite" in mapping else options.suite
                 self._fill(row, record, mapping, options, source, index, line)
                 # a row without a model or suite is yielded under None: ingest keeps it as unplaced
-                key = (model, suite, row["item_id"], row["epoch"], row["scorer"])
+                key = (model, suite, row["item_id"], row["epoch"])
                 if row["reason"] is None and model is not None and suite is not None:
                     if key in seen:
+                        first_at, first_scorer = seen[key]
                         row["reason"] = (
                             f"{_where(source, index, line)}: duplicate (model, suite, item_id {row['item_id']!r}, "
-                            f"epoch {row['epoch']}, scorer) in the file; first at {seen[key]}"
+                            f"epoch {row['epoch']}) in the file; first at {first_at}"
                         )
+                        if row["scorer"] != first_scorer:
+                            row["reason"] += (f" (scorer {first_scorer!r}, kept; this row's scorer is "
+                                              f"{row['scorer']!r}: choose one with --scorer)")
                     else:
-                        seen[key] = _where(source, index, line)
+                        seen[key] = (_where(source, index, line), row["scorer"])
                 groups.setdefault((model, suite), []).append(row)
                 index += 1
             for (model, suite), rows in groups.items():
