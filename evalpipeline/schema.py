@@ -167,15 +167,44 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None 
             if name not in frame.columns:
                 frame[name] = None
     full = schema
-    try:
-        for name in covariates:
-            if extra is not None:
-                full = full.append(extra.field(name))
-            else:
+    for name in covariates:
+        if extra is not None:
+            full = full.append(extra.field(name))
+        else:
+            try:
                 full = full.append(pa.field(name, pa.Array.from_pandas(frame[name]).type, nullable=True))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise SchemaError(_mixed_covariate(frame, name, exc)) from exc
+    try:
         return pa.Table.from_pandas(frame[list(full.names)], schema=full, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+        for name in covariates:  # a covariate typed by an earlier chunk: say which, and what it holds now
+            field = full.field(name)
+            try:
+                pa.Array.from_pandas(frame[name], type=field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+                raise SchemaError(f"covariate {name!r} was {field.type} in the source's earlier rows and cannot "
+                                  f"hold these: {exc}; give it one type (all numbers or all text)") from exc
         raise SchemaError(f"cannot cast to the canonical schema: {exc}") from exc
+
+
+def _mixed_covariate(frame: pd.DataFrame, name: str, exc: Exception) -> str:
+    """Name the covariate whose values have no common type, and where its first odd value is: a
+    covariate column takes one type, from its values (a number in one row and text in another have none)."""
+    values = frame[name]
+    present = values[values.notna()]
+    first_type = type(present.iloc[0]) if len(present) else None
+    odd = present[[type(v) is not first_type for v in present]]
+    if not len(odd):
+        return f"covariate {name!r} cannot be stored: {exc}"
+    index = odd.index[0]
+    where = ""
+    if "source_line" in frame.columns and pd.notna(frame.at[index, "source_line"]):
+        where = f" at line {int(frame.at[index, 'source_line'])}"
+    elif "sample_index" in frame.columns and pd.notna(frame.at[index, "sample_index"]):
+        where = f" at row {int(frame.at[index, 'sample_index'])}"
+    return (f"covariate {name!r} mixes value types: {type(present.iloc[0]).__name__} {present.iloc[0]!r} first, "
+            f"then {type(odd.iloc[0]).__name__} {odd.iloc[0]!r}{where}; give it one type (all numbers or all text)")
 
 
 def covariate_schema(table: pa.Schema) -> pa.Schema:

@@ -428,7 +428,7 @@ def test_duplicate_across_runs_keeps_the_newer(base, good, landing, tmp_path, or
     assert set(quarantine["log_path"]) == {str(older)}
     assert sorted(quarantine["reason"]) == sorted(
         f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {new_id} ({newer}), "
-        "which is kept as the newer run (or the later copy of the same run)"
+        "which is kept as the newer run"
         for i in bl.ITEMS
         for e in (1, 2)
     )
@@ -706,3 +706,19 @@ def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_pa
         write_accuracy_posteriors(lake, name, "s")
     board = format_leaderboard(write_suite_leaderboard(lake, "s")[0])
     assert board.count("\n") == 2 and "\x1b" not in board and "fake\\n  1. winner" in board
+
+
+def test_a_json_log_score_beyond_float_range_is_quarantined_not_the_whole_log(good_templates, landing, tmp_path):
+    # json.loads-style parsing gives Python ints of any size; float() of one raised OverflowError, which made
+    # the whole log unreadable and lost its other samples
+    text = good_templates["json"].read_text()
+    start = text.index('"samples": [')
+    at = text.index('"value": "C"', start)
+    bad = landing / "huge.json"
+    bad.write_text(text[:at] + '"value": 1' + "0" * 400 + text[at + len('"value": "C"'):])
+    report, lake, _ = ingest([bad], tmp_path / "lake")
+    assert report.file_errors == []
+    quarantine = lake.read_partition("quarantine", MODEL, "good_json")
+    assert len(quarantine) == 1 and quarantine["reason"].iloc[0].endswith(
+        "score 1000000000000000000000000000000000000... is not finite as a number (beyond 1.8e308)")
+    assert report.rows_read == report.rows_ingested + 1

@@ -567,6 +567,17 @@ def _run_label(row: pd.Series) -> str:
     return f"eval_id {row['eval_id']} ({row['log_path']})" if pd.notna(row["eval_id"]) else str(row["log_path"])
 
 
+def _why_kept(kept_at, superseded_at) -> str:
+    """Why consolidation's order (created_at, then eval_id, path and position) kept the other row, said
+    as what it is: a row without a created_at (a table without that column) is not known to be newer."""
+    if pd.isna(kept_at) or pd.isna(superseded_at):
+        return ("by path order, not as newer: a row without a created_at sorts last, then eval_id and path "
+                "decide (map a created_at column to keep the newer)")
+    if kept_at > superseded_at:
+        return "as the newer run"
+    return "as the later copy of the same run"
+
+
 def consolidate_partition(
     lake: Lake, model: str, suite: str, validator: Validator | None = None
 ) -> tuple[PartitionAccount, dict[str, int]]:
@@ -594,8 +605,8 @@ def consolidate_partition(
         superseded = superseded.copy()
         superseded["reason"] = [
             f"superseded: (item_id {i!r}, epoch {e}) is also in {_run_label(keeper.loc[(i, e)])}, "
-            "which is kept as the newer run (or the later copy of the same run)"
-            for i, e in zip(superseded["item_id"], superseded["epoch"])
+            f"which is kept {_why_kept(keeper.loc[(i, e), 'created_at'], created)}"
+            for i, e, created in zip(superseded["item_id"], superseded["epoch"], superseded["created_at"])
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
     samples = newest.drop(columns=["reason"]).sort_values(["item_id", "epoch"], kind="stable").reset_index(drop=True)

@@ -73,7 +73,11 @@ class ScoreNormalisation:
                 None, raw, f"unknown score value {value!r} (value_map knows {sorted(self.value_map)})"
             )
         if isinstance(value, (int, float)):
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # a JSON integer beyond float's range: as out of range as inf
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+                return Normalised(None, raw, f"score {shown} is not finite as a number (beyond 1.8e308)")
             low, high = self.numeric_range
             if not math.isfinite(number):
                 return Normalised(None, raw, f"score {value!r} is not finite")

@@ -22,14 +22,20 @@ quarantined.
 
 Scores in text files are read as: a value-map key (``C``, ``I``, ...), else
 a number (through ``numeric_range``), else quarantined as unknown.
-Rows are read in chunks of ``chunk_rows``; CSV line numbers assume one line
-per record (no newlines inside quoted fields).
+Rows are read in chunks of ``chunk_rows``. A CSV reason names the line its
+record starts on (blank lines and newlines inside quoted fields counted). A
+header that names a column twice makes the file unreadable, as does a JSONL
+file whose object lines name no columns; a JSONL file's columns are the keys
+of all its lines. Model and suite names are stripped of surrounding
+whitespace (a name of spaces is no name).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -57,31 +63,52 @@ TABLE_SOURCE_ID = "table"
 #: The pseudo-partition in which versions before unplaced rows (see ``ingest``) quarantined rows that
 #: named no model or suite; a lake written then may still hold it until its logs are read again.
 UNKNOWN = "(unknown)"
+#: The largest epoch the canonical table's int32 column holds.
+MAX_EPOCH = 2**31 - 1
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # pandas read cells of any size; keep reading them
 
 
 # -- reading raw chunks ---------------------------------------------------------------
 
 
 def table_columns(path: Path) -> list[str]:
-    """Column names of a CSV / Parquet / JSONL file without reading its rows."""
+    """Column names of a CSV / Parquet / JSONL file without reading its rows (a JSONL file's: every key
+    of its object lines, in order of first appearance, since its lines need not share their keys)."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            return list(pq.ParquetFile(path).schema_arrow.names)
-        if suffix == ".csv":
-            return list(pd.read_csv(path, nrows=0, dtype=str).columns)
-        if suffix == ".jsonl":
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    if line.strip():
-                        record = json.loads(line)
-                        if not isinstance(record, dict):
-                            raise ValueError(f"line 1 is a JSON {type(record).__name__}, not an object")
-                        return list(record)
-            return []
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            columns = list(pq.ParquetFile(path).schema_arrow.names)
+        elif suffix == ".csv":
+            with open(path, encoding="utf-8-sig", newline="") as handle:
+                columns = _csv_header(csv.reader(handle), path)
+        elif suffix == ".jsonl":
+            keys: dict[str, None] = {}
+            for record, _ in _jsonl_records(path):
+                keys.update(dict.fromkeys(k for k in record if k != "__error__"))
+            columns = list(keys)
+        else:
+            raise SourceReadError(path, f"not a table file: {suffix!r}")
+    except SourceReadError:
+        raise
+    except (ValueError, OSError, UnicodeDecodeError, csv.Error) as exc:
         raise SourceReadError(path, f"cannot read the table's columns ({type(exc).__name__}: {short_error(exc)})") from exc
-    raise SourceReadError(path, f"not a table file: {suffix!r}")
+    _refuse_repeated_columns(path, columns)
+    return columns
+
+
+def _refuse_repeated_columns(path: Path, columns: list[str]) -> None:
+    """Two columns of one name would be read as one, silently (which one differs by format)."""
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise SourceReadError(path, f"the header names column(s) {repeated} more than once; rename them")
+
+
+def _csv_header(reader, path: Path) -> list[str]:
+    for row in reader:
+        if row:  # blank lines before the header are skipped, as pandas did
+            return row
+    raise SourceReadError(path, "no header row: the file is empty")
 
 
 def iter_table(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
@@ -93,37 +120,69 @@ def iter_table(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.S
                 frame = batch.to_pandas()
                 yield frame, pd.Series([None] * len(frame), dtype="Int32")
         elif suffix == ".csv":
-            start = 2  # line 1 is the header
-            for frame in pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], chunksize=chunk_rows):
-                yield frame, pd.Series(range(start, start + len(frame)), dtype="Int32")
-                start += len(frame)
+            yield from _iter_csv(path, chunk_rows)
         elif suffix == ".jsonl":
             yield from _iter_jsonl(path, chunk_rows)
         else:
             raise SourceReadError(path, f"not a table file: {suffix!r}")
     except SourceReadError:
         raise
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+    except (ValueError, OSError, UnicodeDecodeError, csv.Error) as exc:
         raise SourceReadError(path, f"cannot read the table ({type(exc).__name__}: {short_error(exc)})") from exc
 
 
-def _iter_jsonl(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
-    records, lines = [], []
+def _iter_csv(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    """CSV records with the line each starts on (csv counts the lines of quoted newlines, which a
+    record-per-line count got wrong). Cells are strings, an empty cell null; a short record's missing
+    cells are null and a long one makes the file unreadable, as with pandas."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header = _csv_header(reader, path)
+        _refuse_repeated_columns(path, header)
+        width = len(header)
+        rows, lines = [], []
+        while True:
+            start = reader.line_num + 1
+            try:
+                record = next(reader)
+            except StopIteration:
+                break
+            if not record:  # a blank line
+                continue
+            if len(record) > width:
+                raise SourceReadError(path, f"line {start}: {len(record)} fields where the header has {width}")
+            rows.append([cell if cell != "" else None for cell in record] + [None] * (width - len(record)))
+            lines.append(start)
+            if len(rows) >= chunk_rows:
+                yield pd.DataFrame(rows, columns=header, dtype=object), pd.Series(lines, dtype="Int32")
+                rows, lines = [], []
+        if rows:
+            yield pd.DataFrame(rows, columns=header, dtype=object), pd.Series(lines, dtype="Int32")
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[dict, int]]:
+    """Each non-blank line as an object and its number; a line that is not one gives ``__error__``."""
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                record = {"__error__": f"line {number}: not valid JSON ({exc.msg})"}
+            except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
+                record = {"__error__": f"line {number}: not valid JSON ({getattr(exc, 'msg', short_error(exc))})"}
             if not isinstance(record, dict):
                 record = {"__error__": f"line {number}: a JSON {type(record).__name__}, not an object"}
-            records.append(record)
-            lines.append(number)
-            if len(records) >= chunk_rows:
-                yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
-                records, lines = [], []
+            yield record, number
+
+
+def _iter_jsonl(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    records, lines = [], []
+    for record, number in _jsonl_records(path):
+        records.append(record)
+        lines.append(number)
+        if len(records) >= chunk_rows:
+            yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
+            records, lines = [], []
     if records:
         yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
 
@@ -135,11 +194,15 @@ def detect_table_kind(path: Path, options: IngestOptions) -> str:
     """``long`` when the mapped long columns exist, ``wide`` when the table looks like items x models."""
     columns = table_columns(path)
     mapping = long_mapping(options)
-    has = lambda canonical: mapping.get(canonical, canonical) in columns  # noqa: E731
+    # as the readers resolve a mapping: a mapped column the file lacks falls back to the canonical name
+    has = lambda canonical: mapping.get(canonical, canonical) in columns or canonical in columns  # noqa: E731
     if has("item_id") and has("score") and (has("model") or options.model):
         return "long"
     if not has("model") and not has("score") and len(columns) >= 2:
         return "wide"
+    absent = [f"{k}={v!r}" for k, v in mapping.items() if v not in columns and k not in columns]
+    if absent:  # a misspelt --map column, more likely than a table of unknown shape
+        raise SourceReadError(path, f"column mapping {', '.join(absent)}: no such column; the file has {columns}")
     raise SourceReadError(
         path,
         f"cannot tell whether this table is long or wide (columns {columns}); "
@@ -190,6 +253,34 @@ def _text(value) -> str | None:
     return str(value)
 
 
+def _json_covariate(value):
+    """A JSONL covariate value as the Inspect reader keeps metadata ones: numbers as float, so that
+    ``1`` on one line and ``1.5`` on another (or in the next chunk) share a type; objects as JSON text."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return str(value)
+    return value
+
+
+def _clip(value, limit: int = 40) -> str:
+    """``repr`` of a cell, shortened: a reason quoting a 400-digit number need not hold all of it."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # a JSONL column of integers with gaps comes as floats
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def _name(value) -> str | None:
+    """A model or suite name without the surrounding whitespace a table cell picks up (``m1 `` and
+    ``m1`` are one model); a name of spaces is no name, so its rows go to unplaced/."""
+    text = _text(value)
+    return text.strip() or None if text is not None else None
+
+
 def _column(frame: pd.DataFrame, column: str | None, fixed: str | None) -> pd.Series:
     """A mapped column's cells, the fixed value (``--model``) for an unmapped one, or nulls for a chunk
     without the column (JSONL lines that are not objects)."""
@@ -236,7 +327,7 @@ class LongTableReader:
         for frame, _ in iter_table(path, options.chunk_rows):
             models = _column(frame, mapping.get("model"), options.model)
             suites = _column(frame, mapping.get("suite"), options.suite)
-            pairs.update((_text(m), _text(s)) for m, s in zip(models, suites) if _text(m) and _text(s))
+            pairs.update((_name(m), _name(s)) for m, s in zip(models, suites) if _name(m) and _name(s))
             rows += len(frame)
         if rows and not pairs:  # no partition would ever read the file: it is reported as unreadable
             raise SourceReadError(path, f"no row can be placed in a model x suite partition ({rows} rows; "
@@ -256,8 +347,8 @@ class LongTableReader:
             records = frame.to_dict("records")
             for record, line in zip(records, lines):
                 row = _base_row(source, index, line)
-                model = _text(record.get(mapping["model"])) if "model" in mapping else options.model
-                suite = _text(record.get(mapping["suite"])) if "suite" in mapping else options.suite
+                model = _name(record.get(mapping["model"]) if "model" in mapping else options.model)
+                suite = _name(record.get(mapping["suite"]) if "suite" in mapping else options.suite)
                 self._fill(row, record, mapping, options, source, index, line)
                 # a row without a model or suite is yielded under None: ingest keeps it as unplaced
                 key = (model, suite, row["item_id"], row["epoch"])
@@ -288,7 +379,10 @@ class LongTableReader:
             if canonical in ("model", "suite", "score", "epoch", "created_at"):
                 continue
             value = record.get(column)
-            row[canonical] = value if canonical.startswith(COVARIATE_PREFIX) else _text(value)
+            if canonical.startswith(COVARIATE_PREFIX):
+                row[canonical] = _json_covariate(value) if source.path.lower().endswith(".jsonl") else value
+            else:
+                row[canonical] = _text(value)
         item = _text(record.get(mapping["item_id"]))
         row["item_id"] = item if item is not None else f"row-{index}"
         if item is None:
@@ -296,14 +390,16 @@ class LongTableReader:
             return
         if "epoch" in mapping:
             raw_epoch = record.get(mapping["epoch"])
+            if _text(raw_epoch) is None:  # an empty cell, or a JSONL line without the key: the default
+                raw_epoch = 1
             try:
                 epoch = float(raw_epoch)
-                if not epoch.is_integer() or epoch < 1:
+                if not epoch.is_integer() or not 1 <= epoch <= MAX_EPOCH:
                     raise ValueError
                 row["epoch"] = int(epoch)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 row["epoch"] = 1
-                row["reason"] = f"{where}: epoch {raw_epoch!r} is not a whole number >= 1"
+                row["reason"] = f"{where}: epoch {_clip(raw_epoch)} is not a whole number from 1 to {MAX_EPOCH}"
                 return
         if "created_at" in mapping and _text(record.get(mapping["created_at"])):
             try:
