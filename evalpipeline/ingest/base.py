@@ -29,7 +29,8 @@ from evalpipeline.schema import COVARIATE_PREFIX
 #: options are unchanged (see ``ingest.already_ingested``). 2: rows that no partition can hold go to
 #: ``unplaced/`` (no "(unknown)" pseudo-partition), table duplicates name where the first copy was read,
 #: and a ``.json`` log is read to its end. 3: a table row of a second scorer for a sample already read is a
-#: duplicate (the first is kept), where consolidation used to keep the last and call the first superseded.
+#: duplicate (the first is kept); JSONL columns come from every line; CSV reasons name the record's real line;
+#: model and suite cells are stripped; huge numbers are row reasons.
 READERS_VERSION = 3
 
 #: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
