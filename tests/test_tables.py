@@ -645,3 +645,12 @@ def test_two_untimed_tables_say_the_kept_one_is_kept_by_path_not_as_newer(tmp_pa
         "a row without a created_at sorts last, then eval_id and path decide (map a created_at column to keep "
         "the newer)"
     ]
+
+
+def test_a_name_of_spaces_from_any_reader_places_nowhere():
+    # Inspect and lm-eval names are not stripped (they are identifiers), but one of spaces is none
+    from evalpipeline.ingest.base import placement_problem
+
+    assert placement_problem("  \t", "s") == "no model value"
+    assert placement_problem("m", " ") == "no suite value"
+    assert placement_problem("m ", "s") is None

@@ -159,7 +159,7 @@ def placement_problem(model: str | None, suite: str | None) -> str | None:
     """Why rows of ``model`` x ``suite`` cannot be placed in a partition (None: they can): a blank
     name, or one too long for a partition key (:func:`evalpipeline.keys.to_partition_key`)."""
     for kind, name in (("model", model), ("suite", suite)):
-        if name is None or name == "":
+        if name is None or not name.strip():  # a name of spaces shows as none in every listing
             return f"no {kind} value"
         try:
             to_partition_key(name)
