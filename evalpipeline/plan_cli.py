@@ -53,6 +53,17 @@ def _count(largest: int):
     return parse
 
 
+def _seed(text: str) -> int:
+    """A whole number >= 0: numpy's generators refuse a negative seed with a message naming no option."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text}")
+    return value
+
+
 #: Upper bounds of the simulation sizes (each well beyond what a plan needs)
 MAX_TRIALS, MAX_QUESTIONS, MAX_REPEATS = 1_000_000, 10_000_000, 10_000
 
@@ -68,7 +79,7 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
     power.add_argument("--n", type=_count(MAX_QUESTIONS), nargs="+", default=[100, 200, 400, 800, 1600, 3200], help="questions per model")
     power.add_argument("--threshold", type=_rate, default=0.95, help="decision bar on P(B > A) (default 0.95)")
     power.add_argument("--trials", type=_count(MAX_TRIALS), default=3000, help="simulated evals per cell (default 3000)")
-    power.add_argument("--seed", type=int, default=0)
+    power.add_argument("--seed", type=_seed, default=0)
     power.add_argument("--plot", metavar="FILE.png", help="also draw the power curves (power against n per gap) here")
     power.set_defaults(handler=_power)
 
@@ -79,7 +90,7 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
     size.add_argument("--threshold", type=_rate, default=0.95)
     size.add_argument("--trials", type=_count(MAX_TRIALS), default=2000)
     size.add_argument("--max-n", type=_count(MAX_QUESTIONS), default=100_000)
-    size.add_argument("--seed", type=int, default=0)
+    size.add_argument("--seed", type=_seed, default=0)
     size.set_defaults(handler=_sample_size)
 
     repeats = commands.add_parser("repeats", help="uncertainty of the overall accuracy as each question is re-asked")
@@ -87,7 +98,7 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
     repeats.add_argument("--repeats", type=_count(MAX_REPEATS), nargs="+", default=[1, 2, 3, 5, 10, 30])
     repeats.add_argument("--mean", type=_rate, default=0.75, help="planted mean accuracy (default 0.75)")
     repeats.add_argument("--concentration", type=_positive, default=6.0, help="planted question concentration (default 6)")
-    repeats.add_argument("--seed", type=int, default=21)
+    repeats.add_argument("--seed", type=_seed, default=21)
     repeats.set_defaults(handler=_repeats)
     return plan
 

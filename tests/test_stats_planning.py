@@ -116,6 +116,11 @@ def test_plan_cli_rejects_bad_input(capsys):
     (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--max-n", "-3"], "argument --max-n: must be from 1"),
     (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--trials", "0"], "argument --trials: must be from 1"),
     (["power", "--baseline", "0.7", "--gap", "nan", "--n", "100"], "argument --gap: must be a finite number"),
+    # a negative seed was numpy's "expected non-negative integer", naming no option, from the simulation
+    (["power", "--baseline", "0.7", "--gap", "0.05", "--seed", "-1"], "argument --seed: must be a whole number >= 0, got -1"),
+    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--seed", "-2"], "argument --seed: must be a whole number >= 0"),
+    (["repeats", "--seed", "-3"], "argument --seed: must be a whole number >= 0, got -3"),
+    (["repeats", "--seed", "x"], "argument --seed: must be a whole number, got 'x'"),
 ])
 def test_plan_cli_names_the_option_and_its_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
