@@ -41,6 +41,7 @@ Command-line options override the file.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -88,6 +89,9 @@ def check_types(path, table: str, values: dict, defaults: dict) -> None:
         kind = _kind(defaults.get(key))
         if kind is not None and not kind[1](value):
             raise ConfigError(f"{path}: [{table}] {key} must be {kind[0]}, got {value!r}")
+        # TOML's inf and nan: nan passes every range check written as `if value < low`, inf an open upper end
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{path}: [{table}] {key} must be a finite number, got {value!r}")
 
 
 def _dataclass_defaults(cls) -> dict:
@@ -142,6 +146,8 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
         if unknown:
             raise ConfigError(f"{path}: unknown keys in [ingest.{table}]: {unknown}; known: {sorted(table_known)}")
     check_types(path, "ingest", data, INGEST_DEFAULTS)
+    if data.get("chunk_rows", 1) < 1:  # the readers would stream chunks of 0 rows, or of -1 (all at once)
+        raise ConfigError(f"{path}: [ingest] chunk_rows must be a whole number >= 1, got {data['chunk_rows']!r}")
     check_types(path, "ingest.scores", tables["scores"], {"value_map": None, "scorer": "", "score_key": "",
                                                           "numeric_range": (0.0, 1.0)})
     check_types(path, "ingest.wide", tables["wide"], {"suite": "", "model": ""})
@@ -263,7 +269,21 @@ def load_reliability_settings(path: Path | None = None):
     path = path or config_path()
     if path is not None:
         _check_reliability_values(path, _table(path, read_config(path), "reliability"))
-    return load_reliability_config(path)
+    config = load_reliability_config(path)
+    _check_configurations_cover_corners(path, config.settings)
+    return config
+
+
+def _check_configurations_cover_corners(path, settings) -> None:
+    """Every corner of a box is one of its configurations (reliability.core.hyperparameter_configurations
+    refuses fewer): checked here, or every reliability step would fail on it."""
+    boxes = {"[reliability.box]": settings.box, **{f"the box of domain {d!r}": b for d, b in settings.domain_boxes.items()}}
+    for name, box in boxes.items():
+        corners = len(box.corners())
+        if settings.n_configurations < corners:
+            raise ConfigError(f"{path}: [reliability] n_configurations must be at least the {corners} distinct "
+                              f"corners of {name} (each corner is always a configuration), got "
+                              f"{settings.n_configurations}")
 
 
 def _check_reliability_values(path, data: dict) -> None:
@@ -282,6 +302,27 @@ def _check_reliability_values(path, data: dict) -> None:
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"{path}: [reliability] success_threshold must be in (0, 1] (a graded score counts as a "
                           f"success when it is at least this), got {threshold!r}")
+
+
+#: ``[glm.thresholds]``: the least value each may take, whether it may equal it, and why
+_THRESHOLD_MINIMA = {
+    "max_r_hat": (1, True, "r-hat is 1 at convergence"),
+    "min_ess_bulk": (0, True, "an effective sample size is not negative"),
+    "min_ess_tail": (0, True, "an effective sample size is not negative"),
+    "max_divergences": (0, True, "a count of divergent transitions"),
+    "min_bfmi": (0, True, "BFMI is not negative"),
+    "max_pareto_k": (0, False, "PSIS-LOO is reliable up to about 0.7"),
+}
+
+
+def _check_threshold_ranges(path, thresholds: dict) -> None:
+    """Thresholds no fit can meet (max_r_hat = -1) or that every fit meets by mistake (min_ess_bulk = -1)
+    would only show as every GLM excluded, or none, after the fits; their types are checked already."""
+    for key, (least, inclusive, why) in _THRESHOLD_MINIMA.items():
+        value = thresholds.get(key)
+        if value is not None and (value < least if inclusive else value <= least):
+            bound = f"at least {least}" if inclusive else f"greater than {least}"
+            raise ConfigError(f"{path}: [glm.thresholds] {key} must be {bound} ({why}), got {value!r}")
 
 
 def _first(*values):
@@ -323,6 +364,8 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: [posterior] {name} must be a number, got {value!r}")
+        if not math.isfinite(value):  # nan and inf pass the range checks below
+            raise ConfigError(f"{path}: [posterior] {name} must be a finite number, got {value!r}")
         values[name] = float(value)
     if min(values["prior_a"], values["prior_b"]) <= 0:
         raise ConfigError(f"{path}: [posterior] prior_a and prior_b must be positive, got "
@@ -389,6 +432,7 @@ def load_glm_config(path: Path | None = None):
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [glm.thresholds]: {unknown}; "
                           f"known: {sorted(_dataclass_defaults(DiagnosticThresholds))}")
+    _check_threshold_ranges(path, thresholds)
     graded = data.pop("graded", "threshold")
     if graded not in GRADED_MODES:
         raise ConfigError(f"{path}: [glm] graded must be one of {list(GRADED_MODES)}, got {graded!r}")

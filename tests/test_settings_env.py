@@ -171,6 +171,26 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     ('[ingest]\nformat = "inspct"\n', "[ingest] format must be one of ['auto', 'inspect', 'lm-eval', 'long', 'wide'], got 'inspct'"),
     ('[glm]\nmodels = "binomial"\n', "[glm] models must be an array, got 'binomial'"),
     ("[glm.thresholds]\nmax_rhat = 1.1\n", "unknown keys in [glm.thresholds]: ['max_rhat']"),
+    # nan and inf passed the range checks, and thresholds no fit can meet (or every fit meets) passed unchecked
+    ("[posterior]\nprior_a = inf\n", "[posterior] prior_a must be a finite number, got inf"),
+    ("[posterior]\nprior_b = nan\n", "[posterior] prior_b must be a finite number, got nan"),
+    ("[posterior]\nhpdi_mass = nan\n", "[posterior] hpdi_mass must be a finite number, got nan"),
+    ("[glm.thresholds]\nmin_ess_bulk = -1\n", "[glm.thresholds] min_ess_bulk must be at least 0"),
+    ("[glm.thresholds]\nmin_ess_tail = -0.5\n", "[glm.thresholds] min_ess_tail must be at least 0"),
+    ("[glm.thresholds]\nmax_divergences = -1\n", "[glm.thresholds] max_divergences must be at least 0"),
+    ("[glm.thresholds]\nmax_r_hat = -1\n", "[glm.thresholds] max_r_hat must be at least 1"),
+    ("[glm.thresholds]\nmax_r_hat = 0.99\n", "[glm.thresholds] max_r_hat must be at least 1"),
+    ("[glm.thresholds]\nmin_bfmi = nan\n", "[glm.thresholds] min_bfmi must be a finite number, got nan"),
+    ("[glm.thresholds]\nmin_bfmi = -0.1\n", "[glm.thresholds] min_bfmi must be at least 0"),
+    ("[glm.thresholds]\nmax_pareto_k = inf\n", "[glm.thresholds] max_pareto_k must be a finite number, got inf"),
+    ("[glm.thresholds]\nmax_pareto_k = 0\n", "[glm.thresholds] max_pareto_k must be greater than 0"),
+    ("[glm.priors.binomial]\nsigma_subdomain_scale = inf\n", "sigma_subdomain_scale must be a finite number, got inf"),
+    ("[ingest]\nchunk_rows = 0\n", "[ingest] chunk_rows must be a whole number >= 1, got 0"),
+    ("[ingest]\nchunk_rows = -5\n", "[ingest] chunk_rows must be a whole number >= 1, got -5"),
+    # every reliability step failed on it: each of the box's corners is one of its configurations
+    ("[reliability]\nn_configurations = 4\n", "[reliability] n_configurations must be at least the 16 distinct corners"),
+    ("[reliability]\nn_configurations = 4\n[reliability.box]\na = [1, 1]\n",
+     "[reliability] n_configurations must be at least the 8 distinct corners"),
     # a table that is not one
     ("glm = 3\n", "[glm] must be a table, got 3"),
     ("[glm]\npriors = 3\n", "[glm.priors] must be a table, got 3"),
@@ -179,6 +199,16 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
 ])
 def test_a_bad_configuration_value_is_named_with_its_key(tmp_path, text, message):
     assert message in _refusal(tmp_path / "evalpipeline.toml", text)
+
+
+@pytest.mark.parametrize("text", [
+    "[reliability]\nn_configurations = 16\n",
+    "[reliability]\nn_configurations = 8\n[reliability.box]\na = [1, 1]\n",
+    "[glm.thresholds]\nmax_r_hat = 1\nmin_ess_bulk = 0\nmin_ess_tail = 0\nmax_divergences = 0\nmin_bfmi = 0\n",
+    "[ingest]\nchunk_rows = 1\n",
+])
+def test_a_configuration_value_at_the_edge_of_its_range_is_accepted(tmp_path, text):
+    assert _refusal(tmp_path / "evalpipeline.toml", text) == "(accepted)"
 
 
 def test_cli_ingest_checks_the_whole_configuration_and_blames_flags_on_the_flags(tmp_path):
@@ -191,6 +221,7 @@ def test_cli_ingest_checks_the_whole_configuration_and_blames_flags_on_the_flags
         ("[reliabilty]\nseed = 3\n", [], "bad.toml: unknown table(s) ['reliabilty']"),
         ('[validate]\nmax_error_share = "x"\n', [], "bad.toml: [validate] max_error_share must be a number"),
         ("[ingest.scores]\nnumeric_range = [1, 0]\n", [], "bad.toml: numeric_range must be finite with low < high"),
+        ("[reliability]\nn_configurations = 4\n", [], "bad.toml: [reliability] n_configurations must be at least the 16"),
         (None, ["--numeric-range", "1", "0"], "command-line options: numeric_range must be finite with low < high"),
         (None, ["--value-map", "C=2"], "command-line options: value_map['C'] = 2.0 is outside [0, 1]"),
     ]
