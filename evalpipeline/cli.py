@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         # use: set the choice aside, so that one this machine cannot load does not stop the run.
         executor = os.environ.pop(EXECUTOR_ENV, None)
         try:
+            from evalpipeline.settings import check_named_config
+
+            check_named_config()  # before the import below, which reads the file
             # the composition root owns Dagster; loading it reads most settings (cron, threads, config file)
             from evalpipeline.definitions import check_run_settings, executor_note, run_main_job
 
@@ -121,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
 def _ingest(args) -> int:
     from evalpipeline.ingest import find_log_files, ingest_paths
     from evalpipeline.lake import Lake
-    from evalpipeline.settings import ConfigError, check_config, load_ingest_options
+    from evalpipeline.settings import ConfigError, check_config, check_named_config, load_ingest_options
 
     try:
+        check_named_config(args.config)  # a folder or an unreadable file, named with --config or the variable
         # the whole file, as `evalpipeline run` reads it: a misspelt table or a bad value in it fails here too
         check_config(Path(args.config) if args.config else None)
         files = find_log_files(args.path)

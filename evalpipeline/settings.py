@@ -108,15 +108,40 @@ def config_path() -> Path | None:
     return path if path.exists() else None
 
 
-def read_config(path: Path) -> dict:
-    """Every table of the configuration file at ``path``; ConfigError naming the file if it is missing
-    or not valid TOML."""
+def read_config(path: Path, label: str | None = None) -> dict:
+    """Every table of the configuration file at ``path``; ConfigError naming the file (as ``label``,
+    e.g. the option that named it, when given) if it is missing, a folder, unreadable, not UTF-8 or
+    not valid TOML."""
+    where = label or str(path)
     try:
-        return tomllib.loads(Path(path).read_text())
+        data = Path(path).read_bytes()
     except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: configuration file not found") from exc
+        raise ConfigError(f"{where}: configuration file not found") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{where}: is a folder, not a configuration file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the configuration file: {exc.strerror or exc}") from exc
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{where}: not UTF-8 text (TOML must be): byte 0x{data[exc.start]:02x} on line {line}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from exc
+
+
+def check_named_config(option: str | None = None) -> Path | None:
+    """The configuration file that ``--config`` (``option``) or ``$EVALPIPELINE_CONFIG`` names, read once
+    so that one that cannot be read is refused naming the option or the variable with the path, before
+    any work (else :func:`config_path`). The rest of the file is :func:`check_config`'s."""
+    if option:
+        path, label = Path(option), f"--config {option}"
+    elif os.environ.get(CONFIG_ENV):
+        path, label = Path(os.environ[CONFIG_ENV]), f"{CONFIG_ENV}={os.environ[CONFIG_ENV]!r}"
+    else:
+        return config_path()
+    read_config(path, label)
+    return path
 
 
 #: ``[glm] graded``: how a graded score (strictly between 0 and 1) counts in a GLM (evalpipeline.models.data)

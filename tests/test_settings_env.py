@@ -283,3 +283,71 @@ def test_cli_run_names_a_bad_worker_count_in_words(value, message, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert f"argument --workers: {message}" in error and "_positive_int" not in error
+
+
+def _first_log():
+    return next(p for p in sorted((REPO / "data" / "inspect_logs").iterdir()) if p.is_file())
+
+
+def _bad_paths(tmp_path) -> dict:
+    """A folder where a configuration file belongs, a configuration file that is not UTF-8, and a
+    regular file where the lake folder belongs."""
+    (tmp_path / "config_folder").mkdir()
+    (tmp_path / "latin1.toml").write_bytes(b"[glm]\nnum_chains = 4 # \xff\n")
+    (tmp_path / "a_file").write_text("not a lake\n")
+    return {"folder": tmp_path / "config_folder", "latin1": tmp_path / "latin1.toml", "file": tmp_path / "a_file"}
+
+
+def _cli_ingest_refusal(tmp_path, monkeypatch, capsys, flags, environ) -> tuple[int, str, dict]:
+    """Exit code and stderr of `evalpipeline ingest` of one demo log with ``flags`` and ``environ``
+    ({name} in them: the paths of :func:`_bad_paths`), and those paths."""
+    from evalpipeline import cli
+
+    paths = {name: str(path) for name, path in _bad_paths(tmp_path).items()}
+    monkeypatch.delenv("EVALPIPELINE_CONFIG", raising=False)
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value.format(**paths))
+    code = cli.main(["ingest", str(_first_log()), *(flag.format(**paths) for flag in flags)])
+    assert not (tmp_path / "lake").exists() and (tmp_path / "a_file").read_text() == "not a lake\n"
+    return code, capsys.readouterr().err, paths
+
+
+def _cli_run_refusal(tmp_path, environ, message):
+    paths = {name: str(path) for name, path in _bad_paths(tmp_path).items()}
+    done = _cli_run(tmp_path, **{name: value.format(**paths) for name, value in environ.items()})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"evalpipeline run: {message.format(**paths)}") and done.stderr.count("\n") == 1
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_configuration_file_that_is_not_utf8_or_is_a_folder_is_named(tmp_path):
+    from evalpipeline.settings import check_config
+
+    paths = _bad_paths(tmp_path)
+    # was the codec's message without the file, and an IsADirectoryError traceback
+    for path, message in ((paths["latin1"], "not UTF-8 text (TOML must be): byte 0xff on line 2"),
+                          (paths["folder"], "is a folder, not a configuration file")):
+        with pytest.raises(ConfigError) as error:
+            check_config(path)
+        assert str(error.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize("flags, environ, message", [
+    (["--config", "{folder}"], {}, "--config {folder}: is a folder, not a configuration file"),
+    ([], {"EVALPIPELINE_CONFIG": "{folder}"}, "EVALPIPELINE_CONFIG='{folder}': is a folder, not a configuration file"),
+    (["--config", "{latin1}"], {}, "--config {latin1}: not UTF-8 text (TOML must be): byte 0xff on line 2"),
+])
+def test_cli_ingest_names_a_configuration_file_it_cannot_read_with_its_option(tmp_path, monkeypatch, capsys, flags,
+                                                                              environ, message):
+    """A folder was an IsADirectoryError traceback, a file not in UTF-8 the codec's message without the file."""
+    code, error, paths = _cli_ingest_refusal(tmp_path, monkeypatch, capsys, flags, environ)
+    assert code == 2 and error == f"evalpipeline ingest: {message.format(**paths)}\n"
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"EVALPIPELINE_CONFIG": "{folder}"}, "EVALPIPELINE_CONFIG='{folder}': is a folder, not a configuration file"),
+    ({"EVALPIPELINE_CONFIG": "{latin1}"}, "EVALPIPELINE_CONFIG='{latin1}': not UTF-8 text (TOML must be)"),
+])
+def test_cli_run_names_a_configuration_file_it_cannot_read_with_the_variable(tmp_path, environ, message):
+    _cli_run_refusal(tmp_path, environ, message)
