@@ -16,7 +16,7 @@ import sys
 
 from pathlib import Path
 
-from evalpipeline.config import EXECUTOR_ENV, lake_root
+from evalpipeline.config import DEFAULT_LAKE, EXECUTOR_ENV, LAKE_ENV, lake_root
 from evalpipeline.ingest.detect import FORMATS
 
 
@@ -94,6 +94,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _lake_label(option: str | None) -> str:
+    """How an error names the lake root: the option or variable that set it, or the default."""
+    if option:
+        return f"--lake {option}"
+    if os.environ.get(LAKE_ENV):
+        return f"{LAKE_ENV}={os.environ[LAKE_ENV]!r}"
+    return f"lake root {DEFAULT_LAKE} (the default)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
@@ -101,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         # use: set the choice aside, so that one this machine cannot load does not stop the run.
         executor = os.environ.pop(EXECUTOR_ENV, None)
         try:
+            from evalpipeline.lake import prepare_lake_root
             from evalpipeline.settings import check_named_config
 
             check_named_config()  # before the import below, which reads the file
@@ -108,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             from evalpipeline.definitions import check_run_settings, executor_note, run_main_job
 
             check_run_settings()
+            prepare_lake_root(lake_root(), _lake_label(None))  # last: a bad setting leaves no folder behind
         except ValueError as exc:
             print(f"evalpipeline run: {exc}", file=sys.stderr)
             return 2
@@ -123,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ingest(args) -> int:
     from evalpipeline.ingest import find_log_files, ingest_paths
-    from evalpipeline.lake import Lake
+    from evalpipeline.lake import Lake, prepare_lake_root
     from evalpipeline.settings import ConfigError, check_config, check_named_config, load_ingest_options
 
     try:
@@ -144,10 +155,10 @@ def _ingest(args) -> int:
             numeric_range=args.numeric_range,
             accept_incomplete_logs=args.accept_incomplete_logs,
         )
+        lake = Lake(prepare_lake_root(args.lake or lake_root(), _lake_label(args.lake)))
     except (FileNotFoundError, ConfigError, ValueError) as exc:
         print(f"evalpipeline ingest: {exc}", file=sys.stderr)
         return 2
-    lake = Lake(args.lake or lake_root())
     validator = None
     if not args.no_validate:
         from evalpipeline.pipeline import partition_validator

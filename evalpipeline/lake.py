@@ -292,6 +292,22 @@ class AtomicParquetWriter:
 class RejectedSamplesError(ValueError):
     """A partition's sample table failed validation: its rows must not reach a posterior or a fit."""
 
+def prepare_lake_root(root: str | os.PathLike, label: str) -> Path:
+    """Create the lake root folder ``root`` if needed; ValueError naming ``label`` (the option or
+    variable that set it, with its value) when it exists and is not a folder, cannot be created or is
+    not writable: the first write of a run or an ingest would otherwise fail with a traceback."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"{label}: {root} exists and is not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{label}: cannot create the lake folder {root}: {exc.strerror or exc}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ValueError(f"{label}: the lake folder {root} is not writable")
+    return root
+
+
 class Lake:
     """Paths and reads/writes of the lake rooted at ``root``."""
 

@@ -351,3 +351,29 @@ def test_cli_ingest_names_a_configuration_file_it_cannot_read_with_its_option(tm
 ])
 def test_cli_run_names_a_configuration_file_it_cannot_read_with_the_variable(tmp_path, environ, message):
     _cli_run_refusal(tmp_path, environ, message)
+
+
+@pytest.mark.parametrize("flags, environ, message", [
+    (["--lake", "{file}"], {}, "--lake {file}: {file} exists and is not a folder"),
+    (["--lake", "{file}/lake"], {}, "--lake {file}/lake: cannot create the lake folder {file}/lake: Not a directory"),
+    ([], {"EVALPIPELINE_LAKE": "{file}"}, "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder"),
+])
+def test_cli_ingest_names_a_lake_root_that_cannot_be_a_folder(tmp_path, monkeypatch, capsys, flags, environ, message):
+    """Each was a NotADirectoryError traceback, after the configuration was read."""
+    code, error, paths = _cli_ingest_refusal(tmp_path, monkeypatch, capsys, flags, environ)
+    assert code == 2 and error == f"evalpipeline ingest: {message.format(**paths)}\n"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no folder can be created")
+def test_cli_ingest_names_a_lake_folder_that_cannot_be_created(capsys):
+    from evalpipeline import cli
+
+    code = cli.main(["ingest", str(_first_log()), "--lake", "/proc/no_such_lake"])  # was a FileNotFoundError traceback
+    error = capsys.readouterr().err
+    assert code == 2 and error.startswith("evalpipeline ingest: --lake /proc/no_such_lake: cannot create the lake "
+                                          "folder /proc/no_such_lake: ") and error.count("\n") == 1
+
+
+def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path):
+    """The run started and failed late, with a traceback per step."""
+    _cli_run_refusal(tmp_path, {"EVALPIPELINE_LAKE": "{file}"}, "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder")
