@@ -75,3 +75,27 @@ def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_pat
     by_item = samples[(samples["suite"] == "arith")].set_index("item_id")["cov_level"].to_dict()
     assert by_item == {"q1": "easy", "q2": "hard"}
     assert samples.loc[samples["suite"] == "wide", "cov_level"].isna().all()
+
+
+def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):
+    """Ingest exits 0 when some files were unreadable (1 only when all were): the README said neither."""
+    import re
+
+    from evalpipeline import cli
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    codes = dict(re.findall(r"^- ([012]): (.*)$", section.split("Exit code of `evalpipeline ingest`:", 1)[1], re.M))
+    assert codes["0"].startswith("it ran and read at least one file, even if others were unreadable")
+    assert codes["1"] == "every file found was unreadable."
+    assert codes["2"].startswith("nothing was done, for a bad option or setting")
+
+    good = tmp_path / "good.wide.csv"
+    good.write_text("item_id,gpt-x\nq1,1\n")
+    (tmp_path / "empty.json").write_bytes(b"")
+    (tmp_path / "none").mkdir()
+    lake = ["--lake", str(tmp_path / "lake"), "--no-validate"]
+    assert cli.main(["ingest", str(tmp_path), *lake]) == 0  # one read, one unreadable
+    assert cli.main(["ingest", str(tmp_path / "none"), *lake]) == 0  # no log file
+    assert cli.main(["ingest", str(tmp_path / "empty.json"), *lake]) == 1
+    assert cli.main(["ingest", str(tmp_path / "missing"), *lake]) == 2
