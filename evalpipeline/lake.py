@@ -292,6 +292,7 @@ class AtomicParquetWriter:
 class RejectedSamplesError(ValueError):
     """A partition's sample table failed validation: its rows must not reach a posterior or a fit."""
 
+
 def prepare_lake_root(root: str | os.PathLike, label: str) -> Path:
     """Create the lake root folder ``root`` if needed; ValueError naming ``label`` (the option or
     variable that set it, with its value) when it exists and is not a folder, cannot be created or is
