@@ -654,3 +654,66 @@ def test_a_name_of_spaces_from_any_reader_places_nowhere():
     assert placement_problem("  \t", "s") == "no model value"
     assert placement_problem("m", " ") == "no suite value"
     assert placement_problem("m ", "s") is None
+
+
+# -- a review of the csv-module reader (sixteenth session) ------------------------------------------
+
+
+def test_a_quote_left_open_makes_the_file_unreadable_not_one_long_cell(tmp_path):
+    src = _write(tmp_path / "t.csv", 'model,suite,item_id,score\nm1,s1,q1,1\nm1,s1,"q2,1\nm1,s1,q3,1\n')
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    assert [e.path for e in report.file_errors] == [str(src)]
+    assert report.file_errors[0].error.endswith("line 3: a quoted field is not closed before the end of the file")
+    assert report.rows_read == 0
+
+
+def test_a_closed_multi_line_quote_at_the_end_is_read(tmp_path):
+    src = _write(tmp_path / "t.csv", 'model,suite,item_id,score\nm1,s1,q1,1\nm1,s1,"q\n2",1')
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    assert report.file_errors == [] and sorted(lake.read_partition("samples", "m1", "s1")["item_id"]) == ["q\n2", "q1"]
+
+
+@pytest.mark.parametrize("text, rows", [
+    ("model,suite,item_id,score\nm1,s1,q1,1\nm1,s1,q2,0\n  \n", 2),
+    ("  \n\t\nmodel,suite,item_id,score\nm1,s1,q1,1\n", 1),
+])
+def test_lines_of_spaces_are_blank_lines(tmp_path, text, rows):
+    src = _write(tmp_path / "t.csv", text)
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    _accounted(report)
+    assert report.file_errors == [] and (report.rows_read, report.rows_ingested) == (rows, rows)
+
+
+def test_empty_header_names_are_pandas_positional_names_not_a_repeated_column(tmp_path):
+    wide = _write(tmp_path / "wsuite.csv", "item_id,m1,m2,,\nq1,1,0,,\nq2,0,1\n")
+    long = _write(tmp_path / "t.csv", "model,suite,item_id,score,,\nm1,s1,q1,1,,\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([wide, long], lake)
+    _accounted(report)
+    assert report.file_errors == [] and (report.rows_read, report.rows_ingested) == (5, 5)
+
+
+def test_jsonl_integer_covariates_beyond_float_precision_stay_exact(tmp_path):
+    src = _write(tmp_path / "t.jsonl", '{"model":"m","suite":"s","item_id":"a","score":1,"id":12345678901234567}\n'
+                                       '{"model":"m","suite":"s","item_id":"b","score":0,"id":12345678901234569}\n')
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([src], lake, IngestOptions(column_map={"cov_id": "id"}))
+    assert lake.read_partition("samples", "m", "s")["cov_id"].tolist() == [12345678901234567, 12345678901234569]
+
+
+def test_a_second_scorer_does_not_take_the_place_of_a_quarantined_first(tmp_path):
+    # q2's first row (scorer A) has an unknown score; its scorer-B row must not join a table of A scores
+    src = _write(tmp_path / "t.csv", "model,suite,item_id,score,scorer\nm1,s1,q1,1,A\nm1,s1,q1,0,B\n"
+                                     "m1,s1,q2,zz,A\nm1,s1,q2,1,B\nm1,s1,q3,zz,A\nm1,s1,q3,1,A\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    _accounted(report)
+    samples = lake.read_partition("samples", "m1", "s1").sort_values("item_id")
+    # a same-scorer row may still replace a quarantined first one (q3), as before
+    assert samples[["item_id", "scorer"]].values.tolist() == [["q1", "A"], ["q3", "A"]]
+    reasons = lake.read_partition("quarantine", "m1", "s1").set_index("source_line")["reason"]
+    assert reasons[5] == ("line 5: duplicate (model, suite, item_id 'q2', epoch 1) in the file; first at line 4 "
+                          "(scorer 'A', quarantined there; this row's scorer is 'B': choose one with --scorer)")

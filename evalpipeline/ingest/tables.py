@@ -104,11 +104,44 @@ def _refuse_repeated_columns(path: Path, columns: list[str]) -> None:
         raise SourceReadError(path, f"the header names column(s) {repeated} more than once; rename them")
 
 
+def _blank_record(record: list[str]) -> bool:
+    """An empty line, or one of spaces only: pandas skipped both."""
+    return not record or (len(record) == 1 and not record[0].strip())
+
+
 def _csv_header(reader, path: Path) -> list[str]:
     for row in reader:
-        if row:  # blank lines before the header are skipped, as pandas did
-            return row
+        if not _blank_record(row):  # blank lines before the header are skipped, as pandas did
+            # an empty name gets pandas' positional one, so that spreadsheet exports' trailing empty
+            # columns are neither one repeated column nor a change of name from what pandas read
+            return [name if name != "" else f"Unnamed: {i}" for i, name in enumerate(row)]
     raise SourceReadError(path, "no header row: the file is empty")
+
+
+class _RecordLines:
+    """The lines the csv reader takes, kept per record: the last record's text is checked for a quote
+    left open, which the csv module (not strict, as pandas is not about stray quotes) reads to the end
+    of the file as one cell, silently."""
+
+    def __init__(self, handle):
+        self.handle, self.taken = handle, []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.handle)
+        self.taken.append(line)
+        return line
+
+
+def _check_closed_quotes(path: Path, start: int, text: str) -> None:
+    try:
+        for _ in csv.reader(text.splitlines(keepends=True), strict=True):
+            pass
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise SourceReadError(path, f"line {start}: a quoted field is not closed before the end of the file") from None
 
 
 def iter_table(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
@@ -136,18 +169,22 @@ def _iter_csv(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Se
     record-per-line count got wrong). Cells are strings, an empty cell null; a short record's missing
     cells are null and a long one makes the file unreadable, as with pandas."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
+        source_lines = _RecordLines(handle)
+        reader = csv.reader(source_lines)
         header = _csv_header(reader, path)
         _refuse_repeated_columns(path, header)
         width = len(header)
         rows, lines = [], []
+        last: tuple[int, list[str]] | None = None  # the last record's first line and text
         while True:
             start = reader.line_num + 1
+            source_lines.taken = []
             try:
                 record = next(reader)
             except StopIteration:
                 break
-            if not record:  # a blank line
+            last = (start, source_lines.taken)
+            if _blank_record(record):
                 continue
             if len(record) > width:
                 raise SourceReadError(path, f"line {start}: {len(record)} fields where the header has {width}")
@@ -156,6 +193,8 @@ def _iter_csv(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Se
             if len(rows) >= chunk_rows:
                 yield pd.DataFrame(rows, columns=header, dtype=object), pd.Series(lines, dtype="Int32")
                 rows, lines = [], []
+        if last is not None:  # only the last record can run into the end of the file
+            _check_closed_quotes(path, last[0], "".join(last[1]))
         if rows:
             yield pd.DataFrame(rows, columns=header, dtype=object), pd.Series(lines, dtype="Int32")
 
@@ -255,15 +294,13 @@ def _text(value) -> str | None:
 
 def _json_covariate(value):
     """A JSONL covariate value as the Inspect reader keeps metadata ones: numbers as float, so that
-    ``1`` on one line and ``1.5`` on another (or in the next chunk) share a type; objects as JSON text."""
+    ``1`` on one line and ``1.5`` on another (or in the next chunk) share a type, except integers beyond
+    2**53, which a float would round; objects as JSON text."""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            return str(value)
-    return value
+    if isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 2**53):
+        return float(value)
+    return value  # an integer a float would round (an id) stays exact, as an int
 
 
 def _clip(value, limit: int = 40) -> str:
@@ -337,10 +374,12 @@ class LongTableReader:
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
         path = Path(source.path)
         mapping = self._mapping(path, options)
-        # where each sample was first read ("line 4", or "row 3" of a Parquet file) and by which scorer: the
-        # lake keeps one score per (item_id, epoch), so a second scorer's row is a duplicate too; the first
-        # is kept, as for Inspect logs, and --scorer chooses another
-        seen: dict[tuple, tuple[str, str | None]] = {}
+        # where each sample was first read ("line 4", or "row 3" of a Parquet file), by which scorer, and
+        # whether that row was usable: the lake keeps one score per (item_id, epoch), so a second scorer's
+        # row is a duplicate too (the first is kept, as for Inspect logs; --scorer chooses another), even
+        # when the first row was quarantined, lest one table mix scorers; a same-scorer row may replace a
+        # quarantined first one, as before
+        seen: dict[tuple, tuple[str, str | None, bool]] = {}
         index = 0
         for frame, lines in iter_table(path, options.chunk_rows):
             groups: dict[tuple[str | None, str | None], list[dict]] = {}
@@ -349,32 +388,36 @@ class LongTableReader:
                 row = _base_row(source, index, line)
                 model = _name(record.get(mapping["model"]) if "model" in mapping else options.model)
                 suite = _name(record.get(mapping["suite"]) if "suite" in mapping else options.suite)
-                self._fill(row, record, mapping, options, source, index, line)
+                is_sample = self._fill(row, record, mapping, options, source, index, line)
                 # a row without a model or suite is yielded under None: ingest keeps it as unplaced
                 key = (model, suite, row["item_id"], row["epoch"])
-                if row["reason"] is None and model is not None and suite is not None:
-                    if key in seen:
-                        first_at, first_scorer = seen[key]
-                        row["reason"] = (
-                            f"{_where(source, index, line)}: duplicate (model, suite, item_id {row['item_id']!r}, "
-                            f"epoch {row['epoch']}) in the file; first at {first_at}"
-                        )
+                if is_sample and model is not None and suite is not None:
+                    where = _where(source, index, line)
+                    first = seen.get(key)
+                    if first is None or (row["reason"] is None and not first[2] and first[1] == row["scorer"]):
+                        seen[key] = (where, row["scorer"], row["reason"] is None)
+                    elif row["reason"] is None:
+                        first_at, first_scorer, first_usable = first
+                        row["reason"] = (f"{where}: duplicate (model, suite, item_id {row['item_id']!r}, "
+                                         f"epoch {row['epoch']}) in the file; first at {first_at}")
                         if row["scorer"] != first_scorer:
-                            row["reason"] += (f" (scorer {first_scorer!r}, kept; this row's scorer is "
+                            fate = "kept" if first_usable else "quarantined there"
+                            row["reason"] += (f" (scorer {first_scorer!r}, {fate}; this row's scorer is "
                                               f"{row['scorer']!r}: choose one with --scorer)")
-                    else:
-                        seen[key] = (_where(source, index, line), row["scorer"])
                 groups.setdefault((model, suite), []).append(row)
                 index += 1
             for (model, suite), rows in groups.items():
                 yield Chunk(model, suite, TABLE_SOURCE_ID, pd.DataFrame(rows))
 
-    def _fill(self, row, record, mapping, options, source, index, line) -> None:
+    def _fill(self, row, record, mapping, options, source, index, line) -> bool:
+        """Fill ``row`` from ``record``; True when the row stands for its (item_id, epoch) sample (a
+        readable key and a chosen scorer, whether or not its score is usable), which the duplicate
+        check then compares."""
         where = _where(source, index, line)
         if isinstance(record.get("__error__"), str):  # a JSONL line that is not an object
             row["item_id"] = f"line-{int(line)}" if not pd.isna(line) else f"row-{index}"
             row["reason"] = record["__error__"]
-            return
+            return False
         for canonical, column in mapping.items():
             if canonical in ("model", "suite", "score", "epoch", "created_at"):
                 continue
@@ -387,7 +430,7 @@ class LongTableReader:
         row["item_id"] = item if item is not None else f"row-{index}"
         if item is None:
             row["reason"] = f"{where}: no item_id value"
-            return
+            return False
         if "epoch" in mapping:
             raw_epoch = record.get(mapping["epoch"])
             if _text(raw_epoch) is None:  # an empty cell, or a JSONL line without the key: the default
@@ -400,30 +443,31 @@ class LongTableReader:
             except (TypeError, ValueError, OverflowError):
                 row["epoch"] = 1
                 row["reason"] = f"{where}: epoch {_clip(raw_epoch)} is not a whole number from 1 to {MAX_EPOCH}"
-                return
+                return False
         if "created_at" in mapping and _text(record.get(mapping["created_at"])):
             try:
                 stamp = pd.Timestamp(record[mapping["created_at"]])
                 row["created_at"] = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
             except (TypeError, ValueError) as exc:
                 row["reason"] = f"{where}: created_at {record[mapping['created_at']]!r} is not a time ({exc})"
-                return
+                return True
         row["scorer"] = row["scorer"] or options.normalisation.scorer or mapping["score"]
         if row["error"] is not None:
             row["score_raw"] = json.dumps(_text(record.get(mapping["score"])))
-            return
+            return True
         chosen = options.normalisation.scorer
         if chosen is not None and "scorer" in mapping and row["scorer"] != chosen:
             row["reason"] = f"{sample_label(row['item_id'], row['epoch'])}: scorer {row['scorer']!r} not chosen (--scorer {chosen})"
-            return
+            return False
         value = record.get(mapping["score"])
         if value is None or (isinstance(value, float) and math.isnan(value)):
             row["reason"] = f"{where}: {sample_label(row['item_id'], row['epoch'])}: no score"
-            return
+            return True
         outcome = normalise_cell(value, options.normalisation)
         row.update(score=outcome.score, score_raw=outcome.raw, correct=binary_reading(outcome.score))
         if outcome.reason:
             row["reason"] = f"{where}: {sample_label(row['item_id'], row['epoch'])}: {outcome.reason}"
+        return True
 
 
 class WideTableReader:
