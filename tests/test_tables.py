@@ -717,3 +717,32 @@ def test_a_second_scorer_does_not_take_the_place_of_a_quarantined_first(tmp_path
     reasons = lake.read_partition("quarantine", "m1", "s1").set_index("source_line")["reason"]
     assert reasons[5] == ("line 5: duplicate (model, suite, item_id 'q2', epoch 1) in the file; first at line 4 "
                           "(scorer 'A', quarantined there; this row's scorer is 'B': choose one with --scorer)")
+
+
+def test_wide_model_headers_are_stripped_as_long_model_cells_are(tmp_path):
+    src = _write(tmp_path / "wsuite.csv", "item_id, m1,m2 \nq1,1,0\nq2,0,1\n")
+    long = _write(tmp_path / "t.csv", "model,suite,item_id,score\nm1 ,wsuite,q3,1\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src, long], lake)
+    _accounted(report)
+    assert set(report.partitions) == {("m1", "wsuite"), ("m2", "wsuite")}
+    assert sorted(lake.read_partition("samples", "m1", "wsuite")["item_id"]) == ["q1", "q2", "q3"]
+
+
+def test_wide_model_headers_that_differ_only_in_spaces_are_refused(tmp_path):
+    src = _write(tmp_path / "wsuite.csv", "item_id,m1, m1\nq1,1,0\n")
+    report = ingest_paths([src], Lake(tmp_path / "lake"))
+    assert report.file_errors[0].error.endswith("model columns ['m1', ' m1'] name one model once stripped of spaces; "
+                                                "rename them")
+
+
+def test_a_wide_table_whose_only_model_header_is_spaces_is_unreadable_in_discovery_and_ingest(tmp_path):
+    from evalpipeline.refresh import discover
+
+    landing = tmp_path / "landing"
+    src = _write(landing / "wsuite.csv", "item_id,  \nq1,1\n")
+    lake = Lake(tmp_path / "lake")
+    found = discover(lake, landing)
+    assert [e.path for e in found.unreadable] == [str(src)] and not found.partitions
+    report = ingest_paths([src], lake)
+    assert "no row can be placed in a model x suite partition" in report.file_errors[0].error

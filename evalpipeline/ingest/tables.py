@@ -303,6 +303,11 @@ def _json_covariate(value):
     return value  # an integer a float would round (an id) stays exact, as an int
 
 
+def _model_name(column) -> str:
+    """A wide table's model, from its column header: stripped of spaces, as a long table's model cells are."""
+    return str(column).strip()
+
+
 def _clip(value, limit: int = 40) -> str:
     """``repr`` of a cell, shortened: a reason quoting a 400-digit number need not hold all of it."""
     if isinstance(value, float) and value.is_integer():
@@ -491,6 +496,12 @@ class WideTableReader:
         models = [c for c in columns if c != item and c not in labels.values()]
         if not models:
             raise SourceReadError(path, f"a wide table needs at least one model column; the file has {columns}")
+        by_name: dict[str, list[str]] = {}
+        for column in models:
+            by_name.setdefault(_model_name(column), []).append(column)
+        clashing = [columns for name, columns in by_name.items() if name and len(columns) > 1]
+        if clashing:
+            raise SourceReadError(path, f"model columns {clashing[0]} name one model once stripped of spaces; rename them")
         return item, labels, models
 
     def _suite(self, path: Path, options: IngestOptions) -> str:
@@ -499,13 +510,14 @@ class WideTableReader:
     def partitions(self, source: Source, options: IngestOptions) -> list[SourcePartition]:
         path = Path(source.path)
         _, _, models = self._layout(path, options)
-        return [SourcePartition(str(m), self._suite(path, options), TABLE_SOURCE_ID) for m in models]
+        # every model column, a blank one included: scan_sources sets aside what no partition can hold
+        return [SourcePartition(_model_name(m), self._suite(path, options), TABLE_SOURCE_ID) for m in models]
 
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
         path = Path(source.path)
         item_column, labels, models = self._layout(path, options)
         suite = self._suite(path, options)
-        problems = {model: placement_problem(str(model), suite) for model in models}  # see ingest.unplaced_path
+        problems = {model: placement_problem(_model_name(model), suite) for model in models}  # see ingest.unplaced_path
         seen: dict[str, str] = {}  # where each item was first read
         row_number = 0
         index = 0
@@ -542,4 +554,4 @@ class WideTableReader:
                 row_number += 1
             for model, rows in per_model.items():
                 if rows:
-                    yield Chunk(str(model), suite, TABLE_SOURCE_ID, pd.DataFrame(rows))
+                    yield Chunk(_model_name(model) or None, suite, TABLE_SOURCE_ID, pd.DataFrame(rows))
