@@ -26,7 +26,7 @@ from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.models import MODELS, PARTITION_MODELS, SUITE_MODELS
 from evalpipeline.models.fit import DIAGNOSTICS, SUMMARY_COLUMNS
-from evalpipeline.settings import load_glm_config
+from evalpipeline.settings import load_glm_config, load_plot_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 from resources.fit import GlmSettings
@@ -146,19 +146,22 @@ def partition_glm_asset(glm: str):
             "posterior of the success rate overall, per domain and per subdomain with partial pooling, as "
             "a tidy summary (mean, sd, two HPDIs on logit and probability scales, r-hat, ESS) and the full "
             "posterior (netCDF). Diagnostics are blocking checks; a failing fit is retried once with a "
-            "higher target acceptance and then excluded from the comparisons."
+            "higher target acceptance and then excluded from the comparisons. Its trace, forest and "
+            "predictive plots are drawn by `partition_plots` on request (`[plots] partitions`), and here "
+            "for a fit that fails a blocking check."
         ),
     )
     def _glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         store = lake.lake()
         with permanent_errors():  # a bad setting (e.g. the cache bound) is not worth a retry
             config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+            draw_plots = load_plot_settings() == "always"
         for key in context.partition_keys:
             model, suite = model_suite_names(key)
             with permanent_errors():
                 store.require_passed_validation(model, suite)
                 outcome = fit_partition_glm(store, model, suite, glm, config, version=glm_version(glm),
-                                            fitter=fitter, progress=context.log.info)
+                                            fitter=fitter, progress=context.log.info, draw_plots=draw_plots)
             label = f"{model} x {suite}"
             results.append(PartitionResult(key, _materialization(outcome, label), list(_check_results(outcome, label))))
         yield from emit(context, results)

@@ -26,7 +26,7 @@ from evalpipeline.reliability.lake import (
     assess_model,
     assess_partition,
 )
-from evalpipeline.settings import load_reliability_settings
+from evalpipeline.settings import load_plot_settings, load_reliability_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
@@ -80,8 +80,9 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
             "target_probability": MetadataValue.md(
                 markdown_table(target[target["level"] != "subdomain"].round(4))
             ),
-            "cdf_envelopes_plot": png_markdown(plots["cdf_envelopes"], "CDF envelopes"),
-            "expected_reliability_plot": png_markdown(plots["expected_reliability"], "E[R(n)] envelopes"),
+            **{f"{name}_plot": png_markdown(plots[name], caption)
+               for name, caption in (("cdf_envelopes", "CDF envelopes"), ("expected_reliability", "E[R(n)] envelopes"))
+               if plots[name].exists()},  # a partition's are drawn on request (partition_plots)
             "folder": MetadataValue.path(str(directory)),
             "status": output.status,
             **({"subdomains_taken_over": output.subdomains_taken_over} if output.subdomains_taken_over else {}),
@@ -104,18 +105,20 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
         "hierarchical Beta-Binomial under a credal set of priors. Lower/upper CDF envelopes of the success "
         "probability at subdomain and domain level, envelopes of its 5%/50%/95% quantiles, of the expected "
         "future reliability E[R(n)] = E[p^n] and of P(R(n) >= r). Tables under reliability/; the column "
-        "schema shown is that of expected_reliability.parquet (the others are in the README's output tables)."
+        "schema shown is that of expected_reliability.parquet (the others are in the README's output tables). "
+        "Its plots are drawn by `partition_plots` on request (`[plots] partitions`)."
     ),
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},
 )
 def reliability(context: AssetExecutionContext, lake: LakeResource):
-    config, code = load_reliability_settings(), _version()
+    with permanent_errors():
+        config, code, plots = load_reliability_settings(), _version(), load_plot_settings() == "always"
     results = []
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
         with permanent_errors():
             lake.lake().require_passed_validation(model, suite)
-            output = assess_partition(lake.lake(), model, suite, config, code=code)
+            output = assess_partition(lake.lake(), model, suite, config, code=code, plots=plots)
         results.append(PartitionResult(key, _result(output)))
     yield from emit(context, results)
 

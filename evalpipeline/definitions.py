@@ -36,6 +36,7 @@ from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import comparison_job, ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
 from assets.partitions import key_blocks, model_suite_key, range_blocks
+from assets.plots import partition_plots
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
@@ -120,6 +121,8 @@ SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS, suite_comparison]
 MODEL_ASSETS = [model_reliability, model_profile]
 #: lake-wide assets
 LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
+#: assets no job, schedule or automation materialises: drawn when somebody asks, from the UI
+ON_REQUEST_ASSETS = [partition_plots]
 
 #: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
 automation_sensor = AutomationConditionSensorDefinition(
@@ -131,7 +134,7 @@ automation_sensor = AutomationConditionSensorDefinition(
 )
 
 defs = Definitions(
-    assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS],
+    assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
     jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
     sensors=[landing_sensor, record_run_failures, resolve_run_failures, automation_sensor],

@@ -11,7 +11,8 @@ Layout::
         fit.json              attempts, parameterisation, settings, seed
         provenance.json       what the fit was made from: input table hash + code/settings version
         predictive.parquet    prior and posterior predictive checks of the success-rate distribution
-        predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit
+        predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit (a partition's
+                              fit draws them only when asked: ``draw_plots``, evalpipeline.partition_plots)
 
 A fit whose provenance matches its inputs is reused, not refitted, so a rerun
 over unchanged data launches no sampling. A model that does not apply to the
@@ -101,9 +102,14 @@ def suite_fit_dir(lake: Lake, suite: str, glm: str) -> Path:
 
 def fit_partition_glm(
     lake: Lake, model: str, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, draw_plots: bool = True,
 ) -> FitOutcome:
-    """Fit candidate ``glm`` to one model x suite partition (or reuse the stored fit of the same inputs)."""
+    """Fit candidate ``glm`` to one model x suite partition (or reuse the stored fit of the same inputs).
+
+    ``draw_plots=False``: the fit's figures (:data:`FIT_PLOTS`) are drawn only when it fails a gating
+    diagnostic; otherwise earlier figures are removed, so that none shows another fit, and
+    :func:`draw_fit_plots` draws them when asked. ``True``: drawn with every fit, and drawn for a
+    reused fit that has none. The figures are no input of the fit: the choice refits nothing."""
     samples_path = lake.table_path("samples", "samples.parquet", model, suite)
     if not samples_path.exists():
         raise NoDataError(f"no sample table for {model!r} x {suite!r}: {samples_path} does not exist")
@@ -113,6 +119,7 @@ def fit_partition_glm(
     return _fit(
         partition_fit_dir(lake, model, suite, glm), glm, config, version, inputs,
         lambda: read_samples(lake, model, suite), seed_key=f"{model}|{suite}|{glm}", fitter=fitter, progress=progress,
+        draw_plots=draw_plots,
     )
 
 
@@ -170,16 +177,18 @@ def fit_suite_glm(
 
 
 def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
-         *, seed_key: str, fitter, progress) -> FitOutcome:
-    from evalpipeline.models import GlmData, applicability, fit_glm, write_fit
+         *, seed_key: str, fitter, progress, draw_plots: bool = True) -> FitOutcome:
+    from evalpipeline.models import applicability, fit_glm, write_fit
 
     say = progress or (lambda _m: None)
     provenance = {"inputs": inputs, "version": version, "config": config.for_model(glm)}
     stored = _stored(directory, provenance)
     if stored is not None:
         say(f"{glm}: inputs and code unchanged since the stored fit; reused")
+        if draw_plots and stored.status == "reused" and not all((directory / p).exists() for p in FIT_PLOTS.values()):
+            draw_fit_plots(directory, _glm_data(load(), config))  # e.g. fitted while figures were on request
         return stored
-    data = GlmData.from_samples(load(), graded=config.graded, graded_threshold=config.graded_threshold)
+    data = _glm_data(load(), config)
     reason = applicability(glm, data)
     if reason:
         _clear_fit_files(directory)
@@ -196,7 +205,10 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         )
     write_fit(fit, directory, log_likelihood=config.settings.store_log_likelihood)
     _write_predictive_checks(fit, data, directory)
-    _write_fit_plots(fit, data, directory)
+    if draw_plots or not fit.passed:  # a failed fit is the one somebody will look at
+        _write_fit_plots(fit, data, directory)
+    else:
+        remove_fit_plots(directory)
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
 
@@ -218,22 +230,17 @@ def _record_disabled(directory: Path, glm: str, config: GlmConfig, version: str,
     return FitOutcome(glm, "not applicable", directory, reason=reason)
 
 
+def _glm_data(samples: pd.DataFrame, config: GlmConfig):
+    from evalpipeline.models import GlmData
+
+    return GlmData.from_samples(samples, graded=config.graded, graded_threshold=config.graded_threshold)
+
+
 def _write_predictive_checks(fit, data, directory: Path) -> None:
     """Prior and posterior predictive checks of the success-rate distribution (HiBayES Figure 7):
-    ``predictive.parquet`` (observed vs simulated share per bin, with p-values) and
-    ``predictive.png`` (observed per-unit rates against posterior predictive draws)."""
-    import numpy as np
-
-    from evalpipeline.plots import save_png, success_rate_distribution
-
+    ``predictive.parquet`` (observed vs simulated share per bin, with p-values)."""
     checks = fit.predictive_checks(data)
     write_parquet_atomic(pa.Table.from_pandas(checks, preserve_index=False), directory / "predictive.parquet")
-    n = data.units["n"].to_numpy(float)
-    simulated = fit.idata.posterior_predictive["obs"].values.reshape(-1, data.n_units) / n
-    trials = int(np.median(n)) if np.all(n == np.median(n)) else None
-    figure = success_rate_distribution(data.observed_rates(), simulated, n_trials=trials,
-                                       title=f"{fit.name}: per-item success rates, observed vs posterior predictive")
-    save_png(figure, directory / "predictive.png")
 
 
 #: Per-fit plots beside the predictive check, shown in the fit asset's metadata and linked from the lake.
@@ -242,15 +249,45 @@ FIT_PLOTS = {"forest": "forest.png", "trace": "trace.png", "predictive": "predic
 TRACE_VARIABLES = 6
 
 
+def draw_fit_plots(directory: Path, data) -> dict[str, Path]:
+    """Draw :data:`FIT_PLOTS` of the fit stored in ``directory`` (written by :func:`_fit`), fitted to
+    ``data`` (its :class:`~evalpipeline.models.GlmData`): the figures it would have drawn when fitted,
+    from the stored draws (``posterior.nc`` holds them losslessly)."""
+    from evalpipeline.models import read_fit
+
+    _write_fit_plots(read_fit(directory), data, directory)
+    return {name: directory / file for name, file in FIT_PLOTS.items()}
+
+
+def remove_fit_plots(directory: Path) -> None:
+    for file in FIT_PLOTS.values():
+        (directory / file).unlink(missing_ok=True)
+
+
+def _write_predictive_plot(fit, data, directory: Path) -> None:
+    """``predictive.png``: observed per-unit success rates against posterior predictive draws (Figure 7)."""
+    import numpy as np
+
+    from evalpipeline.plots import save_png, success_rate_distribution
+
+    n = data.units["n"].to_numpy(float)
+    simulated = fit.idata.posterior_predictive["obs"].values.reshape(-1, data.n_units) / n
+    trials = int(np.median(n)) if np.all(n == np.median(n)) else None
+    figure = success_rate_distribution(data.observed_rates(), simulated, n_trials=trials,
+                                       title=f"{fit.name}: per-item success rates, observed vs posterior predictive")
+    save_png(figure, directory / "predictive.png")
+
+
 def _write_fit_plots(fit, data, directory: Path) -> None:
-    """HiBayES Figure 4 and Figures 5/6 for one fit: ``trace.png`` (per-chain densities, traces and rank
-    plots of the hyperparameters and location effects) and ``forest.png`` (posterior success rate with
+    """HiBayES Figures 4, 5/6 and 7 for one fit: ``trace.png`` (per-chain densities, traces and rank
+    plots of the hyperparameters and location effects), ``forest.png`` (posterior success rate with
     both HPDIs per location parameter -- overall, LLM, domain, subdomain -- beside the empirical mean
-    +/- SEM of the same group of attempts)."""
+    +/- SEM of the same group of attempts) and ``predictive.png``."""
     import numpy as np
 
     from evalpipeline.plots import forest_plot, nest_inside, save_png, trace_rank_plot
 
+    _write_predictive_plot(fit, data, directory)
     posterior = fit.idata.posterior
     names = [v for v in posterior.data_vars if not v.endswith("_raw") and v != "p"]
     names = sorted(names, key=lambda v: (posterior[v].ndim > 2, names.index(v)))[:TRACE_VARIABLES]

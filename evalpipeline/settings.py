@@ -36,6 +36,9 @@ share, so a mapping declared once applies everywhere::
     prior_b = 1.0
     hpdi_mass = 0.95
 
+    [plots]                         # a model x suite partition's GLM and reliability figures:
+    partitions = "on_request"       # drawn by the partition_plots asset when asked for, or "always"
+
 Command-line options override the file.
 """
 
@@ -268,7 +271,7 @@ def _prior_defaults(name: str) -> dict:
 
 
 #: The tables of the project configuration; another one is a typo that would silently be ignored.
-CONFIG_SECTIONS = ("ingest", "validate", "posterior", "glm", "reliability")
+CONFIG_SECTIONS = ("ingest", "validate", "posterior", "glm", "reliability", "plots")
 
 
 def check_config(path: Path | None = None) -> None:
@@ -284,6 +287,24 @@ def check_config(path: Path | None = None) -> None:
     load_posterior_settings(path)
     load_glm_config(path)
     load_reliability_settings(path)
+    load_plot_settings(path)
+
+
+def load_plot_settings(path: Path | None = None) -> str:
+    """When a model x suite partition draws its figures, from ``[plots] partitions``:
+    ``"on_request"`` (default) or ``"always"`` (:mod:`evalpipeline.partition_plots`). Not part of
+    any code version: the figures are no input of a fit or a table, so switching refits nothing."""
+    from evalpipeline.partition_plots import DEFAULT_PLOT_MODE, PLOT_MODES
+
+    path = path or config_path()
+    data: dict = _table(path, read_config(path), "plots") if path is not None else {}
+    unknown = sorted(set(data) - {"partitions"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [plots]: {unknown}; known: ['partitions']")
+    mode = data.get("partitions", DEFAULT_PLOT_MODE)
+    if mode not in PLOT_MODES:
+        raise ConfigError(f"{path}: [plots] partitions must be one of {list(PLOT_MODES)}, got {mode!r}")
+    return mode
 
 
 def load_reliability_settings(path: Path | None = None):

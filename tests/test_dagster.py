@@ -888,6 +888,26 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert len(list(lake.glob("model_profile/model=*/profile.parquet"))) == 2
     assert (lake / "report" / "index.html").exists()
 
+    # A partition's figures are drawn on request ([plots] partitions = "on_request", the default): the
+    # nightly drew only those of a fit that failed a blocking check; partition_plots draws the rest
+    from assets.plots import partition_plots
+    from evalpipeline.fits import read_outcome
+
+    for fit_dir in lake.glob("glm_fits/model=*/suite=*/binomial"):
+        assert (fit_dir / "trace.png").exists() == (not read_outcome(fit_dir).passed), fit_dir
+    assert not list(lake.glob("reliability/model=*/suite=*/plots/*.png"))
+    drawn = materialize([partition_plots], partition_key=model_suite_key("mockllm/atlas-large", "arith"),
+                        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
+                        resources={"lake": LakeResource()})
+    assert drawn.success
+    metadata = drawn.asset_materializations_for_node("partition_plots")[0].metadata
+    assert {"plot_binomial_trace", "plot_binomial_forest", "plot_binomial_predictive",
+            "plot_reliability_cdf_envelopes", "plot_reliability_expected_reliability"} <= set(metadata)
+    assert metadata["plot_binomial_trace"].value.startswith("![binomial/trace: mockllm/atlas-large x arith](data:image/png")
+    partition = lake / f"glm_fits/model={to_partition_key('mockllm/atlas-large')}/suite=arith/binomial"
+    assert all((partition / name).exists() for name in ("trace.png", "forest.png", "predictive.png"))
+    files = _lake_files(lake)  # the rerun below must leave the drawn figures as they are
+
     # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.
     # It runs in two worker processes, which must write what the single process wrote, byte for byte.
     instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])

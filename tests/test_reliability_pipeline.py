@@ -151,7 +151,11 @@ def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_pat
     assert assess_partition(lake, "m", "s", config, code="v2").status == "reused"
     other = ReliabilityConfig(config.settings.replace(n_draws=300), taxonomy_path=config.taxonomy_path)
     assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
+    # a missing plot is drawn again from the stored tables, which are reused
     (first.directory / "plots" / "cdf_envelopes.png").unlink()
+    assert assess_partition(lake, "m", "s", other, code="v2").status == "reused"
+    assert (first.directory / "plots" / "cdf_envelopes.png").exists()
+    (first.directory / "expected_reliability.parquet").unlink()
     assert assess_partition(lake, "m", "s", other, code="v2").status == "computed"
     flipped = scores.copy()
     flipped[0, 0] = 1.0 - flipped[0, 0]

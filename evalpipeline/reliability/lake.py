@@ -8,6 +8,9 @@ Layout::
         target_probability.parquet, configurations.parquet, weights.parquet, counts.parquet,
         metadata.json, plots/*.png, inputs.json (hash of the counts, settings and code)
 
+A model x suite folder draws its plots only when asked (``plots=False`` here, the default
+``[plots] partitions = "on_request"``; :func:`draw_partition_reliability_plots`); a model's always.
+
 Seeds derive from the partition (same data, same settings -> same bytes), so a folder whose
 inputs.json matches is reused as it is. A model's one-suite domain gets the suite's seed, so
 its subdomain rows are the suite's, and are taken over from the suite's folder when current.
@@ -280,12 +283,31 @@ class ReliabilityOutput:
         return self.result.subdomains_taken_over
 
 
-def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
+def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "", *,
+                     plots: bool = True) -> ReliabilityOutput:
     """Envelopes for one model on one suite (the suite's subdomains pooled within its domain),
     written with their plots; the stored outputs are reused when the counts, the settings (seed
-    included) and ``code`` (the reliability code version) are those that produced them."""
+    included) and ``code`` (the reliability code version) are those that produced them.
+
+    ``plots=False``: the plots are not drawn and earlier ones are removed when the tables are
+    computed (:func:`draw_partition_reliability_plots` draws them from the stored tables).
+    ``True``: drawn too for stored tables that have none. The plots are no input of the tables."""
     counts, settings, directory = _partition_inputs(lake, model, suite, config)
-    return _assess_or_reuse(counts, settings, directory, f"{model} x {suite}", code)
+    return _assess_or_reuse(counts, settings, directory, f"{model} x {suite}", code, plots=plots)
+
+
+def draw_partition_reliability_plots(lake: Lake, model: str, suite: str, config: ReliabilityConfig,
+                                     code: str = "") -> dict[str, Path]:
+    """Draw the plots of the partition's stored assessment (the ones :func:`assess_partition` draws).
+
+    Raises :class:`evalpipeline.pipeline.NoDataError` when no assessment of the current counts,
+    settings and ``code`` is stored: the ``reliability`` asset of the partition must run first."""
+    counts, settings, directory = _partition_inputs(lake, model, suite, config)
+    stored = _stored_result(directory, _inputs_hash(counts, settings, code), settings)
+    if stored is None:
+        raise NoDataError(f"no current reliability assessment of {model!r} x {suite!r} in {directory}: "
+                          "materialise the partition's `reliability` first")
+    return write_reliability_plots(stored, directory, f"{model} x {suite}")
 
 
 def assess_model(lake: Lake, model: str, config: ReliabilityConfig, code: str = "") -> ReliabilityOutput:
@@ -309,29 +331,43 @@ def _inputs_hash(counts: pd.DataFrame, settings: ReliabilitySettings, code: str)
     return digest.hexdigest()[:32]
 
 
-def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str, known=None) -> ReliabilityOutput:
-    """``known``: a callable giving :func:`assess_reliability`'s ``known_subdomains``, called only
-    when the assessment is computed."""
-    inputs_hash = _inputs_hash(counts, settings, code)
-    plots = {name: directory / path for name, path in PLOT_FILES.items()}
-    tables = [directory / f"{name}.parquet" for name in RELIABILITY_COLUMNS]
-    marker = directory / INPUTS_FILE
+def _stored_result(directory: Path, inputs_hash: str, settings: ReliabilitySettings) -> ReliabilityResult | None:
+    """The tables stored in ``directory`` when they were made from ``inputs_hash``, else None."""
     try:
-        recorded = json.loads(marker.read_text()).get("inputs_hash")
+        recorded = json.loads((directory / INPUTS_FILE).read_text()).get("inputs_hash")
     except (OSError, ValueError):
         recorded = None
-    if recorded == inputs_hash and all(p.exists() for p in [*tables, *plots.values(), directory / "metadata.json"]):
-        frames = {name: pd.read_parquet(directory / f"{name}.parquet") for name in RELIABILITY_COLUMNS if name != "counts"}
-        metadata = json.loads((directory / "metadata.json").read_text())
-        return ReliabilityOutput(ReliabilityResult(**frames, settings=settings, metadata=metadata), directory, plots,
-                                 "reused")
+    tables = [directory / f"{name}.parquet" for name in RELIABILITY_COLUMNS]
+    if recorded != inputs_hash or not all(p.exists() for p in [*tables, directory / "metadata.json"]):
+        return None
+    frames = {name: pd.read_parquet(directory / f"{name}.parquet") for name in RELIABILITY_COLUMNS if name != "counts"}
+    metadata = json.loads((directory / "metadata.json").read_text())
+    return ReliabilityResult(**frames, settings=settings, metadata=metadata)
+
+
+def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str, known=None, *,
+                     plots: bool = True) -> ReliabilityOutput:
+    """``known``: a callable giving :func:`assess_reliability`'s ``known_subdomains``, called only
+    when the assessment is computed. ``plots``: draw the plots (see :func:`assess_partition`)."""
+    inputs_hash = _inputs_hash(counts, settings, code)
+    paths = {name: directory / path for name, path in PLOT_FILES.items()}
+    stored = _stored_result(directory, inputs_hash, settings)
+    if stored is not None:
+        if plots and not all(p.exists() for p in paths.values()):
+            write_reliability_plots(stored, directory, title)
+        return ReliabilityOutput(stored, directory, paths, "reused")
+    marker = directory / INPUTS_FILE
     marker.unlink(missing_ok=True)  # a crash while rewriting must not leave a matching marker behind
     result = assess_reliability(counts, settings, known_subdomains=known() if known else None)
     write_reliability(result, directory)
     write_parquet_atomic(pa.Table.from_pandas(counts, preserve_index=False), directory / "counts.parquet")
-    write_reliability_plots(result, directory, title)
+    if plots:
+        write_reliability_plots(result, directory, title)
+    else:  # none may show an earlier assessment
+        for path in paths.values():
+            path.unlink(missing_ok=True)
     write_bytes_atomic(json.dumps({"inputs_hash": inputs_hash}).encode(), marker)
-    return ReliabilityOutput(result, directory, plots, "computed")
+    return ReliabilityOutput(result, directory, paths, "computed")
 
 
 def write_reliability_plots(result: ReliabilityResult, directory: Path, title: str) -> dict[str, Path]:

@@ -1,0 +1,77 @@
+"""The figures of one model x suite partition, drawn when somebody asks for them.
+
+A partition's GLM fits draw a trace, a forest and a predictive plot each (HiBayES Figures 4-7)
+and its HIP-LLM assessment two (CDF envelopes and E[R(n)], Figures 3-8). On 2 cores they cost
+~1.3 s a partition, about a third of the partition's nightly work and ~800 step seconds of a
+600-partition rebuild (benchmarks/README.md), for pictures of fits that passed their numeric
+checks and that few people open. So ``[plots] partitions`` decides when they are drawn:
+
+* ``"on_request"`` (default): the nightly stores the numbers and draws the figures only of a GLM
+  fit that failed a gating diagnostic (the one somebody will look at). The ``partition_plots``
+  asset -- materialised from the Dagster UI for the partitions wanted, or
+  :func:`draw_partition_plots` in a notebook -- draws them from the stored draws and tables: the
+  same pictures as drawn at fit time. A refit removes the figures of the fit it replaces.
+* ``"always"``: every fit and assessment draws them as it is computed, and a stored one that has
+  none draws them at the next run.
+
+Suite-level and model-level figures (suite GLMs, comparisons, profiles, model reliability) are
+drawn every time in either mode. The setting is in no code version: switching it refits nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evalpipeline.fits import draw_fit_plots, partition_fit_dir, samples_content_hash
+from evalpipeline.lake import Lake
+from evalpipeline.pipeline import NoDataError, read_samples
+
+PLOT_MODES = ("on_request", "always")
+DEFAULT_PLOT_MODE = "on_request"
+
+
+def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
+                         reliability_code: str = "") -> dict[str, Path]:
+    """Draw the figures of every stored GLM fit of ``model`` x ``suite`` and of its reliability
+    assessment, into their folders; returns ``{"<glm>/<plot>" or "reliability/<plot>": path}``.
+
+    Each fit's figures use the reading of graded scores it was fitted with (its provenance).
+    ``reliability_code`` is the code version the assessment was stored under (the ``reliability``
+    asset's; "" for assessments made by :func:`evalpipeline.reliability.lake.assess_partition`
+    without one). Raises :class:`evalpipeline.pipeline.NoDataError` naming what to materialise
+    first when a fit or the assessment is missing or was made from another sample table: figures
+    of anything else than the current data would mislead.
+    """
+    from evalpipeline.models import GlmData, PARTITION_MODELS
+    from evalpipeline.reliability.lake import draw_partition_reliability_plots
+
+    samples_path = lake.table_path("samples", "samples.parquet", model, suite)
+    if not samples_path.exists():
+        raise NoDataError(f"no sample table for {model!r} x {suite!r}: {samples_path} does not exist")
+    current = samples_content_hash(samples_path)
+    drawn: dict[str, Path] = {}
+    samples = None
+    for glm in PARTITION_MODELS:
+        directory = partition_fit_dir(lake, model, suite, glm)
+        record = _provenance(directory)
+        if record is None or record.get("status") != "fitted":
+            continue  # not fitted (disabled, not applicable, never run): nothing to draw
+        if (record.get("inputs") or {}).get("samples") != current:
+            raise NoDataError(f"the stored fit of glm_{glm} for {model!r} x {suite!r} ({directory}) was made from an "
+                              f"earlier sample table: materialise glm_{glm} for the partition first")
+        if samples is None:
+            samples = read_samples(lake, model, suite)
+        graded, threshold = record["config"]["graded"]
+        data = GlmData.from_samples(samples, graded=graded, graded_threshold=threshold)
+        drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
+    plots = draw_partition_reliability_plots(lake, model, suite, reliability_config, reliability_code)
+    drawn.update({f"reliability/{name}": path for name, path in plots.items()})
+    return drawn
+
+
+def _provenance(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / "provenance.json").read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,135 @@
+"""A partition's figures drawn on request (evalpipeline/partition_plots.py, ``[plots] partitions``):
+the same pictures as drawn at fit time, none left from an earlier fit, failed fits drawn anyway, and
+nothing drawn from a fit or an assessment of other data."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from PIL import Image
+
+from evalpipeline.fits import FIT_PLOTS, GlmConfig, fit_partition_glm
+from evalpipeline.lake import Lake, write_parquet_atomic
+from evalpipeline.models import DiagnosticThresholds, FitSettings
+from evalpipeline.partition_plots import draw_partition_plots
+from evalpipeline.pipeline import NoDataError
+from evalpipeline.reliability import ReliabilitySettings
+from evalpipeline.reliability.lake import PLOT_FILES, ReliabilityConfig, assess_partition
+from evalpipeline.settings import ConfigError, load_plot_settings
+from tests.test_comparison import planted_scores, write_samples
+
+CONFIG = GlmConfig(FitSettings(num_warmup=300, num_samples=300),
+                   DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05), models=("binomial",))
+
+
+def _reliability(tmp_path):
+    return ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
+                             taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+
+
+def _lake(root, scores) -> Lake:
+    lake = Lake(root)
+    write_samples(lake, "m", "s", scores)
+    return lake
+
+
+def _pixels(path):
+    with Image.open(path) as image:
+        return image.mode, image.size, np.asarray(image).tobytes()
+
+
+@pytest.fixture(scope="module")
+def scores():
+    rng = np.random.default_rng(5)
+    return planted_scores(rng, rng.normal(0.0, 1.0, 30), 1.0)
+
+
+@pytest.mark.slow
+def test_figures_drawn_on_request_are_those_drawn_with_the_fit(tmp_path, scores):
+    reliability = _reliability(tmp_path)
+    with_fit = _lake(tmp_path / "with", scores)
+    drawn_then = fit_partition_glm(with_fit, "m", "s", "binomial", CONFIG, version="v1", draw_plots=True)
+    assessed_then = assess_partition(with_fit, "m", "s", reliability, code="c1", plots=True)
+    assert drawn_then.passed and all((drawn_then.directory / f).exists() for f in FIT_PLOTS.values())
+
+    on_request = _lake(tmp_path / "later", scores)
+    fitted = fit_partition_glm(on_request, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False)
+    assessed = assess_partition(on_request, "m", "s", reliability, code="c1", plots=False)
+    assert fitted.passed and not any((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+    assert not (assessed.directory / "plots").exists() or not any((assessed.directory / "plots").iterdir())
+    # the numbers do not depend on the figures
+    pd.testing.assert_frame_equal(fitted.summary, drawn_then.summary)
+    pd.testing.assert_frame_equal(assessed.result.expected_reliability, assessed_then.result.expected_reliability)
+
+    paths = draw_partition_plots(on_request, "m", "s", reliability, "c1")
+    assert set(paths) == {f"binomial/{n}" for n in FIT_PLOTS} | {f"reliability/{n}" for n in PLOT_FILES}
+    for name, file in FIT_PLOTS.items():
+        assert paths[f"binomial/{name}"] == fitted.directory / file
+        assert _pixels(fitted.directory / file) == _pixels(drawn_then.directory / file), name
+    for name, file in PLOT_FILES.items():
+        assert _pixels(assessed.directory / file) == _pixels(assessed_then.directory / file), name
+
+    # the stored fit and assessment are reused as they are: drawing refitted nothing
+    assert fit_partition_glm(on_request, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False).status == "reused"
+    assert assess_partition(on_request, "m", "s", reliability, code="c1", plots=False).status == "reused"
+    assert all((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+
+
+@pytest.mark.slow
+def test_a_refit_removes_the_figures_of_the_fit_it_replaces_and_a_failed_fit_draws_its_own(tmp_path, scores):
+    reliability = _reliability(tmp_path)
+    lake = _lake(tmp_path / "lake", scores)
+    first = fit_partition_glm(lake, "m", "s", "binomial", CONFIG, version="v1", draw_plots=True)
+    assess_partition(lake, "m", "s", reliability, code="c1", plots=True)
+    # new data: the stored fit and assessment are of other data, so no figure may be drawn from them
+    changed = scores.copy()
+    changed[0, 0] = 1.0 - changed[0, 0]
+    write_samples(lake, "m", "s", changed)
+    with pytest.raises(NoDataError, match=r"glm_binomial .* earlier sample table: materialise glm_binomial"):
+        draw_partition_plots(lake, "m", "s", reliability, "c1")
+    refit = fit_partition_glm(lake, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False)
+    assert refit.status == "fitted" and not any((first.directory / f).exists() for f in FIT_PLOTS.values())
+    with pytest.raises(NoDataError, match="materialise the partition's `reliability` first"):
+        draw_partition_plots(lake, "m", "s", reliability, "c1")
+    assessed = assess_partition(lake, "m", "s", reliability, code="c1", plots=False)
+    assert assessed.status == "computed" and not any((assessed.directory / f).exists() for f in PLOT_FILES.values())
+    assert len(draw_partition_plots(lake, "m", "s", reliability, "c1")) == len(FIT_PLOTS) + len(PLOT_FILES)
+
+    # r-hat <= 0.5 cannot be met: the failed fit is the one somebody looks at, so it draws its figures
+    strict = dataclasses.replace(CONFIG, thresholds=dataclasses.replace(CONFIG.thresholds, max_r_hat=0.5))
+    failed = fit_partition_glm(lake, "m", "s", "binomial", strict, version="v1", draw_plots=False)
+    assert failed.status == "fitted" and not failed.passed
+    assert all((failed.directory / f).exists() for f in FIT_PLOTS.values())
+
+
+@pytest.mark.slow
+def test_always_draws_the_figures_a_stored_fit_lacks_without_refitting(tmp_path, scores):
+    reliability = _reliability(tmp_path)
+    lake = _lake(tmp_path / "lake", scores)
+    fitted = fit_partition_glm(lake, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False)
+    assessed = assess_partition(lake, "m", "s", reliability, code="c1", plots=False)
+    # the log moved: same rows, so the fit is reused, and "always" draws what it lacks
+    samples_path = lake.table_path("samples", "samples.parquet", "m", "s")
+    moved = pd.read_parquet(samples_path).assign(log_path="/elsewhere/a.eval")
+    write_parquet_atomic(pa.Table.from_pandas(moved, preserve_index=False), samples_path)
+    again = fit_partition_glm(lake, "m", "s", "binomial", CONFIG, version="v1", draw_plots=True)
+    assert again.status == "reused" and all((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+    reused = assess_partition(lake, "m", "s", reliability, code="c1", plots=True)
+    assert reused.status == "reused" and all((assessed.directory / f).exists() for f in PLOT_FILES.values())
+
+
+def test_the_plot_setting_is_checked_and_on_request_by_default(tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert load_plot_settings(empty) == "on_request"
+    config = tmp_path / "always.toml"
+    config.write_text('[plots]\npartitions = "always"\n')
+    assert load_plot_settings(config) == "always"
+    config.write_text('[plots]\npartitions = "sometimes"\n')
+    with pytest.raises(ConfigError, match=r"always.toml: \[plots\] partitions must be one of \['on_request', 'always'\]"):
+        load_plot_settings(config)
+    config.write_text('[plots]\npartition = "always"\n')
+    with pytest.raises(ConfigError, match=r"unknown keys in \[plots\]: \['partition'\]"):
+        load_plot_settings(config)
