@@ -180,18 +180,21 @@ def suite_glm_asset(glm: str):
         description=(
             f"Multi-LLM HiBayES GLM `{glm}` ({entry.description}) fitted to every model evaluated on the "
             "suite, so that model effects are estimated jointly with shared domain and subdomain effects. "
-            "Same outputs and blocking diagnostics as the per-partition fits."
+            "Same outputs and blocking diagnostics as the per-partition fits. Its trace, forest and "
+            "predictive plots are drawn by `suite_fit_plots` on request (`[plots] suite_fits`), and here "
+            "for a fit that fails a blocking check."
         ),
     )
     def _suite_glm_asset(context: AssetExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
         store = lake.lake()
         with permanent_errors():
             config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
+            draw_plots = load_plot_settings(scope="suite_fits") == "always"
         for key in context.partition_keys:
             suite = from_partition_key(key)
             with permanent_errors():
                 outcome = fit_suite_glm(store, suite, glm, config, version=glm_version(glm),
-                                        fitter=fitter, progress=context.log.info)
+                                        fitter=fitter, progress=context.log.info, draw_plots=draw_plots)
             results.append(PartitionResult(key, _materialization(outcome, suite), list(_check_results(outcome, suite))))
         yield from emit(context, results)
 

@@ -1,8 +1,9 @@
-"""Asset ``partition_plots``: a model x suite partition's GLM and reliability figures, drawn on
-request (``[plots] partitions = "on_request"``, the default; see evalpipeline.partition_plots).
+"""Assets ``partition_plots`` (a model x suite partition's GLM and reliability figures) and
+``suite_fit_plots`` (a suite GLM fit's figures), drawn on request (``[plots] partitions`` and
+``[plots] suite_fits``, both ``"on_request"`` by default; see evalpipeline.partition_plots).
 
-It is in no job, schedule or automation: the nightly never draws it. Select the partitions in the
-Dagster UI and materialise it to see their figures in its metadata."""
+They are in no job, schedule or automation: the nightly never draws them. Select the partitions in
+the Dagster UI and materialise them to see their figures in their metadata."""
 
 import hashlib
 
@@ -10,12 +11,13 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, Metad
 
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
-from assets.fits import PARTITION_GLM_ASSETS
+from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 from assets.metadata import png_markdown
-from assets.partitions import model_suite_names, model_suite_partitions
+from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
 from assets.reliability import _version as reliability_code
 from evalpipeline.lake import sha256_file
-from evalpipeline.partition_plots import draw_partition_plots
+from evalpipeline.keys import from_partition_key
+from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots
 from evalpipeline.settings import load_reliability_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
@@ -49,11 +51,42 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
         model, suite = model_suite_names(key)
         with permanent_errors():
             paths = draw_partition_plots(lake.lake(), model, suite, config, code)
-        digest = hashlib.sha256("\n".join(f"{n}={sha256_file(p)}" for n, p in sorted(paths.items())).encode())
-        metadata = {"partition": f"{model} x {suite}", "figures": len(paths),
-                    **{f"plot_{name.replace('/', '_')}": png_markdown(path, f"{name}: {model} x {suite}")
-                       for name, path in sorted(paths.items())},
-                    "folders": MetadataValue.md("\n".join(sorted({f"- `{p.parent}`" for p in paths.values()})))}
-        results.append(PartitionResult(key, MaterializeResult(data_version=DataVersion(digest.hexdigest()[:16]),
-                                                              metadata=metadata)))
+        results.append(PartitionResult(key, _figures_result(paths, f"{model} x {suite}")))
     yield from emit(context, results)
+
+
+@asset(
+    partitions_def=suite_partitions,
+    deps=[a.key for a in SUITE_GLM_ASSETS],
+    group_name="report",
+    kinds={"matplotlib", "png"},
+    owners=["team:evalpipeline"],
+    retry_policy=TRANSIENT_RETRY,
+    code_version=code_version(PLOT_MODULES),
+    description=(
+        "The figures of one suite's multi-LLM GLM fits, drawn on request: for every stored suite GLM fit its "
+        "trace and rank plots, forest plot and posterior predictive check (HiBayES Figures 4-7), as PNGs "
+        "beside the fit and inline here. The nightly stores the fits without these pictures "
+        "(`[plots] suite_fits = \"on_request\"`; a fit that fails a blocking check draws its own): select "
+        "suites and materialise this asset to draw them from the stored draws. The suite's comparison "
+        "figures (`suite_comparison`) are drawn every night."
+    ),
+)
+def suite_fit_plots(context: AssetExecutionContext, lake: LakeResource):
+    results = []
+    for key in context.partition_keys:
+        suite = from_partition_key(key)
+        with permanent_errors():
+            paths = draw_suite_fit_plots(lake.lake(), suite)
+        results.append(PartitionResult(key, _figures_result(paths, suite)))
+    yield from emit(context, results)
+
+
+def _figures_result(paths: dict, label: str) -> MaterializeResult:
+    """The figures inline, their folders, and a data version that is the hash of their bytes."""
+    digest = hashlib.sha256("\n".join(f"{n}={sha256_file(p)}" for n, p in sorted(paths.items())).encode())
+    metadata = {"partition": label, "figures": len(paths),
+                **{f"plot_{name.replace('/', '_')}": png_markdown(path, f"{name}: {label}")
+                   for name, path in sorted(paths.items())},
+                "folders": MetadataValue.md("\n".join(sorted({f"- `{p.parent}`" for p in paths.values()})))}
+    return MaterializeResult(data_version=DataVersion(digest.hexdigest()[:16]), metadata=metadata)

@@ -36,7 +36,7 @@ from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import comparison_job, ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
 from assets.partitions import key_blocks, model_suite_key, range_blocks
-from assets.plots import partition_plots
+from assets.plots import partition_plots, suite_fit_plots
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
 from assets.samples import eval_samples
@@ -122,7 +122,7 @@ MODEL_ASSETS = [model_reliability, model_profile]
 #: lake-wide assets
 LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
 #: assets no job, schedule or automation materialises: drawn when somebody asks, from the UI
-ON_REQUEST_ASSETS = [partition_plots]
+ON_REQUEST_ASSETS = [partition_plots, suite_fit_plots]
 
 #: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
 automation_sensor = AutomationConditionSensorDefinition(

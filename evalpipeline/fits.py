@@ -11,8 +11,8 @@ Layout::
         fit.json              attempts, parameterisation, settings, seed
         provenance.json       what the fit was made from: input table hash + code/settings version
         predictive.parquet    prior and posterior predictive checks of the success-rate distribution
-        predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit (a partition's
-                              fit draws them only when asked: ``draw_plots``, evalpipeline.partition_plots)
+        predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit (drawn only when
+                              asked, ``draw_plots``, or when the fit fails: evalpipeline.partition_plots)
 
 A fit whose provenance matches its inputs is reused, not refitted, so a rerun
 over unchanged data launches no sampling. A model that does not apply to the
@@ -162,9 +162,12 @@ def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]
 
 def fit_suite_glm(
     lake: Lake, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, draw_plots: bool = True,
 ) -> FitOutcome:
-    """Fit the multi-LLM model ``glm`` to every model evaluated on ``suite``."""
+    """Fit the multi-LLM model ``glm`` to every model evaluated on ``suite``.
+
+    ``draw_plots``: as in :func:`fit_partition_glm` (``[plots] suite_fits``; a fit that fails a
+    gating diagnostic always draws its figures)."""
     if _disabled(glm, config):
         if not lake.sample_tables(suite=suite):
             suite_samples(lake, suite)  # raises the NoDataError that names what is missing
@@ -172,7 +175,7 @@ def fit_suite_glm(
     samples, hashes = suite_samples(lake, suite)
     return _fit(
         suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
-        seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress,
+        seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress, draw_plots=draw_plots,
     )
 
 

@@ -1,21 +1,26 @@
-"""The figures of one model x suite partition, drawn when somebody asks for them.
+"""The figures of one model x suite partition, and of a suite's GLM fits, drawn when somebody asks.
 
 A partition's GLM fits draw a trace, a forest and a predictive plot each (HiBayES Figures 4-7)
 and its HIP-LLM assessment two (CDF envelopes and E[R(n)], Figures 3-8). On 2 cores they cost
 ~1.3 s a partition, about a third of the partition's nightly work and ~800 step seconds of a
 600-partition rebuild (benchmarks/README.md), for pictures of fits that passed their numeric
-checks and that few people open. So ``[plots] partitions`` decides when they are drawn:
+checks and that few people open. A suite GLM's three figures cost ~6 s a suite at 100 models,
+each night a model joins. So ``[plots]`` decides when they are drawn, ``partitions`` for the
+partitions' figures and ``suite_fits`` for the suite GLMs':
 
 * ``"on_request"`` (default): the nightly stores the numbers and draws the figures only of a GLM
   fit that failed a gating diagnostic (the one somebody will look at). The ``partition_plots``
-  asset -- materialised from the Dagster UI for the partitions wanted, or
-  :func:`draw_partition_plots` in a notebook -- draws them from the stored draws and tables: the
-  same pictures as drawn at fit time. A refit removes the figures of the fit it replaces.
+  and ``suite_fit_plots`` assets -- materialised from the Dagster UI for the partitions wanted,
+  or :func:`draw_partition_plots` and :func:`draw_suite_fit_plots` in a notebook -- draw them
+  from the stored draws and tables: the same pictures as drawn at fit time. A refit removes the
+  figures of the fit it replaces.
 * ``"always"``: every fit and assessment draws them as it is computed, and a stored one that has
   none draws them at the next run.
 
-Suite-level and model-level figures (suite GLMs, comparisons, profiles, model reliability) are
-drawn every time in either mode. The setting is in no code version: switching it refits nothing.
+The suites' comparison figures (leaderboard, pairwise heatmap, GLM forest of the model effects),
+the WAIC rankings, the model profiles and the model-level reliability figures are drawn every
+time in either mode: they are what people read in the morning. The setting is in no code version:
+switching it refits nothing.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalpipeline.fits import draw_fit_plots, partition_fit_dir, samples_content_hash
+from evalpipeline.fits import draw_fit_plots, partition_fit_dir, samples_content_hash, suite_fit_dir, suite_samples
 from evalpipeline.lake import Lake
 from evalpipeline.pipeline import NoDataError, read_samples
 
 PLOT_MODES = ("on_request", "always")
 DEFAULT_PLOT_MODE = "on_request"
+#: the keys of ``[plots]``: what each mode applies to
+PLOT_SCOPES = ("partitions", "suite_fits")
 
 
 def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
@@ -67,6 +74,33 @@ def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
         drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
     plots = draw_partition_reliability_plots(lake, model, suite, reliability_config, reliability_code)
     drawn.update({f"reliability/{name}": path for name, path in plots.items()})
+    return drawn
+
+
+def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
+    """Draw the figures of every stored suite GLM fit of ``suite`` into its folder; returns
+    ``{"<glm>/<plot>": path}``.
+
+    As :func:`draw_partition_plots`: each fit is drawn with its own reading of graded scores, and a
+    fit made from other sample tables than the suite's current ones (a model joined, a table
+    changed) raises :class:`evalpipeline.pipeline.NoDataError` naming the asset to materialise.
+    """
+    from evalpipeline.models import GlmData, SUITE_MODELS
+
+    samples, hashes = suite_samples(lake, suite)  # raises the NoDataError of a suite without tables
+    drawn: dict[str, Path] = {}
+    for glm in SUITE_MODELS:
+        directory = suite_fit_dir(lake, suite, glm)
+        record = _provenance(directory)
+        if record is None or record.get("status") != "fitted":
+            continue
+        if record.get("inputs") != hashes:
+            raise NoDataError(f"the stored fit of suite_glm_{glm.removeprefix('suite_')} for suite {suite!r} "
+                              f"({directory}) was made from other sample tables than the suite's current ones: "
+                              f"materialise suite_glm_{glm.removeprefix('suite_')} for the suite first")
+        graded, threshold = record["config"]["graded"]
+        data = GlmData.from_samples(samples, graded=graded, graded_threshold=threshold)
+        drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
     return drawn
 
 

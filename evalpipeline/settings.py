@@ -290,21 +290,25 @@ def check_config(path: Path | None = None) -> None:
     load_plot_settings(path)
 
 
-def load_plot_settings(path: Path | None = None) -> str:
-    """When a model x suite partition draws its figures, from ``[plots] partitions``:
-    ``"on_request"`` (default) or ``"always"`` (:mod:`evalpipeline.partition_plots`). Not part of
-    any code version: the figures are no input of a fit or a table, so switching refits nothing."""
-    from evalpipeline.partition_plots import DEFAULT_PLOT_MODE, PLOT_MODES
+def load_plot_settings(path: Path | None = None, scope: str = "partitions") -> str:
+    """When fits draw their figures, from ``[plots]``: ``partitions`` for a model x suite partition's
+    GLM and reliability figures, ``suite_fits`` for a suite GLM fit's trace, forest and predictive
+    plots; each ``"on_request"`` (default) or ``"always"`` (:mod:`evalpipeline.partition_plots`).
+    Both keys are checked whichever ``scope`` is asked for. Not part of any code version: the figures
+    are no input of a fit or a table, so switching refits nothing."""
+    from evalpipeline.partition_plots import DEFAULT_PLOT_MODE, PLOT_MODES, PLOT_SCOPES
 
+    if scope not in PLOT_SCOPES:
+        raise ValueError(f"unknown plot scope {scope!r}; known: {list(PLOT_SCOPES)}")
     path = path or config_path()
     data: dict = _table(path, read_config(path), "plots") if path is not None else {}
-    unknown = sorted(set(data) - {"partitions"})
+    unknown = sorted(set(data) - set(PLOT_SCOPES))
     if unknown:
-        raise ConfigError(f"{path}: unknown keys in [plots]: {unknown}; known: ['partitions']")
-    mode = data.get("partitions", DEFAULT_PLOT_MODE)
-    if mode not in PLOT_MODES:
-        raise ConfigError(f"{path}: [plots] partitions must be one of {list(PLOT_MODES)}, got {mode!r}")
-    return mode
+        raise ConfigError(f"{path}: unknown keys in [plots]: {unknown}; known: {list(PLOT_SCOPES)}")
+    for key in PLOT_SCOPES:
+        if data.get(key, DEFAULT_PLOT_MODE) not in PLOT_MODES:
+            raise ConfigError(f"{path}: [plots] {key} must be one of {list(PLOT_MODES)}, got {data[key]!r}")
+    return data.get(scope, DEFAULT_PLOT_MODE)
 
 
 def load_reliability_settings(path: Path | None = None):

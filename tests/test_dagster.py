@@ -906,6 +906,19 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert metadata["plot_binomial_trace"].value.startswith("![binomial/trace: mockllm/atlas-large x arith](data:image/png")
     partition = lake / f"glm_fits/model={to_partition_key('mockllm/atlas-large')}/suite=arith/binomial"
     assert all((partition / name).exists() for name in ("trace.png", "forest.png", "predictive.png"))
+    # a suite GLM's figures likewise ([plots] suite_fits), drawn by suite_fit_plots
+    from assets.plots import suite_fit_plots
+
+    for fit_dir in lake.glob("glm_suite_fits/suite=*/suite_binomial"):
+        assert (fit_dir / "trace.png").exists() == (not read_outcome(fit_dir).passed), fit_dir
+    drawn = materialize([suite_fit_plots], partition_key="arith",
+                        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
+                        resources={"lake": LakeResource()})
+    assert drawn.success
+    metadata = drawn.asset_materializations_for_node("suite_fit_plots")[0].metadata
+    assert {"plot_suite_binomial_trace", "plot_suite_binomial_forest", "plot_suite_binomial_predictive"} <= set(metadata)
+    suite_fit = lake / "glm_suite_fits/suite=arith/suite_binomial"
+    assert all((suite_fit / name).exists() for name in ("trace.png", "forest.png", "predictive.png"))
     files = _lake_files(lake)  # the rerun below must leave the drawn figures as they are
 
     # Nothing runs twice for the same input: the second run reuses every fit and rewrites nothing.

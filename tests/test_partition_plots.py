@@ -1,6 +1,6 @@
-"""A partition's figures drawn on request (evalpipeline/partition_plots.py, ``[plots] partitions``):
-the same pictures as drawn at fit time, none left from an earlier fit, failed fits drawn anyway, and
-nothing drawn from a fit or an assessment of other data."""
+"""A partition's and a suite GLM's figures drawn on request (evalpipeline/partition_plots.py,
+``[plots] partitions`` and ``suite_fits``): the same pictures as drawn at fit time, none left from an
+earlier fit, failed fits drawn anyway, and nothing drawn from a fit or an assessment of other data."""
 
 import dataclasses
 
@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from evalpipeline.fits import FIT_PLOTS, GlmConfig, fit_partition_glm
+from evalpipeline.fits import FIT_PLOTS, GlmConfig, fit_partition_glm, fit_suite_glm
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.models import DiagnosticThresholds, FitSettings
-from evalpipeline.partition_plots import draw_partition_plots
+from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots
 from evalpipeline.pipeline import NoDataError
 from evalpipeline.reliability import ReliabilitySettings
 from evalpipeline.reliability.lake import PLOT_FILES, ReliabilityConfig, assess_partition
@@ -22,6 +22,7 @@ from tests.test_comparison import planted_scores, write_samples
 
 CONFIG = GlmConfig(FitSettings(num_warmup=300, num_samples=300),
                    DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05), models=("binomial",))
+SUITE_CONFIG = dataclasses.replace(CONFIG, models=("suite_binomial",))
 
 
 def _reliability(tmp_path):
@@ -120,16 +121,60 @@ def test_always_draws_the_figures_a_stored_fit_lacks_without_refitting(tmp_path,
     assert reused.status == "reused" and all((assessed.directory / f).exists() for f in PLOT_FILES.values())
 
 
+def _suite_lake(root, scores) -> Lake:
+    lake = _lake(root, scores)
+    write_samples(lake, "other", "s", 1.0 - scores)
+    return lake
+
+
+@pytest.mark.slow
+def test_a_suite_fits_figures_on_request_are_those_drawn_with_the_fit_and_never_of_other_data(tmp_path, scores):
+    with_fit = _suite_lake(tmp_path / "with", scores)
+    drawn_then = fit_suite_glm(with_fit, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=True)
+    assert drawn_then.passed and all((drawn_then.directory / f).exists() for f in FIT_PLOTS.values())
+
+    lake = _suite_lake(tmp_path / "later", scores)
+    fitted = fit_suite_glm(lake, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=False)
+    assert fitted.passed and not any((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+    pd.testing.assert_frame_equal(fitted.summary, drawn_then.summary)
+    paths = draw_suite_fit_plots(lake, "s")
+    assert paths == {f"suite_binomial/{name}": fitted.directory / file for name, file in FIT_PLOTS.items()}
+    for file in FIT_PLOTS.values():
+        assert _pixels(fitted.directory / file) == _pixels(drawn_then.directory / file), file
+    again = fit_suite_glm(lake, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=False)
+    assert again.status == "reused" and all((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+
+    # a model joins: the stored fit is of other data, so nothing may be drawn from it until it is refitted,
+    # and the refit removes the figures of the fit it replaces
+    write_samples(lake, "third", "s", scores[::-1].copy())
+    with pytest.raises(NoDataError, match=r"suite_glm_binomial for suite 's' .* materialise suite_glm_binomial"):
+        draw_suite_fit_plots(lake, "s")
+    refit = fit_suite_glm(lake, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=False)
+    assert refit.status == "fitted" and not any((fitted.directory / f).exists() for f in FIT_PLOTS.values())
+    assert len(draw_suite_fit_plots(lake, "s")) == len(FIT_PLOTS)
+    # a suite without tables names what is missing
+    with pytest.raises(NoDataError, match="no sample tables for suite 'absent'"):
+        draw_suite_fit_plots(lake, "absent")
+
+
 def test_the_plot_setting_is_checked_and_on_request_by_default(tmp_path):
     empty = tmp_path / "empty.toml"
     empty.write_text("")
     assert load_plot_settings(empty) == "on_request"
+    assert load_plot_settings(empty, scope="suite_fits") == "on_request"
     config = tmp_path / "always.toml"
     config.write_text('[plots]\npartitions = "always"\n')
     assert load_plot_settings(config) == "always"
+    assert load_plot_settings(config, scope="suite_fits") == "on_request"
+    config.write_text('[plots]\nsuite_fits = "always"\n')
+    assert (load_plot_settings(config), load_plot_settings(config, scope="suite_fits")) == ("on_request", "always")
+    # a bad value of either key is refused whichever is asked for
+    config.write_text('[plots]\nsuite_fits = "never"\n')
+    with pytest.raises(ConfigError, match=r"\[plots\] suite_fits must be one of \['on_request', 'always'\]"):
+        load_plot_settings(config)
     config.write_text('[plots]\npartitions = "sometimes"\n')
     with pytest.raises(ConfigError, match=r"always.toml: \[plots\] partitions must be one of \['on_request', 'always'\]"):
         load_plot_settings(config)
     config.write_text('[plots]\npartition = "always"\n')
-    with pytest.raises(ConfigError, match=r"unknown keys in \[plots\]: \['partition'\]"):
+    with pytest.raises(ConfigError, match=r"unknown keys in \[plots\]: \['partition'\]; known: \['partitions', 'suite_fits'\]"):
         load_plot_settings(config)
