@@ -83,7 +83,8 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
 
     As :func:`draw_partition_plots`: each fit is drawn with its own reading of graded scores, and a
     fit made from other sample tables than the suite's current ones (a model joined, a table
-    changed) raises :class:`evalpipeline.pipeline.NoDataError` naming the asset to materialise.
+    changed) raises :class:`evalpipeline.pipeline.NoDataError` naming the asset to materialise, as
+    does a suite with no fitted suite GLM (none run yet, or none applicable or enabled).
     """
     from evalpipeline.models import GlmData, SUITE_MODELS
 
@@ -101,6 +102,9 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
         graded, threshold = record["config"]["graded"]
         data = GlmData.from_samples(samples, graded=graded, graded_threshold=threshold)
         drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
+    if not drawn:  # an empty success would read as "nothing to show" when nothing was fitted yet
+        raise NoDataError(f"no stored suite GLM fit of suite {suite!r} under {suite_fit_dir(lake, suite, '')}: "
+                          "materialise the suite_glm_* assets for the suite first (those in [glm] models)")
     return drawn
 
 

@@ -134,6 +134,8 @@ def test_a_suite_fits_figures_on_request_are_those_drawn_with_the_fit_and_never_
     assert drawn_then.passed and all((drawn_then.directory / f).exists() for f in FIT_PLOTS.values())
 
     lake = _suite_lake(tmp_path / "later", scores)
+    with pytest.raises(NoDataError, match=r"no stored suite GLM fit of suite 's' .* materialise the suite_glm_\* assets"):
+        draw_suite_fit_plots(lake, "s")
     fitted = fit_suite_glm(lake, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=False)
     assert fitted.passed and not any((fitted.directory / f).exists() for f in FIT_PLOTS.values())
     pd.testing.assert_frame_equal(fitted.summary, drawn_then.summary)
