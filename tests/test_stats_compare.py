@@ -332,6 +332,36 @@ def test_t_tests_match_their_definitions():
     assert np.isnan(unpaired_t_test([1, 1], [1, 1])["p_value"])
 
 
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_t_tests_equal_scipy_with_intervals(level):
+    # the closed forms against scipy's tests and confidence intervals: 0/1 and graded scores, unequal sizes,
+    # one sample without variance (Welch still defined), tiny samples
+    rng = np.random.default_rng(7)
+    cases = [(rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 150).astype(float)),
+             (rng.random(40), rng.random(9) ** 3),
+             (np.ones(12), rng.integers(0, 2, 30).astype(float)),
+             (np.array([0.0, 1.0]), np.array([1.0, 1.0, 0.0]))]
+    for a, b in cases:
+        mine, theirs = unpaired_t_test(a, b, level), stats.ttest_ind(a, b, equal_var=False)
+        interval = theirs.confidence_interval(level)
+        assert [mine[k] for k in ("statistic", "p_value", "diff_low", "diff_high")] == pytest.approx(
+            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14)
+        assert mine["diff"] == pytest.approx(a.mean() - b.mean(), rel=1e-14)
+    for a, b in [(rng.random(50), rng.random(50)), (rng.integers(0, 2, 300).astype(float), rng.integers(0, 2, 300) * 1.0),
+                 (np.array([1.0, 0.0]), np.array([0.0, 0.0]))]:
+        mine, theirs = paired_t_test(a, b, level), stats.ttest_rel(a, b)
+        interval = theirs.confidence_interval(level)
+        assert [mine[k] for k in ("statistic", "p_value", "diff_low", "diff_high")] == pytest.approx(
+            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14)
+    # undefined tests stay NaN, with the observed difference where there is one
+    assert np.isnan(paired_t_test([1.0, 0.0], [0.0, -1.0])["p_value"])
+    assert np.isnan(unpaired_t_test([0.5], [0.1, 0.2])["p_value"])
+    assert unpaired_t_test([0.5], [0.1, 0.3])["diff"] == pytest.approx(0.3)
+    assert np.isnan(unpaired_t_test([], [0.1, 0.2])["diff"])
+    with pytest.raises(ValueError, match="one entry per shared item"):
+        paired_t_test([1.0, 0.0], [1.0])
+
+
 def _samples(rng, accuracies, n_items=30, epochs=2, graded=False):
     difficulty = rng.normal(0, 1.2, n_items)
     rows = []
