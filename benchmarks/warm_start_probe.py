@@ -14,15 +14,16 @@ measures the lever before anyone builds it into the pipeline. On a generated sui
    (``--adapt-step`` re-adapts it by dual averaging instead), and ``--warmup`` iterations
    run before the draws are kept, only as burn-in.
 
-Cold fits start their mass matrix where the pipeline's do (``fit.curvature_inverse_mass``,
-here from one start for all four chains rather than from each chain's own).
+Cold fits start as the pipeline's do: each chain uniformly in (-2, 2) on the unconstrained
+scale, its mass matrix from ``fit.curvature_inverse_mass`` there.
 
-It prints the seconds of each fit, the ratio warm / cold, every fit's smallest bulk ESS,
-largest r-hat and mean leapfrog steps per draw, and how far the warm posterior means of the
-model effects are from the cold ones (in cold posterior SDs). Fits run through numpyro's
-``MCMC`` with sequential chains in this process, not through the pipeline's compiled
-runner, so the absolute seconds are this harness's; the ratio is the estimate of the lever. Each
-sampler is compiled by an untimed first run (the N - 1 fit's time includes its compilation).
+It prints the seconds and the leapfrog steps (warmup included) of each fit and their ratios warm /
+cold, every fit's smallest bulk ESS, largest r-hat and mean leapfrog steps per kept draw, and how
+far the warm posterior means of the model effects are from the cold ones (in cold posterior SDs).
+The samplers are built like the pipeline's (``fit._build_runner``: numpyro's ``hmc`` kernel in one
+``lax.scan`` per chain, four chains one after another in one compiled program), without its
+log-likelihood, predictive draws and files; each is compiled by an untimed first run (the N - 1
+fit's time includes its compilation).
 
     .venv/bin/python benchmarks/warm_start_probe.py --models 100 --items 200 --warmup 150 --reps 3
 """
@@ -77,42 +78,80 @@ def model_and_arrays(frame: pd.DataFrame):
     return functools.partial(glm.MODELS[GLM].fn, **options), {k: jnp.asarray(v) for k, v in arrays.items()}, layout
 
 
-def sampler(model, *, warmup: int, draws: int, dense_mass, **kernel):
-    """One numpyro MCMC per configuration: its compiled program is reused by every later ``run``."""
-    from numpyro.infer import MCMC, NUTS
+def chain_runner(model, arrays, *, warmup: int, draws: int, block: tuple[str, ...], warm: bool, adapt_step: bool = False):
+    """A compiled sampler of four chains, one after another, as the pipeline's runner (``fit._build_runner``).
 
-    return MCMC(NUTS(model, target_accept_prob=0.8, dense_mass=dense_mass, **kernel), num_warmup=warmup,
-                num_samples=draws, num_chains=4, chain_method="sequential", progress_bar=False)
-
-
-def run(mcmc, arrays, seed: int, init=None) -> float:
-    from jax import random
-
-    started = time.perf_counter()
-    mcmc.run(random.PRNGKey(seed), arrays, init_params=init, extra_fields=("num_steps",))
-    return time.perf_counter() - started
-
-
-def curvature_start(model, arrays, block: tuple[str, ...]):
-    """The pipeline's starting inverse mass matrix for a cold fit (``fit.curvature_inverse_mass``), at one start."""
-    from jax import random
+    Cold: each chain starts uniformly in (-2, 2) on the unconstrained scale with the pipeline's
+    curvature-based inverse mass matrix (``fit.curvature_inverse_mass``) and numpyro's windowed adaptation.
+    Warm: each chain starts from a given state, with a given inverse mass matrix (kept) and step size
+    (kept, or re-adapted with ``adapt_step``). Returns ``run(keys, data, starts, inverse_mass, step_size)``
+    (``starts``: per-chain positions, ignored when cold) giving the kept draws of the constrained sites,
+    every iteration's leapfrog steps and each chain's final position, inverse mass matrix and step size.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax, random
+    from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model
 
     from evalpipeline.models.fit import curvature_inverse_mass
 
-    info = initialize_model(random.PRNGKey(0), model, model_args=(arrays,), dynamic_args=True)
-    return curvature_inverse_mass(info.potential_fn(arrays), info.param_info.z, random.PRNGKey(1), block)
+    found = {}
+
+    def initialise(data):
+        found["info"] = initialize_model(random.PRNGKey(0), model, model_args=(data,), dynamic_args=True)
+        return found["info"].param_info.z
+
+    prototype = jax.eval_shape(initialise, arrays)
+    potential_gen, postprocess_gen = found["info"].potential_fn, found["info"].postprocess_fn
+    sites = tuple(sorted(prototype))
+
+    def one_chain(key, data, start, inverse_mass, step_size):
+        init_key, run_key = random.split(key)
+        if not warm:
+            keys = random.split(init_key, len(sites))
+            start = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
+            inverse_mass = curvature_inverse_mass(potential_gen(data), start, random.fold_in(init_key, 1), block)
+        init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
+        state = init_kernel(start, warmup, step_size=step_size if warm else 1.0, inverse_mass_matrix=inverse_mass,
+                            adapt_step_size=adapt_step or not warm, adapt_mass_matrix=not warm, dense_mass=[block],
+                            target_accept_prob=0.8, max_tree_depth=10, model_args=(data,), rng_key=run_key)
+
+        def step(state, _):
+            state = sample_kernel(state, model_args=(data,))
+            return state, (state.z, state.num_steps)
+
+        last, (z, steps) = lax.scan(step, state, None, length=warmup + draws)
+        kept = jax.vmap(postprocess_gen(data))(jax.tree.map(lambda x: x[warmup:], z))
+        return ({k: kept[k] for k in ("model", "sigma_model", "sigma_task", "overall")}, steps, last.z,
+                last.adapt_state.inverse_mass_matrix, last.adapt_state.step_size)
+
+    return jax.jit(lambda keys, data, starts, inverse_mass, step_size: lax.map(
+        lambda ks: one_chain(ks[0], data, ks[1], inverse_mass, step_size), (keys, starts)))
 
 
-def describe(mcmc) -> dict:
+def run(runner, arrays, seed: int, starts, inverse_mass, step_size) -> tuple[dict, float]:
+    import jax
+    from jax import random
+
+    started = time.perf_counter()
+    draws, steps, last, final_mass, final_step = jax.block_until_ready(
+        runner(random.split(random.PRNGKey(seed), 4), arrays, starts, inverse_mass, step_size))
+    seconds = time.perf_counter() - started
+    return {"draws": jax.device_get(draws), "steps": np.asarray(steps), "last": last, "inverse_mass": final_mass,
+            "step_size": np.asarray(final_step)}, seconds
+
+
+def describe(result: dict, warmup: int) -> dict:
     import arviz as az
 
-    posterior = az.from_numpyro(mcmc).posterior[["model", "sigma_model", "sigma_task", "overall"]]
+    posterior = az.from_dict(posterior=result["draws"]).posterior
     ess, rhat = az.ess(posterior, method="bulk"), az.rhat(posterior)
-    steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"], dtype=float)
+    steps = result["steps"].astype(float)
     return {"min_ess_bulk": min(float(ess[v].min()) for v in ess.data_vars),
             "max_r_hat": max(float(rhat[v].max()) for v in rhat.data_vars),
-            "steps_per_draw": [round(float(x), 1) for x in steps.mean(axis=1)],
+            "steps_per_draw": [round(float(x), 1) for x in steps[:, warmup:].mean(axis=1)],
+            "leapfrogs": int(steps.sum()),
             "model_mean": posterior["model"].mean(("chain", "draw")).values,
             "model_sd": posterior["model"].std(("chain", "draw")).values}
 
@@ -146,43 +185,43 @@ def main(argv=None) -> int:
               "its arrays re-laid out; choose another --models", file=sys.stderr)
         return 2
     sites = initialize_model(jax.random.PRNGKey(0), model_new, model_args=(arrays_new,)).param_info.z
-    block = [tuple(s for s in glm.COLLECTIVE_SITES if s in sites)]
-    print(f"{GLM}: {args.models} models x {args.items} items (model {joining} joins); dense block {block[0]}")
+    block = tuple(s for s in glm.COLLECTIVE_SITES if s in sites)
+    print(f"{GLM}: {args.models} models x {args.items} items (model {joining} joins); dense block {block}")
 
-    cold_kernel = dict(inverse_mass_matrix=curvature_start(model_old, arrays_old, block[0]))
-    old = sampler(model_old, warmup=500, draws=args.draws, dense_mass=block, **cold_kernel)
-    seconds = run(old, arrays_old, seed=1)
+    cold_old = chain_runner(model_old, arrays_old, warmup=500, draws=args.draws, block=block, warm=False)
+    dummy = {k: jnp.zeros((4,) + v.shape, v.dtype) for k, v in sites.items()}  # cold chains draw their own starts
+    old, seconds = run(cold_old, arrays_old, 1, dummy, None, 1.0)
     print(f"cold fit, {args.models - 1} models (compilation included): {seconds:.1f} s")
-    state = old.last_state
-    inverse_mass = {k: jnp.mean(v, axis=0) for k, v in state.adapt_state.inverse_mass_matrix.items()}
+    inverse_mass = {k: jnp.mean(v, axis=0) for k, v in old["inverse_mass"].items()}
     diagonal = next(k for k in inverse_mass if "model_rest_raw" in k)  # model_rest_raw is the block's first site
     values = np.asarray(inverse_mass[diagonal]).copy()
     slot = names.index(joining)
     values[slot] = np.median(np.delete(values[:len(names)], slot))
     inverse_mass[diagonal] = jnp.asarray(values)
-    step = float(jnp.median(state.adapt_state.step_size))
-    warm_kernel = dict(inverse_mass_matrix=inverse_mass, adapt_mass_matrix=False, step_size=step,
-                       adapt_step_size=args.adapt_step)
+    step = float(np.median(old["step_size"]))
 
-    cold = sampler(model_new, warmup=500, draws=args.draws, dense_mass=block,
-                   inverse_mass_matrix=curvature_start(model_new, arrays_new, block[0]))
-    run(cold, arrays_new, seed=2)  # compiles
-    cold_seconds = run(cold, arrays_new, seed=3)
-    reference = describe(cold)
-    print(f"cold refit, {args.models} models: {cold_seconds:.1f} s, min bulk ESS {reference['min_ess_bulk']:.0f}, "
-          f"max r-hat {reference['max_r_hat']:.4f}, steps/draw per chain {reference['steps_per_draw']}")
-    warm = sampler(model_new, warmup=args.warmup, draws=args.draws, dense_mass=block, **warm_kernel)
-    run(warm, arrays_new, seed=4, init=state.z)  # compiles
-    ratios = []
+    cold = chain_runner(model_new, arrays_new, warmup=500, draws=args.draws, block=block, warm=False)
+    run(cold, arrays_new, 2, dummy, None, 1.0)  # compiles
+    result, cold_seconds = run(cold, arrays_new, 3, dummy, None, 1.0)
+    reference = describe(result, 500)
+    print(f"cold refit, {args.models} models: {cold_seconds:.1f} s, {reference['leapfrogs']:,} leapfrog steps, "
+          f"min bulk ESS {reference['min_ess_bulk']:.0f}, max r-hat {reference['max_r_hat']:.4f}, "
+          f"steps/draw per chain {reference['steps_per_draw']}")
+    warm = chain_runner(model_new, arrays_new, warmup=args.warmup, draws=args.draws, block=block, warm=True,
+                        adapt_step=args.adapt_step)
+    run(warm, arrays_new, 4, old["last"], inverse_mass, step)  # compiles
+    ratios, leapfrog_ratios = [], []
     for rep in range(args.reps):
-        seconds = run(warm, arrays_new, seed=10 + rep, init=state.z)
-        found = describe(warm)
+        result, seconds = run(warm, arrays_new, 10 + rep, old["last"], inverse_mass, step)
+        found = describe(result, args.warmup)
         shift = np.max(np.abs(found["model_mean"] - reference["model_mean"]) / reference["model_sd"])
         ratios.append(seconds / cold_seconds)
+        leapfrog_ratios.append(found["leapfrogs"] / reference["leapfrogs"])
         print(f"warm refit {rep + 1} ({args.warmup} burn-in, step {'re-adapted' if args.adapt_step else f'{step:.3f} fixed'}): "
-              f"{seconds:.1f} s (warm / cold {seconds / cold_seconds:.2f}), min bulk ESS {found['min_ess_bulk']:.0f}, "
-              f"max r-hat {found['max_r_hat']:.4f}, steps/draw per chain {found['steps_per_draw']}, "
-              f"largest model-effect mean shift {shift:.3f} cold SDs")
+              f"{seconds:.1f} s (warm / cold {seconds / cold_seconds:.2f}), {found['leapfrogs']:,} leapfrog steps "
+              f"({leapfrog_ratios[-1]:.2f}), min bulk ESS {found['min_ess_bulk']:.0f}, max r-hat {found['max_r_hat']:.4f}, "
+              f"steps/draw per chain {found['steps_per_draw']}, largest model-effect mean shift {shift:.3f} cold SDs")
+    print(f"warm / cold leapfrog steps: median {np.median(leapfrog_ratios):.2f}")
     print(f"warm / cold: median {np.median(ratios):.2f} over {len(ratios)} refits (this harness; see the docstring)")
     return 0
 
