@@ -328,6 +328,39 @@ def test_curvature_inverse_mass_is_one_over_the_curvature_at_the_mode():
     np.testing.assert_allclose(np.asarray(blocked[("z",)]), 1.0 / np.array([1.5, 0.8]), rtol=0.05)
 
 
+def test_a_dense_block_starts_from_the_inverse_of_its_hessian_at_the_mode():
+    """Closed form: a Gaussian potential 0.5 x'Ax - b'x over the block's sites (mode A^-1 b, Hessian A
+    everywhere) plus sum(exp(y) - c y) for the rest. The block's starting inverse mass is A^-1, whose
+    off-diagonal terms the diagonal start missed; the other sites keep 1 / c. A block whose Hessian has
+    eigenvalues outside [1e-2, 1e6] gets them clipped there."""
+    import jax
+    import jax.numpy as jnp
+
+    from evalpipeline.models.fit import curvature_inverse_mass
+
+    a = jnp.array([[2.0, 1.5, 0.3], [1.5, 2.0, 0.5], [0.3, 0.5, 1.0]])  # strongly correlated, positive definite
+    b = jnp.array([0.4, -0.2, 0.1])
+    c = jnp.array([1.5, 0.8])
+
+    def potential(z):
+        x = jnp.concatenate([jnp.atleast_1d(z["overall"]), z["mean"]])
+        return 0.5 * x @ a @ x - b @ x + jnp.sum(jnp.exp(z["rest"]) - c * z["rest"])
+
+    start = {"overall": jnp.array(0.0), "mean": jnp.zeros(2), "rest": jnp.zeros(2)}
+    blocked = curvature_inverse_mass(potential, start, jax.random.PRNGKey(0), ("overall", "mean"))
+    assert set(blocked) == {("overall", "mean"), ("rest",)}
+    np.testing.assert_allclose(np.asarray(blocked[("overall", "mean")]), np.linalg.inv(np.asarray(a)), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(blocked[("rest",)]), 1.0 / np.asarray(c), rtol=0.05)
+
+    flat = jnp.diag(jnp.array([1e-4, 1e8]))  # curvatures outside the clip range, both ways
+
+    def extreme(z):
+        return 0.5 * z["x"] @ flat @ z["x"]
+
+    clipped = curvature_inverse_mass(extreme, {"x": jnp.ones(2), "y": jnp.zeros(1)}, jax.random.PRNGKey(0), ("x",))
+    np.testing.assert_allclose(np.asarray(clipped[("x",)]), np.diag([1e2, 1e-6]), rtol=1e-3)
+
+
 def _grid_suite(n_models: int = 5, n_items: int = 12, subdomains: int = 3, domains: int = 1, skip=None) -> GlmData:
     # task i in subdomain (7 i) mod S: GlmData orders an LLM's units by subdomain, then task name, so
     # the grid's columns are a permutation of the task indices (q10 sorts before q2, too)
