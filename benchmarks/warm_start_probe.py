@@ -86,7 +86,7 @@ def chain_runner(model, arrays, *, warmup: int, draws: int, block: tuple[str, ..
     Warm: each chain starts from a given state, with a given inverse mass matrix (kept) and step size
     (kept, or re-adapted with ``adapt_step``). Returns ``run(keys, data, starts, inverse_mass, step_size)``
     (``starts``: per-chain positions, ignored when cold) giving the kept draws of the constrained sites,
-    every iteration's leapfrog steps and each chain's final position, inverse mass matrix and step size.
+    every iteration's leapfrog steps, the kept draws' divergences and each chain's final position, inverse mass matrix and step size.
     """
     import jax
     import jax.numpy as jnp
@@ -119,12 +119,12 @@ def chain_runner(model, arrays, *, warmup: int, draws: int, block: tuple[str, ..
 
         def step(state, _):
             state = sample_kernel(state, model_args=(data,))
-            return state, (state.z, state.num_steps)
+            return state, (state.z, state.num_steps, state.diverging)
 
-        last, (z, steps) = lax.scan(step, state, None, length=warmup + draws)
+        last, (z, steps, diverging) = lax.scan(step, state, None, length=warmup + draws)
         kept = jax.vmap(postprocess_gen(data))(jax.tree.map(lambda x: x[warmup:], z))
-        return ({k: kept[k] for k in ("model", "sigma_model", "sigma_task", "overall")}, steps, last.z,
-                last.adapt_state.inverse_mass_matrix, last.adapt_state.step_size)
+        return ({k: kept[k] for k in ("model", "sigma_model", "sigma_task", "overall")}, steps, diverging[warmup:],
+                last.z, last.adapt_state.inverse_mass_matrix, last.adapt_state.step_size)
 
     return jax.jit(lambda keys, data, starts, inverse_mass, step_size: lax.map(
         lambda ks: one_chain(ks[0], data, ks[1], inverse_mass, step_size), (keys, starts)))
@@ -135,10 +135,11 @@ def run(runner, arrays, seed: int, starts, inverse_mass, step_size) -> tuple[dic
     from jax import random
 
     started = time.perf_counter()
-    draws, steps, last, final_mass, final_step = jax.block_until_ready(
+    draws, steps, diverging, last, final_mass, final_step = jax.block_until_ready(
         runner(random.split(random.PRNGKey(seed), 4), arrays, starts, inverse_mass, step_size))
     seconds = time.perf_counter() - started
-    return {"draws": jax.device_get(draws), "steps": np.asarray(steps), "last": last, "inverse_mass": final_mass,
+    return {"draws": jax.device_get(draws), "steps": np.asarray(steps), "divergences": int(np.asarray(diverging).sum()),
+            "last": last, "inverse_mass": final_mass,
             "step_size": np.asarray(final_step)}, seconds
 
 
@@ -151,7 +152,7 @@ def describe(result: dict, warmup: int) -> dict:
     return {"min_ess_bulk": min(float(ess[v].min()) for v in ess.data_vars),
             "max_r_hat": max(float(rhat[v].max()) for v in rhat.data_vars),
             "steps_per_draw": [round(float(x), 1) for x in steps[:, warmup:].mean(axis=1)],
-            "leapfrogs": int(steps.sum()),
+            "leapfrogs": int(steps.sum()), "divergences": result["divergences"],
             "model_mean": posterior["model"].mean(("chain", "draw")).values,
             "model_sd": posterior["model"].std(("chain", "draw")).values}
 
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
     result, cold_seconds = run(cold, arrays_new, 3, dummy, None, 1.0)
     reference = describe(result, 500)
     print(f"cold refit, {args.models} models: {cold_seconds:.1f} s, {reference['leapfrogs']:,} leapfrog steps, "
-          f"min bulk ESS {reference['min_ess_bulk']:.0f}, max r-hat {reference['max_r_hat']:.4f}, "
+          f"{reference['divergences']} divergences, min bulk ESS {reference['min_ess_bulk']:.0f}, max r-hat {reference['max_r_hat']:.4f}, "
           f"steps/draw per chain {reference['steps_per_draw']}")
     warm = chain_runner(model_new, arrays_new, warmup=args.warmup, draws=args.draws, block=block, warm=True,
                         adapt_step=args.adapt_step)
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
         leapfrog_ratios.append(found["leapfrogs"] / reference["leapfrogs"])
         print(f"warm refit {rep + 1} ({args.warmup} burn-in, step {'re-adapted' if args.adapt_step else f'{step:.3f} fixed'}): "
               f"{seconds:.1f} s (warm / cold {seconds / cold_seconds:.2f}), {found['leapfrogs']:,} leapfrog steps "
-              f"({leapfrog_ratios[-1]:.2f}), min bulk ESS {found['min_ess_bulk']:.0f}, max r-hat {found['max_r_hat']:.4f}, "
+              f"({leapfrog_ratios[-1]:.2f}), {found['divergences']} divergences, min bulk ESS {found['min_ess_bulk']:.0f}, max r-hat {found['max_r_hat']:.4f}, "
               f"steps/draw per chain {found['steps_per_draw']}, largest model-effect mean shift {shift:.3f} cold SDs")
     print(f"warm / cold leapfrog steps: median {np.median(leapfrog_ratios):.2f}")
     print(f"warm / cold: median {np.median(ratios):.2f} over {len(ratios)} refits (this harness; see the docstring)")

@@ -390,9 +390,10 @@ def curvature_inverse_mass(potential, z: dict, key, block: tuple[str, ...] = (),
     whose posterior is strongly correlated: the intercept and the LLMs' and tasks' group means share
     one identified sum), the block starts from the inverse of its exact Hessian at the mode (one
     Hessian-vector product per block coordinate; eigenvalues clipped to the diagonal's range), not from
-    its diagonal. Measured on a 100-LLM x 200-task suite (``benchmarks/warm_start_probe.py``'s sampler,
-    two seeds): the first 100 warmup iterations 57-65 -> 19-20 leapfrog steps each, the whole fit
-    84,157-87,544 -> 68,263-69,095 leapfrog steps (-20%), the same ESS and r-hat.
+    its diagonal. Measured on a generated 100-LLM x 200-task suite (``benchmarks/warm_start_probe.py``'s
+    sampler, two seeds): the first 100 warmup iterations 57-65 -> 19-20 leapfrog steps each, the whole fit
+    84,157-87,544 -> 68,263-69,095 leapfrog steps (-20%), the same ESS and r-hat; on another such suite,
+    where the diagonal start was already good, no change (benchmarks/README.md).
 
     Returns numpyro's ``inverse_mass_matrix``: one vector over the sorted sites, or, with a dense
     ``block``, ``{block: matrix, other sites: vector}``.
