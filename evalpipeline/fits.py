@@ -8,14 +8,20 @@ Layout::
         posterior.nc          ArviZ InferenceData (netCDF)
         summary.parquet       tidy parameter summary (logit and probability scales)
         diagnostics.parquet   divergences, r-hat, ESS, BFMI, Pareto-k, each with threshold and verdict
-        fit.json              attempts, parameterisation, settings, seed
+        fit.json              attempts, parameterisation, settings, seed, how the chains started
         provenance.json       what the fit was made from: input table hash + code/settings version
+        warm-<hash>.json      suite fits: where the chains ended, to start the next refit warm (named
+                              by provenance.json; evalpipeline.models.warm)
         predictive.parquet    prior and posterior predictive checks of the success-rate distribution
         predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit (drawn only when
                               asked, ``draw_plots``, or when the fit fails: evalpipeline.partition_plots)
 
 A fit whose provenance matches its inputs is reused, not refitted, so a rerun
-over unchanged data launches no sampling. A model that does not apply to the
+over unchanged data launches no sampling. A suite GLM refitted to new inputs (a model joined) starts
+warm from its previous fit when that fit passed under the same code and configuration
+(``[glm] warm_start``, :class:`~evalpipeline.models.warm.WarmStart`). The state it starts from is
+the file the previous provenance names; a new one gets a new name and replaces it only when the new
+provenance is written, so a run killed mid-fit reruns from the same state as before. A model that does not apply to the
 data (e.g. item difficulty without repeats) is recorded as such, with the
 reason, in ``provenance.json`` and has no fit files.
 """
@@ -60,12 +66,15 @@ class GlmConfig:
         self.thresholds = self.thresholds or DiagnosticThresholds()
 
     def for_model(self, glm: str) -> dict:
-        """The settings that decide ``glm``'s fits, as JSON-able data (hashed into versions)."""
+        """The settings that decide ``glm``'s fits, as JSON-able data (hashed into versions). How the
+        chains start (``warm_start``, ``warm_burn_in``) is left out: it decides no estimate, and
+        switching it must not refit every GLM."""
         import dataclasses
 
+        settings = {k: v for k, v in dataclasses.asdict(self.settings).items() if k not in ("warm_start", "warm_burn_in")}
         return {
             "glm": glm,
-            "settings": dataclasses.asdict(self.settings),
+            "settings": settings,
             "thresholds": dataclasses.asdict(self.thresholds),
             "priors": self.priors.get(glm, {}),
             "graded": [self.graded, self.graded_threshold],
@@ -176,11 +185,15 @@ def fit_suite_glm(
     return _fit(
         suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
         seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress, draw_plots=draw_plots,
+        warm_start=config.settings.warm_start,
     )
 
 
 def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
-         *, seed_key: str, fitter, progress, draw_plots: bool = True) -> FitOutcome:
+         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool = False) -> FitOutcome:
+    """Fit (or reuse) one GLM in ``directory``. ``warm_start``: start from the previous fit's stored
+    state when it may (:func:`previous_warm_state`); partition fits start cold (a new partition has no
+    previous fit, and a warm sampler is one more program to compile per shape bucket)."""
     from evalpipeline.models import applicability, fit_glm, write_fit
 
     say = progress or (lambda _m: None)
@@ -200,10 +213,14 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         return FitOutcome(glm, "not applicable", directory, reason=reason)
     s = config.settings
     say(f"{glm}: NUTS {s.num_chains} chains x ({s.num_warmup} warmup + {s.num_samples} draws) on {data.n_units} units")
-    fit = fit_glm(glm, data, config.settings, config.thresholds, seed_key, fitter, priors=config.priors.get(glm))
+    warm, why_cold = previous_warm_state(directory, provenance) if warm_start else (None, None)
+    if why_cold:
+        say(f"{glm}: starting cold: {why_cold}")
+    fit = fit_glm(glm, data, config.settings, config.thresholds, seed_key, fitter, priors=config.priors.get(glm),
+                  warm=warm, **({"cold_reason": why_cold} if why_cold else {}))
     for attempt in fit.attempts:
         say(
-            f"{glm}: attempt {attempt['attempt']} (target accept {attempt['target_accept']}) "
+            f"{glm}: attempt {attempt['attempt']} ({attempt.get('start', 'cold')}, target accept {attempt['target_accept']}) "
             f"{'passed' if attempt['passed'] else 'failed ' + ', '.join(attempt['failed'])} in {attempt['seconds']:.1f}s"
         )
     write_fit(fit, directory, log_likelihood=config.settings.store_log_likelihood)
@@ -212,8 +229,66 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         _write_fit_plots(fit, data, directory)
     else:
         remove_fit_plots(directory)
-    _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed})
+    state = _write_warm_state(directory, fit.warm_state) if warm_start and fit.warm_state is not None else None
+    _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed, "warm_state": state})
+    _remove_warm_states(directory, keep=state)  # only now: until here the old provenance named the old state
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+
+
+WARM_STATE_PATTERN = "warm-*.json"
+
+
+def previous_warm_state(directory: Path, provenance: dict):
+    """The stored :class:`~evalpipeline.models.warm.WarmStart` of the fit in ``directory`` when the
+    next fit, of ``provenance``, may start from it: that fit passed under the same code version and
+    configuration, and its state file is intact. Returns (state or None, why not or None)."""
+    from evalpipeline.models.warm import WarmStart, WarmStartMismatch
+
+    path = directory / "provenance.json"
+    if not path.exists():
+        return None, None  # a first fit: nothing to say (fit_glm: "no earlier fit to start from")
+    try:
+        record = json.loads(path.read_text())
+    except ValueError:
+        return None, f"{path} is not JSON"
+    wanted = json.loads(json.dumps({k: provenance[k] for k in ("version", "config")}, default=str))
+    if record.get("status") != "fitted" or not record.get("passed"):
+        return None, "the previous fit did not pass its diagnostics"
+    if record.get("version") != wanted["version"]:
+        return None, "the previous fit was made by other code"
+    if record.get("config") != wanted["config"]:
+        return None, "the previous fit was made under another configuration"
+    name = record.get("warm_state")
+    if not name:
+        return None, "the previous fit stored no warm-start state"
+    state_path = directory / name
+    try:
+        raw = state_path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot read {state_path}: {exc}"
+    if _warm_state_name(raw) != name:
+        return None, f"{state_path} does not match its content hash"
+    try:
+        return WarmStart.from_json(raw, str(state_path)), None
+    except WarmStartMismatch as exc:
+        return None, str(exc)
+
+
+def _warm_state_name(raw: bytes) -> str:
+    return f"warm-{hashlib.sha256(raw).hexdigest()[:16]}.json"
+
+
+def _write_warm_state(directory: Path, state) -> str:
+    raw = state.to_json()
+    name = _warm_state_name(raw)
+    write_bytes_atomic(raw, directory / name)
+    return name
+
+
+def _remove_warm_states(directory: Path, keep: str | None = None) -> None:
+    for path in directory.glob(WARM_STATE_PATTERN):
+        if path.name != keep:
+            path.unlink(missing_ok=True)
 
 
 def _disabled(glm: str, config: GlmConfig) -> bool:
@@ -355,6 +430,7 @@ def _write_provenance(directory: Path, record: dict) -> None:
 def _clear_fit_files(directory: Path) -> None:
     for name in FIT_FILES:
         (directory / name).unlink(missing_ok=True)
+    _remove_warm_states(directory)
 
 
 def read_outcome(directory: Path) -> FitOutcome | None:

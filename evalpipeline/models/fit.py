@@ -70,6 +70,9 @@ from evalpipeline.models import glm, psis
 from evalpipeline.models.compare import PointwiseCriteria, pointwise_criteria
 from evalpipeline.models.convergence import Convergence, convergence
 from evalpipeline.models.data import GlmData
+from evalpipeline.models.warm import WarmStart, WarmStartMismatch
+from evalpipeline.models.warm import arguments as warm_arguments
+from evalpipeline.models.warm import capture as capture_warm_start
 
 # ---------------------------------------------------------------------------
 # settings
@@ -107,9 +110,17 @@ class FitSettings:
     #: ~4.4 s of its ~27 s refit; turn it on for arviz workflows that need it (``az.loo_pit``).
     store_log_likelihood: bool = False
     retry_on: tuple[str, ...] = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
+    #: refit a suite GLM from its previous passing fit's adaptation (:class:`WarmStart`): each chain
+    #: continues from that chain's last position, adapted mass matrix and step size, with
+    #: ``warm_burn_in`` iterations of burn-in instead of ``num_warmup`` of adaptation; a warm fit that
+    #: fails a retried diagnostic is refitted cold. False: every fit starts cold, so a fit depends on
+    #: its data and seed only, not on the fits before it. Neither decides what is estimated, so they
+    #: are not part of a fit's version (GlmConfig.for_model): switching refits nothing.
+    warm_start: bool = True
+    warm_burn_in: int = 150
 
     def __post_init__(self):
-        for name in ("num_warmup", "num_samples", "num_chains", "max_tree_depth", "predictive_draws"):
+        for name in ("num_warmup", "num_samples", "num_chains", "max_tree_depth", "predictive_draws", "warm_burn_in"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"FitSettings.{name} must be >= 1, got {getattr(self, name)!r}")
         for name in ("target_accept", "retry_target_accept", "hpdi_mass", "hpdi2_mass"):
@@ -242,12 +253,17 @@ def prune_least_recently_used(folder: Path, pattern: str, max_bytes: int) -> lis
 
 @dataclass
 class _Runner:
-    run: callable  # (keys, arrays, target_accept) -> dict of device arrays
+    #: cold: (keys, arrays, target_accept); warm: also (starts, inverse_mass, step_size), see _build_runner;
+    #: -> dict of device arrays
+    run: callable
     prior_draws: callable  # (key, arrays without k_obs) -> {"p": (draws, units)[, "phi": (draws,)]}
     sites: tuple[str, ...]
     chain_method: str
     compile_seconds: float = 0.0
     uses: int = 0
+    shapes: dict = field(default_factory=dict)  # site -> its (padded) shape on the unconstrained scale
+    block: tuple[str, ...] = ()  # the dense mass block's sites (empty: diagonal mass matrix)
+    warm: bool = False
 
 
 def _pointwise_loglik(model, params, arrays):
@@ -282,17 +298,22 @@ class Fitter:
             "compile_seconds": round(sum(r.compile_seconds for r in self._runners.values()), 3),
         }
 
-    def runner(self, name: str, options: dict, arrays: dict, settings: FitSettings) -> _Runner:
+    def runner(self, name: str, options: dict, arrays: dict, settings: FitSettings, *, warm: bool = False) -> _Runner:
+        """The compiled sampler for this model, options, shape bucket and settings; ``warm``: the one that
+        starts from given positions, mass matrices and step sizes (:class:`WarmStart`)."""
         shapes = tuple(sorted((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in arrays.items()))
         chain_method = _effective_chain_method(settings)
         key = (name, tuple(sorted(options.items())), shapes, settings.num_warmup, settings.num_samples,
                settings.num_chains, settings.max_tree_depth, chain_method)
+        if warm:  # a key of the old form for cold runners: their stored programs stay valid
+            key = key + ("warm", settings.warm_burn_in)
         found = self._runners.get(key)
         if found is None:
-            found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method)
+            found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method, warm=warm)
             if self.program_cache is not None and chain_method != "parallel":  # pmap programs do not export
+                extra = _warm_specs(found, settings.num_chains) if warm else ()
                 found.run, loaded = _cached_program(found.run, self.program_cache, key, arrays, settings.num_chains,
-                                                    self.program_cache_max_bytes)
+                                                    self.program_cache_max_bytes, extra_specs=extra)
                 self.programs_loaded += loaded
             self._runners[key] = found
             self.compilations += 1
@@ -468,7 +489,7 @@ def _program_key(runner_key: tuple) -> str:
 
 
 def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chains: int,
-                    max_bytes: int | None = None):
+                    max_bytes: int | None = None, *, extra_specs: tuple = ()):
     """``run`` as a serialised, exported program (``jax.export``, StableHLO) kept in ``folder``.
 
     Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks
@@ -496,7 +517,7 @@ def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chai
     specs = (jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
              {k: jax.ShapeDtypeStruct(np.shape(v), jax.dtypes.canonicalize_dtype(np.asarray(v).dtype))
               for k, v in arrays.items()},
-             jax.ShapeDtypeStruct((), jnp.float32))
+             jax.ShapeDtypeStruct((), jnp.float32)) + tuple(extra_specs)
     exported = export.export(run)(*specs)
     write_bytes_atomic(bytes(exported.serialize()), path)
     if max_bytes is not None:
@@ -505,7 +526,15 @@ def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chai
 
 
 def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str,
-                  batch: bool = False) -> _Runner:
+                  batch: bool = False, warm: bool = False) -> _Runner:
+    """The compiled sampler. Cold: each chain draws its start and adapts step size and mass matrix
+    over ``num_warmup`` iterations. ``warm`` (:class:`WarmStart`): ``run`` takes four more arguments,
+    per chain (leading axis): ``starts`` {site: position}, ``diagonals`` {site: inverse mass of each
+    of its coordinates} for the sites outside the dense block, ``block_mass`` (the block's inverse
+    mass matrix; shape (chains, 0, 0) without a block) and ``step_size``; nothing is adapted and
+    ``warm_burn_in`` iterations are discarded before the draws. Both return, per chain, the last
+    position, the inverse mass matrix ({"site|site|...": values}, numpyro's blocks) and step size,
+    from which the next fit can start warm."""
     from numpyro.infer import Predictive
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model
@@ -530,19 +559,30 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
     # dense block adapts to their correlation (everything else keeps a diagonal mass matrix)
     block = tuple(s for s in glm.COLLECTIVE_SITES if s in prototype) if options.get("group_mean_basis") else ()
     dense_mass = [block] if len(block) >= 2 else False
+    block = block if dense_mass else ()
+    burn = settings.warm_burn_in if warm else num_warmup
 
-    def one_chain(rng_key, data, target_accept):
+    def one_chain(rng_key, data, target_accept, start=None, diagonals=None, block_mass=None, step_size=None):
         init_key, run_key = random.split(rng_key)
-        keys = random.split(init_key, len(sites))
-        # init_to_uniform(radius=2) on the unconstrained scale, as numpyro's default
-        z0 = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
-        inverse_mass = None
-        if dense_mass:  # the group-mean basis's suites: measured there (curvature_inverse_mass)
-            inverse_mass = curvature_inverse_mass(potential_gen(data), z0, random.fold_in(init_key, 1), block)
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
-        state = init_kernel(z0, num_warmup, target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
-                            dense_mass=dense_mass, inverse_mass_matrix=inverse_mass, model_args=(data,),
-                            rng_key=run_key)
+        if warm:  # numpyro's block-diagonal form: one block per site, plus the dense one
+            inverse_mass = {(site,): diagonals[site] for site in diagonals}
+            if block:
+                inverse_mass[block] = block_mass
+            state = init_kernel(start, burn, step_size=step_size, inverse_mass_matrix=inverse_mass,
+                                adapt_step_size=False, adapt_mass_matrix=False, dense_mass=[block] if block else [],
+                                target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
+                                model_args=(data,), rng_key=run_key)
+        else:
+            keys = random.split(init_key, len(sites))
+            # init_to_uniform(radius=2) on the unconstrained scale, as numpyro's default
+            z0 = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
+            inverse_mass = None
+            if dense_mass:  # the group-mean basis's suites: measured there (curvature_inverse_mass)
+                inverse_mass = curvature_inverse_mass(potential_gen(data), z0, random.fold_in(init_key, 1), block)
+            state = init_kernel(z0, num_warmup, target_accept_prob=target_accept,
+                                max_tree_depth=settings.max_tree_depth, dense_mass=dense_mass,
+                                inverse_mass_matrix=inverse_mass, model_args=(data,), rng_key=run_key)
 
         def step(state, _):
             state = sample_kernel(state, model_args=(data,))
@@ -550,14 +590,26 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
                            state.accept_prob, state.adapt_state.step_size)
 
         # one scan over warmup and sampling: the NUTS kernel is traced and compiled once, not twice
-        _, trace = lax.scan(step, state, None, length=num_warmup + num_samples)
-        z, potential, energy, diverging, steps, accept, step_size = jax.tree.map(lambda x: x[num_warmup:], trace)
+        last, trace = lax.scan(step, state, None, length=burn + num_samples)
+        z, potential, energy, diverging, steps, accept, step_size = jax.tree.map(lambda x: x[burn:], trace)
         constrained = jax.vmap(postprocess_gen(data))(z)
         loglik = jax.vmap(lambda p: _pointwise_loglik(model, p, data))(constrained)
+        adapted = last.adapt_state.inverse_mass_matrix
+        if not isinstance(adapted, dict):  # one diagonal (or dense) matrix over all sites, sorted
+            adapted = {sites: adapted}
         return {"samples": constrained, "log_likelihood": loglik, "lp": -potential, "energy": energy,
-                "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size}
+                "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size,
+                "last_z": last.z, "inverse_mass": {"|".join(k): v for k, v in adapted.items()},
+                "final_step_size": last.adapt_state.step_size}
 
-    if batch and chain_method == "sequential":  # independent data sets x chains, one chain after another
+    if warm and (batch or chain_method == "parallel"):
+        raise ValueError("warm starts run sequential or vectorized chains of one data set")
+    if warm and chain_method == "sequential":
+        run = jax.jit(lambda keys, data, ta, starts, diagonals, block_mass, step_size: lax.map(
+            lambda c: one_chain(c[0], data, ta, *c[1:]), (keys, starts, diagonals, block_mass, step_size)))
+    elif warm:
+        run = jax.jit(jax.vmap(one_chain, in_axes=(0, None, None, 0, 0, 0, 0)))
+    elif batch and chain_method == "sequential":  # independent data sets x chains, one chain after another
         run = jax.jit(lambda keys, data, ta: lax.map(
             lambda kd: lax.map(lambda k: one_chain(k, kd[1], ta), kd[0]), (keys, data)))
     elif batch:  # independent data sets x chains in lockstep, each chain adapting on its own data set
@@ -580,7 +632,19 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         sites = ["p", "phi"] if "phi" in prototype else ["p"]
         return Predictive(model, num_samples=settings.predictive_draws, return_sites=sites)(rng_key, data)
 
-    return _Runner(run, prior_draws, sites, chain_method)
+    return _Runner(run, prior_draws, sites, chain_method, shapes={s: tuple(prototype[s].shape) for s in sites},
+                   block=block, warm=warm)
+
+
+def _warm_specs(runner: _Runner, chains: int) -> tuple:
+    """Shapes of a warm runner's extra arguments (for exporting it)."""
+    def spec(*shape):
+        return jax.ShapeDtypeStruct((chains,) + tuple(shape), jnp.float32)
+
+    size = sum(int(np.prod(runner.shapes[s])) for s in runner.block)
+    return ({s: spec(*runner.shapes[s]) for s in runner.sites},
+            {s: spec(int(np.prod(runner.shapes[s]))) for s in runner.sites if s not in runner.block},
+            spec(size, size), spec())
 
 
 # ---------------------------------------------------------------------------
@@ -600,6 +664,9 @@ class GlmFit:
     metadata: dict = field(default_factory=dict)
     #: WAIC / PSIS-LOO terms per unit (stored as criteria.parquet for the rankings); None: computed on demand
     criteria: PointwiseCriteria | None = None
+    #: where the final attempt's chains ended (a :class:`~evalpipeline.models.warm.WarmStart` for the
+    #: next refit); None when it has none to give (e.g. the fit failed)
+    warm_state: WarmStart | None = None
 
     def predictive_checks(self, data: GlmData, *, bins: int = 10) -> pd.DataFrame:
         """Prior and posterior predictive success-rate distributions vs observed (Figure 7)."""
@@ -621,8 +688,18 @@ def fit_glm(
     fitter: Fitter | None = None,
     *,
     priors: dict | None = None,
+    warm: WarmStart | None = None,
+    cold_reason: str = "no earlier fit to start from",
 ) -> GlmFit:
     """Fit model ``name`` (a key of ``glm.MODELS``) to ``data``; diagnose; retry once at a higher target accept.
+
+    ``warm``: a previous fit's :class:`~evalpipeline.models.warm.WarmStart`. The first attempt then
+    continues its chains (``FitSettings.warm_burn_in`` iterations of burn-in, its mass matrices and
+    step sizes kept; seed key ``<seed_key>|warm``); when it fails a diagnostic in
+    ``settings.retry_on``, the fit goes on exactly as a cold one would (same seeds, one retry). A state
+    that cannot start this fit (another model structure, changed dense-block labels, ...) or the
+    ``parallel`` chain method means a cold fit; ``metadata["start"]`` says which and why (without
+    ``warm``: ``cold_reason``).
 
     Raises ValueError when the model is not applicable to the data (the reason
     from ``glm.applicability``) or a prior name is unknown to the model.
@@ -661,13 +738,30 @@ def fit_glm(
     started = time.perf_counter()
     attempts: list[dict] = []
     target = settings.target_accept
+    warm_args, start = None, f"cold: {cold_reason}"
+    if warm is not None:
+        try:
+            if _effective_chain_method(settings) == "parallel":
+                raise WarmStartMismatch("chain_method parallel starts cold")
+            prototype = fitter.runner(name, options, arrays, settings)  # shapes and block (built once anyway)
+            warm_args = warm_arguments(warm, name, options, prototype.shapes, prototype.block,
+                                       functools.partial(_axis_labels, data), settings.num_chains)
+            start = "warm"
+        except WarmStartMismatch as exc:
+            start = f"cold: {exc}"
+    cold_attempts = 0
     while True:
-        attempt_key = seed_key if not attempts else f"{seed_key}|retry{len(attempts)}"
+        is_warm = warm_args is not None and not attempts
+        if is_warm:
+            attempt_key = f"{seed_key}|warm"
+        else:
+            attempt_key = seed_key if not cold_attempts else f"{seed_key}|retry{cold_attempts}"
+            cold_attempts += 1
         seed = seed_from_key(attempt_key)
         t0 = time.perf_counter()
         compilations = fitter.compilations
-        runner = fitter.runner(name, options, arrays, settings)
-        idata = _sample(runner, arrays, data, layout, settings, seed, target)
+        runner = fitter.runner(name, options, arrays, settings, warm=is_warm)
+        idata, ended = _sample(runner, arrays, data, layout, settings, seed, target, warm_args if is_warm else None)
         criteria = pointwise_criteria(idata)
         chain_stats = convergence(idata.posterior)  # shared by the diagnostics and the summary
         diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k, stats=chain_stats)
@@ -675,11 +769,20 @@ def fit_glm(
         attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
                          "passed": not gating_failures(diagnostics), "failed": failed,
                          "seconds": round(time.perf_counter() - t0, 3),
-                         "compiled": fitter.compilations > compilations})
-        if not failed or len(attempts) == 2 or not set(failed) & set(settings.retry_on):
+                         "compiled": fitter.compilations > compilations,
+                         "start": f"warm ({settings.warm_burn_in} burn-in)" if is_warm else "cold"})
+        if not failed or cold_attempts == 2 or not set(failed) & set(settings.retry_on):
             break
-        target = settings.retry_target_accept
+        if not is_warm:
+            target = settings.retry_target_accept
+    if warm_args is not None and len(attempts) > 1:
+        start = f"cold: the warm attempt failed {', '.join(attempts[0]['failed'])}"
     summary = summarise(idata, data, settings, stats=chain_stats)
+    passed = not gating_failures(diagnostics)
+    warm_state = None
+    if passed:
+        warm_state = capture_warm_start(ended, name, options, runner.shapes, runner.block, glm.site_axes,
+                                        functools.partial(_axis_labels, data))
     metadata = {
         "model": name,
         "description": entry.description,
@@ -697,13 +800,22 @@ def fit_glm(
         "n_units": data.n_units,
         "data": data.meta,
         "runtime_seconds": round(time.perf_counter() - started, 3),
+        "start": start,
     }
     idata.posterior.attrs.clear()
     for group in idata.groups():
         idata[group].attrs.pop("created_at", None)
     idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
                                                        sort_keys=True, default=str)
-    return GlmFit(name, idata, summary, diagnostics, not gating_failures(diagnostics), attempts, metadata, criteria)
+    return GlmFit(name, idata, summary, diagnostics, passed, attempts, metadata, criteria, warm_state)
+
+
+def _axis_labels(data: GlmData, axis: str) -> list:
+    """An axis's real labels (``glm.axis_labels``), checked against the real sizes the unpadding uses."""
+    labels = glm.axis_labels(data, axis)
+    if len(labels) != _real_sizes(data).get(axis, len(labels)):
+        raise WarmStartMismatch(f"axis {axis!r} has {len(labels)} labels for {_real_sizes(data)[axis]} entries")
+    return labels
 
 
 def prior_arguments(name: str) -> set[str]:
@@ -738,12 +850,17 @@ DIM_NAMES = {"model": "llm", "domain": "domain_label", "subdomain": "subdomain_l
              "slope_group": "slope_group"}
 
 
-def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSettings, seed: int, target: float):
+def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSettings, seed: int, target: float,
+            warm_args: tuple | None = None):
+    """Run the sampler; returns the InferenceData and where the chains ended (the runner's
+    ``last_z``, ``inverse_mass`` and ``final_step_size``, for :func:`capture_warm_start`)."""
     key = random.PRNGKey(seed)
     run_key, prior_key, post_key = random.split(key, 3)
     chain_keys = random.split(run_key, settings.num_chains)
     device_arrays = {k: jnp.asarray(v) for k, v in arrays.items()}
-    out = jax.device_get(runner.run(chain_keys, device_arrays, jnp.float32(target)))
+    extra = jax.tree.map(jnp.asarray, warm_args) if warm_args is not None else ()
+    out = jax.device_get(runner.run(chain_keys, device_arrays, jnp.float32(target), *extra))
+    ended = {k: out[k] for k in ("last_z", "inverse_mass", "final_step_size")}
     sizes = _real_sizes(data)
 
     def unpad(site: str, values: np.ndarray, lead: int) -> np.ndarray:
@@ -789,7 +906,7 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
             coords=coords,
             dims=dims | {"obs": ["unit"], "n": ["unit"]},
         )
-    return idata
+    return idata, ended
 
 
 # ---------------------------------------------------------------------------
