@@ -232,3 +232,31 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     assert fourth.status == "fitted" and fourth.metadata["start"] == "cold: no earlier fit to start from"
     assert json.loads((fourth.directory / "provenance.json").read_text())["warm_state"] is None
     assert not list(fourth.directory.glob("warm-*.json"))
+
+
+def test_a_stored_warm_sampler_gives_the_draws_of_a_traced_one(tmp_path):
+    """The warm sampler goes through the program cache like the cold one (jax.export with its extra
+    arguments): a Fitter that loads it draws what a tracing Fitter draws from the same state."""
+    from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter, fit_glm
+    from tests.test_models_fit import _use_case_1
+
+    data, settings = _use_case_1(), FitSettings(num_warmup=150, num_samples=150, predictive_draws=50, warm_burn_in=50)
+    lenient = DiagnosticThresholds(min_ess_bulk=50, min_ess_tail=50, max_r_hat=1.1)
+    cold = fit_glm("binomial", data, settings, lenient, seed_key="cold", fitter=Fitter())
+    assert cold.passed and cold.warm_state is not None and cold.warm_state.block is None  # a diagonal mass matrix
+    state = cold.warm_state
+
+    def draws(fitter):
+        fit = fit_glm("binomial", data, settings, lenient, seed_key="warm", fitter=fitter, warm=state)
+        assert fit.metadata["start"] == "warm"
+        return {v: fit.idata.posterior[v].values for v in fit.idata.posterior.data_vars}
+
+    traced = draws(Fitter())
+    storing = Fitter(program_cache=tmp_path)
+    stored = draws(storing)
+    loading = Fitter(program_cache=tmp_path)
+    loaded = draws(loading)
+    assert loading.stats()["programs_loaded"] == 2 and len(list(tmp_path.glob("*.jaxexport"))) == 2  # cold and warm
+    for name, values in traced.items():
+        np.testing.assert_array_equal(stored[name], values, err_msg=name)
+        np.testing.assert_array_equal(loaded[name], values, err_msg=name)

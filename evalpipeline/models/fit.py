@@ -41,7 +41,12 @@ A persistent compilation cache (``configure_jax(compilation_cache_dir=...)``)
 carries the compiled programs across processes.
 
 Seeds come from a string key (``seed_from_key``): same key, same data, same
-machine -> bit-identical draws.
+machine -> bit-identical draws (for a warm start, also the same :class:`WarmStart`).
+
+Warm starts (``fit_glm(warm=...)``, :mod:`evalpipeline.models.warm`): a refit continues the
+previous fit's chains with their adapted mass matrices and step sizes kept and a short burn-in;
+a second compiled program per bucket (``Fitter.runner(warm=True)``). A warm attempt that fails a
+retried diagnostic is followed by the cold fit, with the cold fit's seeds.
 """
 
 from __future__ import annotations
