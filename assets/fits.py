@@ -95,9 +95,10 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
         "status": outcome.status,
         "passed_diagnostics": bool(outcome.passed),
         "attempts": MetadataValue.md(
-            "\n".join(f"- {a['attempt']}: target accept {a['target_accept']}, "
+            "\n".join(f"- {a['attempt']}: {a.get('start', 'cold')}, target accept {a['target_accept']}, "
                       f"{'passed' if a['passed'] else 'failed ' + ', '.join(a['failed'])}" for a in outcome.attempts)
         ),
+        "start": outcome.metadata.get("start", "cold"),
         "parameterisation": MetadataValue.json(outcome.metadata.get("parameterisation", {})),
         "diagnostics": MetadataValue.md(markdown_table(outcome.diagnostics.round(4))),
         "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
