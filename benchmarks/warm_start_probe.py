@@ -1,7 +1,9 @@
 """Probe: what would warm-starting a suite GLM refit save when one model joins the suite?
 
 The new-model night is dominated by the suite GLM refits (benchmarks/README.md). This probe
-measures the lever before anyone builds it into the pipeline. On a generated suite
+measured the lever before it was built into the pipeline (``[glm] warm_start``,
+evalpipeline/models/warm.py, which keeps each chain's own mass matrix and step size where this probe
+averages them over the chains). On a generated suite
 (``pipeline_benchmark.model_table``: N models x I items, planted item difficulties) it
 
 1. fits ``suite_binomial`` cold to the first N - 1 models (numpyro's windowed adaptation,
