@@ -744,11 +744,13 @@ def fit_glm(
     attempts: list[dict] = []
     target = settings.target_accept
     warm_args, start = None, f"cold: {cold_reason}"
+    before_warm = fitter.compilations
     if warm is not None:
         try:
             if _effective_chain_method(settings) == "parallel":
                 raise WarmStartMismatch("chain_method parallel starts cold")
-            prototype = fitter.runner(name, options, arrays, settings)  # shapes and block (built once anyway)
+            # its shapes and block; the warm runner, the one the first attempt needs (the cold one may never be)
+            prototype = fitter.runner(name, options, arrays, settings, warm=True)
             warm_args = warm_arguments(warm, name, options, prototype.shapes, prototype.block,
                                        functools.partial(_axis_labels, data), settings.num_chains)
             start = "warm"
@@ -764,7 +766,7 @@ def fit_glm(
             cold_attempts += 1
         seed = seed_from_key(attempt_key)
         t0 = time.perf_counter()
-        compilations = fitter.compilations
+        compilations = before_warm if is_warm else fitter.compilations
         runner = fitter.runner(name, options, arrays, settings, warm=is_warm)
         idata, ended = _sample(runner, arrays, data, layout, settings, seed, target, warm_args if is_warm else None)
         criteria = pointwise_criteria(idata)
