@@ -155,8 +155,8 @@ class Timed:
             match = RUN_LINE.match(line)
             if match:
                 self.runs.append((match[3], match[4], float(match[6]), match[5] == "ok"))
-                if verbose:
-                    print("   ", line, flush=True)
+            if verbose:  # every line, with the seconds since the call began: the gaps between runs show
+                print(f"   {time.perf_counter() - started:7.1f}s {line}", flush=True)
 
         started = time.perf_counter()
         with TreeMemory() as memory:
@@ -592,7 +592,7 @@ def main() -> int:
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="work in this (new) folder and keep it; add-model, rerun: the folder `scale --keep` left")
-    parser.add_argument("--verbose", action="store_true", help="print each run's line as it finishes")
+    parser.add_argument("--verbose", action="store_true", help="print each line run_main_job prints, with the seconds since it began")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})")
     args = parser.parse_args()
