@@ -4,7 +4,8 @@ Writes ``<lake>/report/index.html`` with :func:`evalpipeline.report.render_repor
 
 * per suite (from ``suite_comparison/suite=<key>/``): the leaderboard table,
   every pair's verdict in words (ladder sentence, HPDI rule, t-test p-values
-  beside), the leaderboard / pairwise / GLM forest plots, the WAIC and LOO
+  beside) and in a table, up to :data:`ALL_PAIRS_UP_TO` pairs (above it, the pairs
+  that decide the ranking, saying so), the leaderboard / pairwise / GLM forest plots, the WAIC and LOO
   rankings of the suite's GLMs from ``waic_rankings/rankings.parquet`` (and
   its plot) when present, and every fit that was excluded or failed;
 * per model (from ``model_profile/model=<key>/``): the profile table and the
@@ -72,6 +73,38 @@ def _shown(frame: pd.DataFrame, columns) -> pd.DataFrame:
     return frame[[c for c in columns if c in frame.columns]]
 
 
+#: Up to this many pairs (25 models) a suite's section shows every pair in words and in its table; above it,
+#: the pairs that decide the ranking (:func:`_pairs_shown`). At 109 models a suite has 5,886 pairs: in full,
+#: the page was 22 MB of sentences nobody reads, and writing it took 10-16 s of every nightly run, with one
+#: core idle. Every pair stays in the suite's pairwise.parquet, which the page names.
+ALL_PAIRS_UP_TO = 300
+
+
+def _pairs_shown(pairs: pd.DataFrame, board: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, str | None]:
+    """The pairs a suite's section shows, and a sentence saying which when that is not all of them.
+
+    Above ``limit`` pairs: each model against the next one in the leaderboard (is the order real?)
+    and the leader against every other model (who is distinguishable from the best?), in
+    leaderboard order; 2 (n - 1) - 1 pairs of n models. A pair whose models are not both on the
+    leaderboard is not one of these."""
+    if len(pairs) <= limit:
+        return pairs, None
+    position = {model: i for i, model in enumerate(board.sort_values("rank", kind="stable")["model"])}
+    first = pairs["model_a"].map(position)
+    second = pairs["model_b"].map(position)
+    higher, lower = np.fmin(first, second), np.fmax(first, second)
+    chosen = ((lower - higher == 1) | (higher == 0)) & first.notna() & second.notna()
+    order = np.lexsort((lower[chosen].to_numpy(), higher[chosen].to_numpy()))
+    shown = pairs[chosen].iloc[order]
+    def count(n: int) -> str:
+        return f"{n:,} pair" + ("" if n == 1 else "s")
+
+    note = (f"This suite has {count(len(pairs))} of models. Shown here: each model against the next one in the "
+            f"leaderboard, and the leader against every other model ({count(len(shown))}, in leaderboard order). "
+            "Every pair is in the suite's pairwise.parquet, and in the plot below.")
+    return shown, note
+
+
 def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
     paragraphs = []
     for row in pairs.itertuples(index=False):
@@ -90,7 +123,7 @@ def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
 
 
 def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None,
-                   summaries: SummaryCache) -> Section:
+                   summaries: SummaryCache, all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> Section:
     blocks: list = []
     board_path = folder / "leaderboard.parquet"
     if not board_path.exists():
@@ -115,7 +148,9 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
     if pairs_path.exists():
         pairs = pd.read_parquet(pairs_path)
         if len(pairs):
-            pair_section = [Paragraph("Verdicts, pair by pair:"), *_pair_sentences(pairs)]
+            pairs, which = _pairs_shown(pairs, board, all_pairs_up_to)
+            pair_section = [Paragraph(which)] if which else []
+            pair_section += [Paragraph("Verdicts, pair by pair:"), *_pair_sentences(pairs)]
             pair_section += _image(folder / "plots" / "pairwise.png", report_path, f"Pairwise P(A > B) on {suite}",
                                    "Headline P(row model better than column model).")
             pair_section.append(Table(_shown(pairs, ("model_a", "model_b", "p_a_better_independent", "p_a_better_paired",
@@ -243,10 +278,12 @@ def _suite_reliability_table(lake: Lake, suite_key: str, summaries: SummaryCache
     return [Table(table, caption="Reliability on this suite (HIP-LLM, the suite's subdomains pooled in its domain)")]
 
 
-def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | None = None) -> list[Section]:
+def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | None = None,
+                    all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> list[Section]:
     """Every section of the report, in order (suites, models, reliability, ingest accounting).
 
-    ``summaries``: the reliability rows of an earlier report (:data:`RELIABILITY_CACHE`), to save."""
+    ``summaries``: the reliability rows of an earlier report (:data:`RELIABILITY_CACHE`), to save.
+    ``all_pairs_up_to``: a suite with more pairs shows those that decide its ranking (:func:`_pairs_shown`)."""
     summaries = summaries if summaries is not None else reliability_summaries(lake)
     rankings_path = lake.root / "waic_rankings" / "rankings.parquet"
     rankings = pd.read_parquet(rankings_path) if rankings_path.exists() else None
@@ -254,7 +291,8 @@ def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | Non
     suites = _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite")
     models = _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model")
     if suites:
-        sections += [_suite_section(lake, suite, folder, report_path, rankings, summaries) for suite, folder in suites]
+        sections += [_suite_section(lake, suite, folder, report_path, rankings, summaries, all_pairs_up_to)
+                     for suite, folder in suites]
     else:
         sections.append(Section("Suites", [Paragraph("No suite comparison has been computed yet.")]))
     for model, folder in models:
@@ -275,17 +313,18 @@ def reliability_summaries(lake: Lake) -> SummaryCache:
     return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report_builder"]))
 
 
-def build_report(lake: Lake, generated_at: dt.datetime | str) -> Path:
+def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> Path:
     """Render and write ``<lake>/report/index.html`` atomically; return its path.
 
     ``generated_at`` is printed as given (no clock is read), so a rerun on the
     same lake writes the same bytes (and :func:`write_report` then leaves the
-    file untouched).
+    file untouched). ``all_pairs_up_to``: as in :func:`report_sections`.
     """
     report_path = lake.root / REPORT_PATH
     report_path.parent.mkdir(parents=True, exist_ok=True)
     summaries = reliability_summaries(lake)
-    html = render_report("Evaluation report", report_sections(lake, report_path, summaries), generated_at=generated_at)
+    sections = report_sections(lake, report_path, summaries, all_pairs_up_to)
+    html = render_report("Evaluation report", sections, generated_at=generated_at)
     write_report(html, report_path)
     summaries.save()
     return report_path
