@@ -190,17 +190,6 @@ def run_main_job(
     reliability has no new input), so a new model does not rematerialise every model's
     reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
     """
-    pool = WorkerPool(max(1, workers))
-    try:
-        return _main_job(pool, instance=instance, echo=echo, only_changed=only_changed,
-                         partitions_per_run=partitions_per_run, workers=workers)
-    finally:
-        pool.shutdown()
-
-
-def _main_job(pool: WorkerPool, *, instance: DagsterInstance | None, echo: Callable[[str], None], only_changed: bool,
-              partitions_per_run: int, workers: int) -> int:
-    """:func:`run_main_job`'s work, its stages' runs side by side in ``pool`` when ``workers`` > 1."""
     check_run_settings()
     instance = instance or local_instance()
     lake = defs.resources["lake"]
@@ -208,8 +197,6 @@ def _main_job(pool: WorkerPool, *, instance: DagsterInstance | None, echo: Calla
     _fail_orphaned_runs(instance, echo, store)
     landing = lake.landing_dir()
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
-    if workers > 1 and instance.root_directory is not None and discovery.changed:
-        pool.start()  # the workers import (~4.5 s) while the staleness is worked out here (~3 s at 100 models)
     for error in discovery.unreadable:
         echo(printable(f"skipped (unreadable, recorded under file_errors/): {error.error}"))
     stale = (_stale(instance, discovery) if only_changed
@@ -285,27 +272,30 @@ def _main_job(pool: WorkerPool, *, instance: DagsterInstance | None, echo: Calla
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
+    pool = WorkerPool(workers)
 
     def execute(steps: list, count: int) -> list[bool]:
         return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
                           on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store))
 
-    for stage in stages:
-        numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
-        succeeded = execute(numbered, total)
-        # Dagster gates per run: a blocking check or error in one partition of a range run stops the
-        # downstream steps of every partition in it. Rerunning a failed range one partition per run
-        # confines the failure to its partition (the others' stored fits and tables are reused).
-        ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
-        singles = [(job_name, [key], name + (f" [{', '.join(assets)}]" if assets else ""), assets)
-                   for job_name, keys, _label_, names, assets in ranges for key, name in zip(keys, names)]
-        failures += sum(not ok for ok in succeeded) - len(ranges)
-        if singles:
-            echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "
-                 "that a failing partition does not hold back the others")
-            failures += sum(not ok for ok in execute(
-                [(i, *single) for i, single in enumerate(singles, 1)], len(singles)))
-    pool.shutdown()
+    try:
+        for stage in stages:
+            numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
+            succeeded = execute(numbered, total)
+            # Dagster gates per run: a blocking check or error in one partition of a range run stops the
+            # downstream steps of every partition in it. Rerunning a failed range one partition per run
+            # confines the failure to its partition (the others' stored fits and tables are reused).
+            ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
+            singles = [(job_name, [key], name + (f" [{', '.join(assets)}]" if assets else ""), assets)
+                       for job_name, keys, _label_, names, assets in ranges for key, name in zip(keys, names)]
+            failures += sum(not ok for ok in succeeded) - len(ranges)
+            if singles:
+                echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "
+                     "that a failing partition does not hold back the others")
+                failures += sum(not ok for ok in execute(
+                    [(i, *single) for i, single in enumerate(singles, 1)], len(singles)))
+    finally:
+        pool.shutdown()
     _sync_partitions(instance, store, discovery, echo)  # what this run's ingest retired
     for suite in suites:
         path = leaderboard_path(store, suite)
@@ -440,40 +430,26 @@ class WorkerPool:
     def __init__(self, workers: int):
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
-        self._starting: list = []  # one future per worker, done once it has started
-
-    def start(self) -> None:
-        """Spawn every worker without waiting for them: they import (dagster, the definitions) while
-        the caller goes on. The first :meth:`submit` waits until all have started."""
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_exit_with_parent, initargs=(os.getpid(),))
-            self._starting = [self._pool.submit(os.getpid) for _ in range(self.workers)]
 
     def submit(self, fn: Callable, *args):
         if self._pool is not None:
             try:
-                self._wait_started()
                 return self._pool.submit(fn, *args)
             except BrokenProcessPool:
-                self.shutdown()
-        self.start()
-        self._wait_started()
-        return self._pool.submit(fn, *args)
-
-    def _wait_started(self) -> None:
-        # Every worker runs before the first real submit: the pool spawns them on demand, and its manager
-        # thread only notices the death of workers that existed when it last began waiting (seen on
-        # CPython 3.11), so a worker spawned by a later submit could die unnoticed until another run ended.
-        for started in self._starting:
+                self._pool.shutdown(cancel_futures=True)
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
+        # Start every worker now: the pool spawns them on demand, and its manager thread only notices
+        # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
+        # spawned by a later submit could die unnoticed until another run ended.
+        for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
             started.result()
-        self._starting = []
+        return self._pool.submit(fn, *args)
 
     def shutdown(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
-            self._starting = []
 
     def reset(self) -> None:
         """Shut the current workers down and wait for them to exit; the next ``submit`` starts new ones."""

@@ -1105,29 +1105,6 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
-def test_worker_pool_start_spawns_every_worker_without_waiting_and_submit_uses_them():
-    """run_main_job starts its workers as soon as discovery finds new logs, so that they import while
-    the staleness is worked out: start() returns before they run, and the first submit waits for all."""
-    from concurrent.futures import wait
-
-    from evalpipeline.definitions import WorkerPool
-
-    pool = WorkerPool(2)
-    try:
-        pool.start()
-        starting = list(pool._starting)
-        assert len(starting) == 2
-        pool.start()  # a second start keeps the same workers
-        assert pool._starting == starting
-        pids = {pool.submit(os.getpid).result(timeout=120) for _ in range(8)}
-        assert pool._starting == [] and all(f.done() for f in starting)  # the submit waited for every worker
-        assert wait(starting, timeout=0).not_done == set()
-        assert os.getpid() not in pids and pids <= {f.result() for f in starting}
-    finally:
-        pool.shutdown()
-    assert pool._pool is None and pool._starting == []
-
-
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
     """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
