@@ -27,6 +27,7 @@ from evalpipeline.comparison import (
     PROFILE_COLUMNS,
     build_model_profile,
     build_suite_comparison,
+    ranking_pairs,
 )
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import sha256_file
@@ -71,6 +72,7 @@ def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
 
 
 #: Verdict sentences previewed in the UI (a 100-model suite has 4,950 pairs: the rest are in the table).
+#: Above it, those of the pairs that decide the ranking, from the top of the leaderboard down.
 VERDICTS_SHOWN = 50
 
 
@@ -81,12 +83,15 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     board = result.leaderboard
     for model, checks in sorted(result.rejected.items()):
         log.warning(f"{model} left out of suite {suite}: its sample table failed validation ({', '.join(checks)})")
-    shown = result.pairwise.head(VERDICTS_SHOWN)
+    many = len(result.pairwise) > VERDICTS_SHOWN
+    shown = (ranking_pairs(result.pairwise, board) if many else result.pairwise).head(VERDICTS_SHOWN)
     verdicts = "\n".join(f"- {markdown_text(row.model_a)} vs {markdown_text(row.model_b)}: {markdown_text(row.verdict)}"
                          for row in shown.itertuples()) \
         or "(one model: nothing to compare)"
-    if len(result.pairwise) > len(shown):
-        verdicts += f"\n\n... and {len(result.pairwise) - len(shown)} more pairs in pairwise.parquet"
+    if many:
+        verdicts = (f"Going down the leaderboard, each model against the leader and against the model ranked just "
+                    f"above it (the first {len(shown)}):\n\n{verdicts}\n\n... every pair of the "
+                    f"{len(result.pairwise)} is in pairwise.parquet")
     metadata = {
         **table_metadata(board[["rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low",
                                 "wilson_high", "clt_low", "clt_high", "p_best", "expected_rank", "n"]],

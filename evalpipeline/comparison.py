@@ -456,6 +456,22 @@ def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: Comparison
     return pairs
 
 
+def ranking_pairs(pairs: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a pairwise table that decide its suite's ranking: each model against the next one
+    on the leaderboard (is the order real?) and the leader against every other model (who is
+    distinguishable from the best?). Read down the leaderboard: the model ranked r against the leader,
+    then against the model ranked r - 1. 2 (n - 1) - 1 pairs of n models; a pair with a model that is
+    not on ``board`` is not one of them. Where a suite has thousands of pairs, these are the ones the
+    report and the UI spell out; every pair stays in the table."""
+    position = {model: i for i, model in enumerate(board.sort_values("rank", kind="stable")["model"])}
+    first = pairs["model_a"].map(position)
+    second = pairs["model_b"].map(position)
+    higher, lower = np.fmin(first, second), np.fmax(first, second)
+    chosen = (((lower - higher) == 1) | (higher == 0)) & first.notna() & second.notna()
+    order = np.lexsort((higher[chosen].to_numpy(), lower[chosen].to_numpy()))
+    return pairs[chosen].iloc[order]
+
+
 # ------------------------------------------------------------------ plots
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalpipeline.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE
+from evalpipeline.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE, ranking_pairs
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import Lake, SummaryCache
 from evalpipeline.report import Image, Paragraph, Section, Table, relative_src, render_report, write_report
@@ -81,26 +81,17 @@ ALL_PAIRS_UP_TO = 300
 
 
 def _pairs_shown(pairs: pd.DataFrame, board: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, str | None]:
-    """The pairs a suite's section shows, and a sentence saying which when that is not all of them.
-
-    Above ``limit`` pairs: each model against the next one in the leaderboard (is the order real?)
-    and the leader against every other model (who is distinguishable from the best?), in
-    leaderboard order; 2 (n - 1) - 1 pairs of n models. A pair whose models are not both on the
-    leaderboard is not one of these."""
+    """The pairs a suite's section shows (above ``limit``, :func:`~evalpipeline.comparison.ranking_pairs`),
+    and a sentence saying which when that is not all of them."""
     if len(pairs) <= limit:
         return pairs, None
-    position = {model: i for i, model in enumerate(board.sort_values("rank", kind="stable")["model"])}
-    first = pairs["model_a"].map(position)
-    second = pairs["model_b"].map(position)
-    higher, lower = np.fmin(first, second), np.fmax(first, second)
-    chosen = ((lower - higher == 1) | (higher == 0)) & first.notna() & second.notna()
-    order = np.lexsort((lower[chosen].to_numpy(), higher[chosen].to_numpy()))
-    shown = pairs[chosen].iloc[order]
+    shown = ranking_pairs(pairs, board)
+
     def count(n: int) -> str:
         return f"{n:,} pair" + ("" if n == 1 else "s")
 
-    note = (f"This suite has {count(len(pairs))} of models. Shown here: each model against the next one in the "
-            f"leaderboard, and the leader against every other model ({count(len(shown))}, in leaderboard order). "
+    note = (f"This suite has {count(len(pairs))} of models. Shown here: going down the leaderboard, each model "
+            f"against the leader and against the model ranked just above it ({count(len(shown))}). "
             "Every pair is in the suite's pairwise.parquet, and in the plot below.")
     return shown, note
 

@@ -366,3 +366,32 @@ def test_leaderboard_counts_each_models_scored_rows_whatever_the_others_hold():
     numeric = suite_leaderboard_table(samples.assign(score=[1.0, 0.0, 0.0, 1.0, np.nan, np.nan]), "s",
                                       ComparisonSettings(rank_draws=500)).set_index("model")
     pd.testing.assert_frame_equal(board, numeric)
+
+
+def test_the_ui_previews_the_verdicts_that_decide_a_large_suites_ranking(tmp_path):
+    """Above 50 pairs the suite_comparison asset's verdict preview walks down the leaderboard (each model
+    against the leader and the one ranked above), not the table's first rows, and says where the rest are."""
+    import logging
+
+    from assets.compare import VERDICTS_SHOWN, _comparison
+    from evalpipeline.comparison import ranking_pairs
+    from evalpipeline.keys import to_partition_key
+    from resources.lake import LakeResource
+
+    rng = np.random.default_rng(5)
+    lake = Lake(tmp_path / "lake")
+    difficulty = rng.normal(0.0, 1.0, 12)
+    for i in range(11):  # 55 pairs
+        write_samples(lake, f"m{i:02d}", "big", planted_scores(rng, difficulty, 0.4 * i - 2.0, epochs=1))
+    result = _comparison(LakeResource(root=str(lake.root)), to_partition_key("big"), logging.getLogger("test"))
+    text = result.metadata["verdicts"].value
+    pairs = pd.read_parquet(lake.root / "suite_comparison" / f"suite={to_partition_key('big')}" / "pairwise.parquet")
+    board = pd.read_parquet(lake.root / "suite_comparison" / f"suite={to_partition_key('big')}" / "leaderboard.parquet")
+    assert len(pairs) == 55 > VERDICTS_SHOWN
+    expected = ranking_pairs(pairs, board)
+    assert len(expected) == 2 * 10 - 1
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert lines == [f"- {a} vs {b}: {v}" for a, b, v in zip(expected["model_a"], expected["model_b"], expected["verdict"])]
+    leader, second = board.sort_values("rank")["model"].iloc[:2]
+    assert {leader, second} == set(pairs.loc[expected.index[0], ["model_a", "model_b"]])
+    assert "each model against the leader" in text and "every pair of the 55 is in pairwise.parquet" in text

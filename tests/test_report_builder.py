@@ -136,11 +136,11 @@ def test_a_large_suite_shows_the_pairs_that_decide_its_ranking():
     everything, note = _pairs_shown(pairs, board, limit=15)
     assert note is None and everything is pairs  # at the limit: every pair, as stored
     shown, note = _pairs_shown(pairs, board, limit=14)
-    # the leader against the 5 others, and each model against the next (m0-m1 is both): 9 pairs, leaderboard order
+    # going down the leaderboard, each model against the leader and the one ranked above (m1: both m0): 9 pairs
     assert [tuple(sorted(p)) for p in zip(shown["model_a"], shown["model_b"])] == [
-        ("m0", "m1"), ("m0", "m2"), ("m0", "m3"), ("m0", "m4"), ("m0", "m5"), ("m1", "m2"), ("m2", "m3"),
-        ("m3", "m4"), ("m4", "m5")]
-    assert "15 pairs" in note and "(9 pairs" in note and "pairwise.parquet" in note
+        ("m0", "m1"), ("m0", "m2"), ("m1", "m2"), ("m0", "m3"), ("m2", "m3"), ("m0", "m4"), ("m3", "m4"),
+        ("m0", "m5"), ("m4", "m5")]
+    assert "15 pairs" in note and "(9 pairs)" in note and "pairwise.parquet" in note
     # a model missing from the leaderboard is in no pair shown (never matched by a NaN position)
     shown, _ = _pairs_shown(pd.concat([pairs, pd.DataFrame({"model_a": ["x"], "model_b": ["m1"]})]), board, limit=14)
     assert "x" not in set(shown["model_a"]) | set(shown["model_b"]) and len(shown) == 9
@@ -149,6 +149,6 @@ def test_a_large_suite_shows_the_pairs_that_decide_its_ranking():
 def test_the_report_names_what_it_leaves_out_of_a_large_suite(report_lake):
     text = build_report(report_lake, "2026-01-02T03:04:05", all_pairs_up_to=0).read_text(encoding="utf-8")
     # the two-model suite's one pair is the leader against the next model: shown, with the sentence saying so
-    assert "This suite has 1 pair of models" in text and "(1 pair, in leaderboard order)" in text and "near-certain better than" in text
+    assert "This suite has 1 pair of models" in text and "(1 pair)" in text and "near-certain better than" in text
     full = build_report(report_lake, "2026-01-02T03:04:05").read_text(encoding="utf-8")
     assert "pairs of models. Shown here" not in full
