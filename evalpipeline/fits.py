@@ -190,10 +190,12 @@ def fit_suite_glm(
 
 
 def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
-         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool = False) -> FitOutcome:
-    """Fit (or reuse) one GLM in ``directory``. ``warm_start``: start from the previous fit's stored
-    state when it may (:func:`previous_warm_state`); partition fits start cold (a new partition has no
-    previous fit, and a warm sampler is one more program to compile per shape bucket)."""
+         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool | None = None) -> FitOutcome:
+    """Fit (or reuse) one GLM in ``directory``. ``warm_start`` (suite fits: ``[glm] warm_start``): True
+    starts from the previous fit's stored state when it may (:func:`previous_warm_state`); True or False
+    stores where this fit's chains ended, so that switching warm starts on takes effect at the next
+    refit. None (partition fits): cold, nothing stored; a new partition has no previous fit, and a warm
+    sampler is one more program to compile per shape bucket."""
     from evalpipeline.models import applicability, fit_glm, write_fit
 
     say = progress or (lambda _m: None)
@@ -213,7 +215,9 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         return FitOutcome(glm, "not applicable", directory, reason=reason)
     s = config.settings
     say(f"{glm}: NUTS {s.num_chains} chains x ({s.num_warmup} warmup + {s.num_samples} draws) on {data.n_units} units")
-    warm, why_cold = previous_warm_state(directory, provenance) if warm_start else (None, None)
+    warm, why_cold = (previous_warm_state(directory, provenance) if warm_start
+                      else (None, "warm starts are off ([glm] warm_start = false)") if warm_start is False
+                      else (None, None))
     if why_cold:
         say(f"{glm}: starting cold: {why_cold}")
     fit = fit_glm(glm, data, config.settings, config.thresholds, seed_key, fitter, priors=config.priors.get(glm),
@@ -229,7 +233,8 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         _write_fit_plots(fit, data, directory)
     else:
         remove_fit_plots(directory)
-    state = _write_warm_state(directory, fit.warm_state) if warm_start and fit.warm_state is not None else None
+    keep_state = warm_start is not None and fit.warm_state is not None
+    state = _write_warm_state(directory, fit.warm_state) if keep_state else None
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed, "warm_state": state})
     _remove_warm_states(directory, keep=state)  # only now: until here the old provenance named the old state
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)

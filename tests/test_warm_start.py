@@ -181,7 +181,8 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     """A model joins: the suite GLM refits warm from the state file the previous provenance names.
     A state file left by a run killed before its provenance was written is ignored (the rerun starts
     from the same state as the uninterrupted run), a damaged one means a cold start, and so do another
-    code version and ``warm_start = false``."""
+    code version and ``warm_start = false`` (which still keeps the state, for the refit after it). A
+    partition fit keeps none."""
     import dataclasses
 
     from evalpipeline.fits import GlmConfig, fit_suite_glm, previous_warm_state
@@ -229,9 +230,20 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
 
     write_samples(lake, "m6", "quiz", planted_scores(rng, difficulty, 0.3))
     fourth = fit_suite_glm(lake, "quiz", "suite_binomial", off, version="v1")
-    assert fourth.status == "fitted" and fourth.metadata["start"] == "cold: no earlier fit to start from"
-    assert json.loads((fourth.directory / "provenance.json").read_text())["warm_state"] is None
-    assert not list(fourth.directory.glob("warm-*.json"))
+    assert fourth.status == "fitted" and fourth.metadata["start"] == "cold: warm starts are off ([glm] warm_start = false)"
+    # where its chains ended is kept even so: switched back on, warm starts take effect at the next refit
+    kept = json.loads((fourth.directory / "provenance.json").read_text())["warm_state"]
+    assert [p.name for p in fourth.directory.glob("warm-*.json")] == [kept]
+    write_samples(lake, "m7", "quiz", planted_scores(rng, difficulty, -0.2))
+    fifth = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1")
+    assert fifth.metadata["start"] == "warm" and fifth.passed
+
+    from evalpipeline.fits import fit_partition_glm
+
+    partition = fit_partition_glm(lake, "m1", "quiz", "binomial", config, version="v1")
+    assert partition.status == "fitted" and partition.metadata["start"] == "cold: no earlier fit to start from"
+    assert json.loads((partition.directory / "provenance.json").read_text())["warm_state"] is None
+    assert not list(partition.directory.glob("warm-*.json"))
 
 
 def test_a_stored_warm_sampler_gives_the_draws_of_a_traced_one(tmp_path):

@@ -119,7 +119,8 @@ class FitSettings:
     #: continues from that chain's last position, adapted mass matrix and step size, with
     #: ``warm_burn_in`` iterations of burn-in instead of ``num_warmup`` of adaptation; a warm fit that
     #: fails a retried diagnostic is refitted cold. False: every fit starts cold, so a fit depends on
-    #: its data and seed only, not on the fits before it. Neither decides what is estimated, so they
+    #: its data and seed only, not on the fits before it (evalpipeline.fits still keeps where a suite
+    #: fit's chains ended: switched back on, it takes effect at the next refit). Neither decides what is estimated, so they
     #: are not part of a fit's version (GlmConfig.for_model): switching refits nothing.
     warm_start: bool = True
     warm_burn_in: int = 150
