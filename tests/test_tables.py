@@ -746,3 +746,24 @@ def test_a_wide_table_whose_only_model_header_is_spaces_is_unreadable_in_discove
     assert [e.path for e in found.unreadable] == [str(src)] and not found.partitions
     report = ingest_paths([src], lake)
     assert "no row can be placed in a model x suite partition" in report.file_errors[0].error
+
+
+def _named_partitions(path, options=None):
+    options = options or IngestOptions()
+    return {(p.model, p.suite) for p in reader_for("long").partitions(open_source(path, options), options)}
+
+
+def test_a_table_names_its_partitions_as_its_rows_are_placed(tmp_path):
+    # Text cells are deduplicated before they are named (one scan ran on every ingest step): a
+    # name's surrounding spaces still make no new partition, and a blank name still places no row.
+    frame = pd.DataFrame({"model": ["m", " m", "m ", "n", "  ", None] * 50, "suite": ["s", "s", "s ", "s", "s", "s"] * 50,
+                          "item_id": [f"q{i}" for i in range(300)], "score": 1.0, "notes": "x" * 40})
+    frame.to_parquet(tmp_path / "t.parquet")
+    assert _named_partitions(tmp_path / "t.parquet") == {("m", "s"), ("n", "s")}
+    # JSON numbers and booleans that a hash takes for one value (1, 1.0, true) are three names.
+    lines = [{"model": m, "suite": "s", "item_id": f"q{i}", "score": 1} for i, m in enumerate([1, 1.0, True, 1])]
+    _write(tmp_path / "t.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n")
+    assert _named_partitions(tmp_path / "t.jsonl") == {("1", "s"), ("1.0", "s"), ("True", "s")}
+    # A fixed suite (--suite) names the partitions of a file that has no suite column.
+    frame.drop(columns="suite").to_parquet(tmp_path / "u.parquet")
+    assert _named_partitions(tmp_path / "u.parquet", IngestOptions(suite="fixed")) == {("m", "fixed"), ("n", "fixed")}
