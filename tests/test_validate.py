@@ -415,6 +415,36 @@ def test_data_docs_site_is_written_and_replaced(tmp_path):
     assert not (target / "static" / "images" / "glossary_scroller.gif").exists()  # unused GIFs pruned
 
 
+def _site_pages(site: Path) -> dict[str, str]:
+    """A Data Docs site's pages, with what differs between two builds (times, uuids) blanked."""
+    import re
+
+    def blank(text: str) -> str:
+        text = re.sub(r"\d{8}T\d{6}\.\d+Z", "<run>", text)
+        text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>", text)
+        text = re.sub(r"'_run_time_sort': [\d.]+", "<sort>", text)
+        return re.sub(r"\d{4}-\d{2}-\d{2}[T ][\d:.+Z]+", "<time>", text)
+
+    return {blank(str(page.relative_to(site))): blank(page.read_text()) for page in site.rglob("*.html")}
+
+
+def test_data_docs_compile_their_templates_once_a_process_and_render_as_gx_does(tmp_path, monkeypatch):
+    from evalpipeline.validate import docs_views
+
+    samples = make_samples()
+    samples.loc[0, "score"] = 1.5  # a failing check: the page shows its unexpected rows too
+    docs_views.TEMPLATE_CACHE.clear()
+    validate_samples(samples, ValidationSettings(), tmp_path / "first", label="m x s")
+    compiled, hits = len(docs_views.TEMPLATE_CACHE), docs_views.TEMPLATE_CACHE.hits
+    assert compiled > 10  # the page, index and component templates
+    validate_samples(samples, ValidationSettings(), tmp_path / "cached", label="m x s")
+    assert len(docs_views.TEMPLATE_CACHE) == compiled and docs_views.TEMPLATE_CACHE.hits >= hits + compiled
+    monkeypatch.setattr(docs_views, "site_views", lambda: {"site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+    validate_samples(samples, ValidationSettings(), tmp_path / "gx", label="m x s")  # GX's own views
+    cached, own = _site_pages(tmp_path / "cached"), _site_pages(tmp_path / "gx")
+    assert len(cached) == 3 and cached == own
+
+
 def test_failed_data_docs_build_leaves_the_old_site_and_no_temporaries(tmp_path, monkeypatch):
     target = tmp_path / "docs" / "suite=s"
     target.mkdir(parents=True)

@@ -194,10 +194,12 @@ def _context(build_dir: Path | None):
 
     sites = {}
     if build_dir is not None:
+        from evalpipeline.validate.docs_views import site_views
+
         sites["evalpipeline"] = {
             "class_name": "SiteBuilder",
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(build_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            **site_views(),  # GX's views, with their templates compiled once a process
         }
     config = DataContextConfig(
         store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
