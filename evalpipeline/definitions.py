@@ -159,6 +159,10 @@ def local_instance() -> DagsterInstance:
 #: orchestration whatever it holds, and a failure fails its whole batch.
 DEFAULT_PARTITIONS_PER_RUN = 60
 
+#: Rows of each suite's leaderboard printed at the end of `evalpipeline run`: at a public
+#: leaderboard's size six full boards were 600 lines; the rest are counted and their table named.
+LEADERBOARD_LINES = 20
+
 
 def run_main_job(
     *,
@@ -301,7 +305,7 @@ def run_main_job(
         path = leaderboard_path(store, suite)
         if path.exists():
             echo(f"\nsuite {printable(suite)}: models ranked by posterior mean success rate")
-            echo(format_leaderboard(pd.read_parquet(path)))
+            echo(format_leaderboard(pd.read_parquet(path), LEADERBOARD_LINES, rest=f"every model in {path}"))
     echo(f"\noutputs in {store.root.resolve()}: samples/, quarantine/, accuracy_posteriors/, glm_fits/, "
          "glm_suite_fits/, reliability/, model_reliability/, suite_leaderboard/, suite_comparison/, model_profile/, "
          "waic_rankings/, ingest_accounting/, run_status/")

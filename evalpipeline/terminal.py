@@ -28,9 +28,12 @@ def pad(text: str, width: int) -> str:
     return text + " " * max(0, width - display_width(text))
 
 
-def format_leaderboard(board: pd.DataFrame) -> str:
+def format_leaderboard(board: pd.DataFrame, limit: int | None = None, rest: str = "") -> str:
     """A plain-text leaderboard: rank, model, posterior mean with HPDI, CLT interval, n; the columns line
-    up whatever the names' length or script and however many models there are."""
+    up whatever the names' length or script and however many models there are. ``limit``: only the
+    first ``limit`` rows, then one line counting the others and pointing to ``rest`` (where they are)."""
+    hidden = board.iloc[limit:] if limit is not None else board.iloc[:0]
+    board = board.iloc[:limit] if limit is not None else board
     names = [printable(model) for model in board["model"]]
     name_width = max([28, *map(display_width, names)])
     rank_width = max([1, *(len(str(rank)) for rank in board["rank"])])
@@ -42,4 +45,8 @@ def format_leaderboard(board: pd.DataFrame) -> str:
             f"{row.hpdi_mass:.0%} HPDI [{row.hpdi_low:.3f}, {row.hpdi_high:.3f}]  "
             f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}"
         )
+    if len(hidden):
+        ranks = f"rank {hidden['rank'].iloc[0]}" if len(hidden) == 1 else \
+            f"ranks {hidden['rank'].iloc[0]}-{hidden['rank'].iloc[-1]}"
+        lines.append(f"  ... {len(hidden)} more ({ranks}){': ' + rest if rest else ''}")
     return "\n".join(lines)

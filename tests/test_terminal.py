@@ -31,3 +31,12 @@ def test_leaderboard_columns_line_up():
     starts = {display_width(line[: line.index(" 0.500")]) for line in lines}
     assert len(starts) == 1, lines
     assert lines[0].startswith("   1. m0") and lines[11].startswith("  12. 模型 7b")
+
+
+def test_a_long_leaderboard_prints_its_top_and_counts_the_rest():
+    board = _board([f"m{i}" for i in range(101)])
+    lines = format_leaderboard(board, 20, rest="every model in /lake/board.parquet").splitlines()
+    assert len(lines) == 21 and lines[19].startswith("  20. m19")
+    assert lines[20] == "  ... 81 more (ranks 21-101): every model in /lake/board.parquet"
+    assert format_leaderboard(board, 100).splitlines()[-1] == "  ... 1 more (rank 101)"
+    assert format_leaderboard(board, 101) == format_leaderboard(board)  # nothing left to count
