@@ -426,3 +426,23 @@ def test_the_grid_layout_is_the_same_model(name, subdomains, domains, basis):
     p = [np.asarray(trace(substitute(fn, data=params)).get_trace(a, **dict(options, unit_grid=g))["p"]["value"])
          for a, g in ((plain, False), (grid, True))]
     np.testing.assert_allclose(p[1][: data.n_units], p[0][: data.n_units], rtol=1e-6)
+
+
+@pytest.mark.parametrize("trials", [np.ones(50, np.int64), np.tile([1, 3], 25)], ids=["one trial", "mixed trials"])
+def test_replicated_counts_follow_the_binomial_law(trials):
+    """simulate_counts (the predictive checks' counts): one trial per unit takes the Bernoulli shortcut,
+    other counts rng.binomial; either way each unit's mean over many draws is n p (within 4.5 standard
+    errors), counts are whole numbers in [0, n], and the same generator state gives the same counts."""
+    from evalpipeline.models.glm import simulate_counts
+
+    p = np.linspace(0.02, 0.98, 50)[None, :].repeat(4000, axis=0)
+    counts = simulate_counts(np.random.default_rng(3), trials, p)
+    assert counts.shape == p.shape and (counts == np.round(counts)).all()
+    assert (counts >= 0).all() and (counts <= trials).all()
+    standard_error = np.sqrt(trials * p[0] * (1 - p[0]) / len(p))
+    assert (np.abs(counts.mean(axis=0) - trials * p[0]) <= 4.5 * standard_error).all()
+    assert (counts == simulate_counts(np.random.default_rng(3), trials, p)).all()
+    # beta-binomial draws (phi) keep the mean n p
+    overdispersed = simulate_counts(np.random.default_rng(4), trials, p, np.full(len(p), 5.0))
+    spread = np.sqrt(trials * p[0] * (1 - p[0]) * (1 + (trials - 1) / 6.0) / len(p))
+    assert (np.abs(overdispersed.mean(axis=0) - trials * p[0]) <= 4.5 * spread).all()

@@ -626,13 +626,19 @@ def simulate_counts(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi:
 
     With ``phi`` (draws,) each unit first draws theta ~ Beta(p phi, (1 - p) phi)
     (Eq. 4's per-task success probability). Done in numpy: it runs once per
-    fit and needs no compilation.
+    fit and needs no compilation. When every unit has one trial (one epoch, the
+    usual case) a count is a uniform draw below p: the same Bernoulli law as
+    ``rng.binomial(1, p)``, ~10x cheaper (a 100-LLM suite's 400 x 20,800 draws:
+    0.56 -> 0.05 s, twice per fit).
     """
     p = np.clip(np.asarray(p, dtype=float), 1e-9, 1 - 1e-9)
     if phi is not None:
         phi = np.asarray(phi, dtype=float)[:, None]
         p = np.clip(rng.beta(p * phi, (1.0 - p) * phi), 0.0, 1.0)
-    return rng.binomial(np.broadcast_to(np.asarray(n, dtype=np.int64), p.shape), p).astype(float)
+    n = np.asarray(n, dtype=np.int64)
+    if n.size and (n == 1).all():
+        return (rng.random(p.shape) < p).astype(float)
+    return rng.binomial(np.broadcast_to(n, p.shape), p).astype(float)
 
 
 def _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, use_model, use_domain, use_subdomain):
