@@ -1,6 +1,7 @@
 """HIP-LLM reliability (evalpipeline.reliability): seconds and peak memory vs the paper's RQ8.
 
     .venv/bin/python benchmarks/reliability_benchmark.py [--quick] [--repeat 3]
+    .venv/bin/python benchmarks/reliability_benchmark.py --cdf-ab [--repeat 5]
 
 Sweeps, one parameter at a time around the paper's baseline (m = 2 domains,
 2 subdomains per domain, K = 160 configurations, S = 3000 draws, G = 2000 grid
@@ -19,6 +20,13 @@ allocates, imports excluded. Table 6 gives only each sweep's end points; the
 approximately linear memory growth) and is marked ~ where interpolated.
 The scaling exponent is the least-squares slope of log(seconds) (and of
 log(memory)) on log(parameter), as in the paper's power-law fits.
+
+``--cdf-ab`` times ``assess_reliability`` as it is against the same code with the
+subdomain level computed the way it was before ``beta_mixture_cdf`` and ``beta_survival``
+(``weights @ betainc`` over the whole G x T table, ``betaincc`` at the thresholds), alternately, best of ``--repeat`` each, on a
+leaderboard partition (one domain of 4 subdomains x 50 items, the pipeline's default
+numerics) and on the paper's baseline; it prints both, their ratio, and the largest
+difference between the two assessments' CDF and quantile envelopes.
 """
 
 from __future__ import annotations
@@ -82,6 +90,56 @@ def measure(domains: int, subdomains: int, configurations: int, repeat: int) -> 
     return min(seconds), min(cpu), peak / 2**20
 
 
+def _betainc_mixture_cdf(weights, alpha, beta, x):
+    """The tabulation ``beta_mixture_cdf`` replaced: the regularized incomplete Beta at every (G, T) pair."""
+    from scipy import special
+
+    return weights @ special.betainc(np.asarray(alpha)[:, None], np.asarray(beta)[:, None], np.asarray(x)[None, :])
+
+
+def _betaincc_survival(alpha, beta, x):
+    """The survival function ``beta_survival`` replaced."""
+    from scipy import special
+
+    return special.betaincc(alpha, beta, x)
+
+
+def cdf_ab(repeat: int) -> None:
+    from evalpipeline.reliability import core
+
+    quadrature, survival = core.beta_mixture_cdf, core.beta_survival
+    rng = np.random.default_rng(5)
+    partition = pd.DataFrame({"domain": "suite0", "subdomain": [f"sub{j}" for j in range(4)], "n": 50,
+                              "k": rng.binomial(50, 0.6, 4)})
+    cases = {"partition (1 domain x 4 subdomains x 50 items)": partition,
+             "paper baseline (2 x 2 x 80)": synthetic_counts(2, 2)}
+    print("subdomain level: betainc table and betaincc (before) vs quadrature and beta_survival (now); "
+          f"one core, CPU s, best of {repeat}")
+    print(f"{'case':>48} {'before s':>9} {'now s':>8} {'ratio':>6} {'max |diff|':>11}")
+    for name, counts in cases.items():
+        settings = ReliabilitySettings(seed=3)
+        seconds = {"before": [], "now": []}
+        results = {}
+        for run in range(repeat + 1):  # the first round warms up
+            for label, tabulate, tail in (("before", _betainc_mixture_cdf, _betaincc_survival),
+                                          ("now", quadrature, survival)):
+                core.beta_mixture_cdf, core.beta_survival = tabulate, tail
+                try:
+                    start = time.process_time()
+                    results[label] = assess_reliability(counts, settings)
+                    if run:
+                        seconds[label].append(time.process_time() - start)
+                finally:
+                    core.beta_mixture_cdf, core.beta_survival = quadrature, survival
+        diff = 0.0
+        for table in ("cdf_envelopes", "quantile_envelopes", "target_probability"):
+            old, new = getattr(results["before"], table), getattr(results["now"], table)
+            for column in [c for c in old.columns if c.endswith(("_lower", "_upper")) or c in ("lower", "upper")]:
+                diff = max(diff, float(np.nanmax(np.abs(old[column].to_numpy(float) - new[column].to_numpy(float)))))
+        before, now = min(seconds["before"]), min(seconds["now"])
+        print(f"{name:>48} {before:>9.3f} {now:>8.3f} {before / now:>6.2f} {diff:>11.2e}", flush=True)
+
+
 def slope(xs, ys) -> float:
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
@@ -90,7 +148,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer points per sweep, one repeat")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per point (best is reported)")
+    parser.add_argument("--cdf-ab", action="store_true",
+                        help="only the subdomain level's A/B (betainc table and betaincc vs quadrature and beta_survival)")
     args = parser.parse_args()
+    if args.cdf_ab:
+        cdf_ab(max(1, args.repeat))
+        return
     repeat = 1 if args.quick else args.repeat
     sweeps = {
         "domains": [1, 2, 12] if args.quick else [1, 2, 4, 8, 12],

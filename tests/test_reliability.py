@@ -31,7 +31,7 @@ from evalpipeline.reliability import (
     weighted_sum_moments,
     within_domain_profiles,
 )
-from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes
+from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, beta_mixture_cdf, beta_survival
 
 # Small but structurally complete numerics (K^2 > max_pairings, so LLM pairings are capped).
 FAST = ReliabilitySettings(n_configurations=48, n_draws=1500, grid_size=900, cdf_points=101, seed=11)
@@ -111,6 +111,33 @@ def test_beta_moments_and_weighted_sum_moments_against_binomial_expansion():
     for n in range(13):
         direct = sum(math.comb(n, k) * w[0] ** k * w[1] ** (n - k) * m[0, k] * m[1, n - k] for k in range(n + 1))
         assert total[n] == pytest.approx(direct, rel=1e-12)
+
+
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (0.0, 0.3), (1e-4, 0.2), (0.31, 0.62), (0.8, 1.0),
+                                       (0.9, 1.0 - 1e-5), (0.5, 0.5 + 1e-6)])
+def test_beta_mixture_cdf_equals_the_incomplete_beta_mixture(low, high):
+    """The quadrature tabulation of the subdomain CDFs against ``weights @ betainc`` (what it replaces), for
+    Betas from U- and J-shaped (parameters below 1: singular at an end of [0, 1]) to peaks far narrower than
+    the grid's intervals, on grids that touch 0 or 1, stop just short of them, or sit inside."""
+    rng = np.random.default_rng(7)
+    shapes = np.array([0.05, 0.3, 0.7, 1.0, 1.5, 3.0, 17.0, 60.0, 400.0, 5e3, 2e5])
+    alpha, beta = (a.ravel() for a in np.meshgrid(shapes, shapes))
+    weights = rng.dirichlet(np.full(alpha.size, 0.5), size=5)
+    x = np.linspace(low, high, 101)
+    got = beta_mixture_cdf(weights, alpha, beta, x)
+    want = weights @ special.betainc(alpha[:, None], beta[:, None], x[None, :])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    one = beta_mixture_cdf(weights, alpha, beta, x[:1])  # a one-point grid
+    np.testing.assert_allclose(one, want[:, :1], rtol=0, atol=1e-15)
+
+
+def test_beta_survival_is_betaincc_on_both_sides_of_one_half():
+    shapes = np.array([0.05, 0.7, 1.0, 3.0, 60.0, 5e3, 2e5])
+    alpha, beta = (a.ravel()[:, None] for a in np.meshgrid(shapes, shapes))
+    x = np.array([0.0, 1e-6, 0.2, 0.4999, 0.5, 0.9, 0.9 ** (1 / 60), 1 - 1e-9, 1.0])[None, :]
+    got, want = beta_survival(alpha, beta, x), special.betaincc(alpha, beta, x)
+    assert got.shape == want.shape == (alpha.size, x.size)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
 
 
 def test_log_marginal_likelihood_is_the_beta_binomial_of_eq_a8():

@@ -27,7 +27,9 @@ How each quantity is computed (per configuration h):
   Beta(C_ij + mu nu, N_ij - C_ij + (1 - mu) nu) (Lemma 7.1), so the CDF is a
   grid mixture of regularized incomplete Beta functions (Theorem 1, Theorem 4
   with F_R(t) = F_theta(t**(1/n))), and E[theta**n] a mixture of Beta moments
-  prod_{r<n} (alpha + r) / (alpha + beta + r).
+  prod_{r<n} (alpha + r) / (alpha + beta + r). The CDF's mixture is tabulated
+  by quadrature of the Beta densities between exact anchors
+  (:func:`beta_mixture_cdf`, within ~1e-12 of ``betainc``).
 * E[p_i**n] and E[p_L**n], exact given the grid: given (mu, nu) the theta_ij
   are independent, so the moments of the weighted sum follow from binomial
   convolution of the Beta moments (all terms positive: no cancellation);
@@ -310,6 +312,84 @@ def _span(moments: np.ndarray) -> tuple[float, float]:
     return low, high
 
 
+def beta_survival(alpha, beta, x) -> np.ndarray:
+    """``P(theta > x)`` for ``theta ~ Beta(alpha, beta)`` (broadcast): ``betaincc(alpha, beta, x)``.
+
+    For ``x >= 1/2`` it is computed as ``betainc(beta, alpha, 1 - x)``, the same quantity (``1 - x`` is
+    exact there), which scipy evaluates ~10x faster near 1, where the reliability targets' thresholds
+    ``r**(1/n)`` lie (measured on a partition's grid: 38 -> 3.8 ms for 1,703 Betas x 6 thresholds,
+    relative difference <= 2e-14).
+    """
+    alpha, beta, x = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, beta, x)))
+    upper = x >= 0.5
+    result = np.empty(x.shape)
+    result[upper] = special.betainc(beta[upper], alpha[upper], 1.0 - x[upper])
+    lower = ~upper
+    result[lower] = special.betaincc(alpha[lower], beta[lower], x[lower])
+    return result
+
+
+_CDF_NODES, _CDF_WEIGHTS = np.polynomial.legendre.leggauss(8)  # per interval of a CDF grid
+_CDF_MAX_WIDTH_SD = 1.0  # a grid Beta narrower than the grid's widest interval / this is tabulated exactly
+
+
+def beta_mixture_cdf(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``weights @ I_x(alpha, beta)``: mixtures of Beta CDFs on an ascending grid ``x``, (R, T).
+
+    ``weights`` (R, G) mixes the G Betas (``alpha``, ``beta``: (G,)) once per row. The regularized
+    incomplete Beta function costs ~0.7 us a value, so tabulating it for every (G, T) pair was ~70% of
+    a partition's assessment. Instead each Beta's CDF is anchored exactly (``betainc``) at ``x[0]``
+    and integrated from there by 8-point Gauss-Legendre quadrature of its density over each interval
+    of ``x``: one density evaluation is a dot product of (alpha - 1, beta - 1, -ln B) with
+    (ln x, ln(1 - x), 1) and an exponential. That is analytic inside each interval, so the rule is
+    accurate to rounding (tested against ``betainc``: ~1e-14) except where it is not, which is then
+    tabulated exactly instead:
+
+    * an interval closer to 0 (or 1) than its own width, where ``x**(alpha - 1)`` (``(1 - x)**(beta -
+      1)``) has its branch point: the first interval when ``x[0] < x[1] - x[0]`` (e.g. a grid clipped
+      at 0), the last when ``1 - x[-1] < x[-1] - x[-2]``; the CDF is anchored exactly at its far end
+      and integration goes on from there. Farther away the nearest singularity lies at least 1.5
+      widths from an interval's centre, which bounds the rule's error near 1e-12 of the interval's
+      mass;
+    * a Beta whose standard deviation is below the widest interval (``_CDF_MAX_WIDTH_SD``): a peak
+      narrower than an interval would be under-resolved by 8 nodes, so its whole row is ``betainc``.
+    """
+    x = np.asarray(x, dtype=float)
+    alpha, beta = np.asarray(alpha, dtype=float), np.asarray(beta, dtype=float)
+    table = np.empty((alpha.size, x.size))
+    if x.size == 1:
+        return weights @ special.betainc(alpha[:, None], beta[:, None], x[None, :])
+    width = np.diff(x)
+    # exact anchors: x[0] and the far end of every interval the rule must not integrate
+    near_edge = (x[:-1] < width) | (1.0 - x[1:] < width)
+    exact_columns = np.concatenate([[0], 1 + np.flatnonzero(near_edge)])
+    total = alpha + beta
+    sd = np.sqrt(alpha * beta / (total**2 * (total + 1.0)))
+    narrow = sd * _CDF_MAX_WIDTH_SD < width.max()
+    exact_rows, smooth = np.flatnonzero(narrow), np.flatnonzero(~narrow)
+    if exact_rows.size:
+        table[exact_rows] = special.betainc(alpha[exact_rows, None], beta[exact_rows, None], x[None, :])
+    if smooth.size:
+        a, b = alpha[smooth], beta[smooth]
+        half = width / 2
+        nodes = ((x[:-1] + x[1:]) / 2)[:, None] + half[:, None] * _CDF_NODES[None, :]  # (T - 1, nodes)
+        nodes = np.clip(nodes, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg).ravel()  # edge intervals' nodes are unused
+        log_density = np.stack([a - 1.0, b - 1.0, -special.betaln(a, b)], axis=1) @ np.stack(
+            [np.log(nodes), np.log1p(-nodes), np.ones(nodes.size)])
+        with np.errstate(over="ignore"):  # only at nodes of edge intervals, which are never summed
+            np.exp(log_density, out=log_density)
+        pieces = (log_density.reshape(smooth.size, x.size - 1, _CDF_NODES.size) @ _CDF_WEIGHTS) * half
+        anchors = special.betainc(a[:, None], b[:, None], x[None, exact_columns])
+        bounds = np.append(exact_columns, x.size)
+        rows = table[smooth]
+        for anchor, start, stop in zip(anchors.T, bounds[:-1], bounds[1:]):
+            # from the anchor at ``start``, integrate intervals start+1 .. stop-1
+            rows[:, start] = anchor
+            rows[:, start + 1:stop] = anchor[:, None] + np.cumsum(pieces[:, start:stop - 1], axis=1)
+        table[smooth] = rows
+    return weights @ table
+
+
 def _batched_searchsorted(sorted_rows: np.ndarray, values: np.ndarray, side: str = "right") -> np.ndarray:
     """searchsorted of ``values`` (R, V) or (V,) into each row of ``sorted_rows`` (R, S); all numbers in [0, 1]."""
     rows, width = sorted_rows.shape
@@ -563,8 +643,8 @@ def _assess_domain(domain, index, cells, settings, n_max, thresholds,
             sub_rows.append(_Envelopes(SUBDOMAIN, domain, subdomain, "exact", known[j]))
             continue
         x = xs[j]
-        cdf = np.clip(w @ special.betainc(alpha[:, j, None], beta[:, j, None], x[None, :]), 0.0, 1.0)
-        target = w @ special.betaincc(alpha[:, j, None], beta[:, j, None], thresholds[None, :])
+        cdf = np.clip(beta_mixture_cdf(w, alpha[:, j], beta[:, j], x), 0.0, 1.0)
+        target = w @ beta_survival(alpha[:, j, None], beta[:, j, None], thresholds[None, :])
         quantiles = _invert_cdf(cdf, x, settings.quantiles)
         unit = _Unit(SUBDOMAIN, domain, subdomain, x, cdf, quantiles, moments[j], np.clip(target, 0, 1), "exact")
         sub_units.append(unit)
