@@ -84,7 +84,7 @@ _ZOOM_ROUNDS = 10
 _ZOOM_CHUNK = 32  # configurations per block while zooming
 _WEIGHT_FLOOR = 1e-14  # grid points below this weight in every configuration are dropped
 _SPAN_SD = 8.0  # CDF grid half-width in posterior standard deviations
-_CHUNK_ELEMENTS = 1 << 18  # Monte Carlo work arrays are chunked to this many numbers
+_CHUNK_ELEMENTS = 1 << 18  # Monte Carlo and CDF-quadrature work arrays are chunked to this many numbers
 
 
 # --------------------------------------------------------------------------- input
@@ -374,11 +374,16 @@ def beta_mixture_cdf(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x
         half = width / 2
         nodes = ((x[:-1] + x[1:]) / 2)[:, None] + half[:, None] * _CDF_NODES[None, :]  # (T - 1, nodes)
         nodes = np.clip(nodes, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg).ravel()  # edge intervals' nodes are unused
-        log_density = np.stack([a - 1.0, b - 1.0, -special.betaln(a, b)], axis=1) @ np.stack(
-            [np.log(nodes), np.log1p(-nodes), np.ones(nodes.size)])
-        with np.errstate(over="ignore"):  # only at nodes of edge intervals, which are never summed
-            np.exp(log_density, out=log_density)
-        pieces = (log_density.reshape(smooth.size, x.size - 1, _CDF_NODES.size) @ _CDF_WEIGHTS) * half
+        coefficients = np.stack([a - 1.0, b - 1.0, -special.betaln(a, b)], axis=1)
+        powers = np.stack([np.log(nodes), np.log1p(-nodes), np.ones(nodes.size)])
+        pieces = np.empty((smooth.size, x.size - 1))
+        rows_per_block = max(1, _CHUNK_ELEMENTS // nodes.size)  # the densities in blocks: memory stays flat in G
+        for start in range(0, smooth.size, rows_per_block):
+            block = slice(start, start + rows_per_block)
+            density = coefficients[block] @ powers
+            with np.errstate(over="ignore"):  # only at nodes of edge intervals, which are never summed
+                np.exp(density, out=density)
+            pieces[block] = (density.reshape(-1, x.size - 1, _CDF_NODES.size) @ _CDF_WEIGHTS) * half
         anchors = special.betainc(a[:, None], b[:, None], x[None, exact_columns])
         bounds = np.append(exact_columns, x.size)
         rows = table[smooth]
