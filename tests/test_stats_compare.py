@@ -49,21 +49,80 @@ NEW = np.array([1] * 43 + [1] * 16 + [0] * 13 + [0] * 28)
 OLD = np.array([1] * 43 + [0] * 16 + [1] * 13 + [0] * 28)
 
 
-def test_independent_comparison_from_shared_first_draws_equals_drawing_both():
-    # a table draws A's posterior once for all of A's pairs and continues the stream for each B
+def test_independent_comparison_is_the_quantiles_of_each_sides_own_stream():
+    # each side draws from its own named stream (a table names them by model), whatever the other side is
     import evalpipeline.stats.compare as compare
 
-    first = compare._first_beta_draws(1 + 14, 1 + 6, 50_000, 3)
-    for k_b, n_b in [(11, 20), (3, 9), (20, 20)]:
-        rng = np.random.default_rng(3)
-        draws_a, draws_b = rng.beta(1 + 14, 1 + 6, 50_000), rng.beta(1 + k_b, 1 + n_b - k_b, 50_000)
+    draws_a = compare.posterior_draws(1 + 14, 1 + 6, 50_000, 3, "model-a")
+    np.testing.assert_array_equal(draws_a, compare.posterior_draws(15, 7, 50_000, 3, "model-a"))
+    assert not np.array_equal(draws_a, compare.posterior_draws(15, 7, 50_000, 3, "model-b"))
+    assert not np.array_equal(draws_a, compare.posterior_draws(15, 7, 50_000, 4, "model-a"))
+    for k_b, n_b in [(11, 20), (3, 9), (20, 20), (14, 20)]:
+        draws_b = compare.posterior_draws(1 + k_b, 1 + n_b - k_b, 50_000, 3, "model-b")
         odds = (draws_a / (1 - draws_a)) / (draws_b / (1 - draws_b))
-        shared = compare._independent_comparison((15.0, 7.0), (1.0 + k_b, 1.0 + n_b - k_b), first, (1.0, 1.0), 0.95)
+        result = independent_comparison(14, 20, k_b, n_b, n_draws=50_000, seed=3, streams=("model-a", "model-b"))
         tail = (1 - 0.95) / 2
-        assert [shared["diff_low"], shared["diff_high"]] == list(np.quantile(draws_a - draws_b, [tail, 1 - tail]))
-        assert [shared["odds_ratio_low"], shared["odds_ratio_median"], shared["odds_ratio_high"]] == list(
+        assert [result["diff_low"], result["diff_high"]] == list(np.quantile(draws_a - draws_b, [tail, 1 - tail]))
+        assert [result["odds_ratio_low"], result["odds_ratio_median"], result["odds_ratio_high"]] == list(
             np.quantile(odds, [tail, 0.5, 1 - tail]))
-        assert shared == independent_comparison(14, 20, k_b, n_b, n_draws=50_000, seed=3)
+    # the same posterior on both sides (k_b = 14 above) is still two independent samples, not one
+    same = independent_comparison(14, 20, 14, 20, n_draws=50_000, seed=3)
+    assert same["diff_low"] < -0.2 and same["diff_high"] > 0.2
+    with pytest.raises(ValueError, match="different draw streams"):
+        independent_comparison(14, 20, 11, 20, streams=("x", "x"))
+
+
+# case -> does draw_quantiles fall back to np.quantile (None: either is right)
+DRAW_QUANTILE_CASES = {"normal": False, "centred": False, "skewed": None, "ties": False, "integers": False, "small": None,
+                       "far_off": True, "nan": True, "inf": False, "no_location": True}
+
+
+@pytest.mark.parametrize("case", list(DRAW_QUANTILE_CASES))
+def test_draw_quantiles_equal_numpys_bit_for_bit(case, monkeypatch):
+    import evalpipeline.stats.compare as compare
+
+    rng = np.random.default_rng(41)
+    # 100,000 draws: most quantiles fall between two order statistics, on both sides of numpy's gamma >= 0.5 branch
+    probabilities = np.concatenate([[0.025, 0.5, 0.975, 0.0001, 0.9999], rng.uniform(0.001, 0.999, 60)])
+    values = rng.normal(0.3, 0.05, 100_000)
+    location = lambda z: 0.3 + 0.05 * z  # noqa: E731
+    if case == "centred":  # quantiles near 0, where numpy's two interpolation formulas differ in the last bits
+        values = rng.normal(0.0, 1.0, 100_000)
+        location = lambda z: z  # noqa: E731
+        probabilities = np.concatenate([probabilities, rng.uniform(0.49, 0.51, 200)])
+    elif case == "skewed":  # a log-normal read through a normal approximation: the bands sit off-centre
+        values = np.exp(rng.normal(0, 0.6, 100_000))
+        location = lambda z: float(np.exp(0.18 + 0.6 * z))  # noqa: E731
+    elif case == "ties":
+        values = np.round(values, 2)
+        location = lambda z: round(0.3 + 0.05 * z, 2)  # noqa: E731  band edges on tied values
+    elif case == "integers":  # the same, with thousands of draws at each edge
+        values = rng.integers(0, 20, 100_000).astype(float)
+        location = lambda z: float(round(9.5 + 5.8 * z))  # noqa: E731
+        probabilities = probabilities[(probabilities > 0.05) & (probabilities < 0.95)]  # a uniform's tails are not normal
+    elif case == "small":
+        values = values[:7]
+    elif case == "far_off":  # the approximation misses every band: numpy's own partition
+        location = lambda z: 5.0 + 0.05 * z  # noqa: E731
+    elif case == "nan":
+        values[17] = np.nan
+    elif case == "inf":
+        values[:10] = np.inf
+        values[10:12] = -np.inf
+        probabilities = probabilities[(probabilities > 0.01) & (probabilities < 0.99)]
+    elif case == "no_location":
+        location = None
+    before = values.copy()
+    expected = np.quantile(values, probabilities)
+    calls = []
+    numpy_quantile = np.quantile
+    monkeypatch.setattr(compare.np, "quantile", lambda *a, **k: calls.append(1) or numpy_quantile(*a, **k))
+    got = compare.draw_quantiles(values, probabilities, location)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(values, before)  # the caller's draws are not reordered
+    if DRAW_QUANTILE_CASES[case] is not None:
+        assert bool(calls) == DRAW_QUANTILE_CASES[case]  # where the bands hold, they were used
 
 
 def test_post_unpaired_row_is_reproduced():
@@ -443,7 +502,8 @@ def _reference_row(frame, model_a, model_b):
     shared = items_a.index.intersection(items_b.index)
     ia, ib = items_a.loc[shared], items_b.loc[shared]
     independent = independent_comparison(totals.loc[model_a, "sum"], totals.loc[model_a, "size"],
-                                         totals.loc[model_b, "sum"], totals.loc[model_b, "size"], n_draws=100_000)
+                                         totals.loc[model_b, "sum"], totals.loc[model_b, "size"], n_draws=100_000,
+                                         streams=(model_a, model_b))
     row = {"n_shared_items": len(shared), "p_a_better_independent": independent["p_a_better"],
            "diff_low_independent": independent["diff_low"],
            "odds_ratio_high_independent": independent["odds_ratio_high"],
@@ -467,7 +527,7 @@ def _reference_row(frame, model_a, model_b):
 
 @pytest.mark.slow
 def test_pairwise_rows_equal_the_public_functions_on_pandas_aligned_inputs():
-    # pairwise_table's per-model numpy arrays, its pair order (grouped by A) and A's shared draws against the
+    # pairwise_table's per-model numpy arrays and each model's draws, drawn once for the table, against the
     # public functions on inputs aligned by pandas: partial overlap, repeated attempts, graded scores, error rows
     rng = np.random.default_rng(17)
     samples = _samples(rng, {"low": 0.3, "mid": 0.55, "high": 0.8, "graded": 0.6}, n_items=14, epochs=2)
