@@ -259,6 +259,15 @@ def test_binary_patterns_are_value_counts_in_its_order():
         assert compare._binary_patterns(y_a, y_b) == expected
 
 
+def test_sigmoid_is_expit_within_a_few_ulp():
+    import evalpipeline.stats.compare as compare
+
+    x = np.concatenate([np.linspace(-708, 40, 200_001), [0.0, -1e-300, 1e-300, 709.0, 1e4]])
+    got, want = compare._sigmoid(x), special.expit(x)
+    assert np.all(np.abs(got - want) <= 4 * np.spacing(want))
+    assert compare._sigmoid(np.array([-710.0, -1e4])).tolist() == [0.0, 0.0]  # e^-x overflows: 0, not < 1e-308
+
+
 @pytest.mark.parametrize("block_elements", [1 << 17, 20_000])
 def test_binary_log_integrals_equal_the_general_path(monkeypatch, block_elements):
     # Pass-2-like grids, in one block or several (with a remainder), and a spread so wide that e^-eta overflows.
@@ -277,7 +286,7 @@ def test_binary_log_integrals_equal_the_general_path(monkeypatch, block_elements
         log_integrals, accuracy = compare._binary_log_integrals(base, gap, spread)
         # A's accuracy bit for bit as paired_logit_comparison computes it without the binary path
         eta = base[:, None, None] + spread[None, :, None] * compare._GH_NODES
-        general_accuracy = special.expit(eta[:, None] + gap[None, :, None, None]) @ compare._GH_WEIGHTS
+        general_accuracy = compare._sigmoid(eta[:, None] + gap[None, :, None, None]) @ compare._GH_WEIGHTS
         np.testing.assert_array_equal(accuracy, general_accuracy)
         for (ka, kb), fast in log_integrals.items():
             single = pd.DataFrame({"ka": [float(ka)], "na": [1.0], "kb": [float(kb)], "nb": [1.0], "count": [1]})
