@@ -274,6 +274,12 @@ def bivariate_normal_cdf_grid(h, k, rho) -> np.ndarray:
     rho at once. The integrand is evaluated at ~8 (len(rho) + 1) nodes per
     (h, k) instead of 24 len(rho), and the pieces are short, so the values
     agree with :func:`bivariate_normal_cdf` to ~1e-15 (tested) at a tenth of its cost.
+
+    The exponent ``-(h^2 + k^2 - 2 sin(t) h k) / (2 cos(t)^2)`` is ``(h^2 + k^2) a_t + h k b_t`` with
+    ``a_t = -1 / (2 cos(t)^2)``, ``b_t = sin(t) / cos(t)^2``: two outer products and a sum. The work
+    arrays are node-major, ``(node, piece, h k cell)``, so that every operation -- the outer
+    products, the weighted sum over a piece's nodes, the cumulative sum over pieces -- runs along
+    contiguous rows of (h, k) cells rather than over short axes of 8 nodes or 33 pieces.
     """
     h, k, rho = (np.asarray(x, dtype=float).ravel() for x in (h, k, rho))
     if np.any(np.abs(rho) >= 1):
@@ -281,34 +287,40 @@ def bivariate_normal_cdf_grid(h, k, rho) -> np.ndarray:
     tops = np.arcsin(rho)
     breaks = np.unique(np.concatenate([[0.0], tops]))
     low, high = breaks[:-1], breaks[1:]
-    t = low[:, None] + (high - low)[:, None] * (_BVN_PIECE_NODES + 1) / 2  # (pieces, nodes)
-    sin_t, cos2_t = np.sin(t), np.cos(t) ** 2
-    two_sin_t, two_cos2_t = 2 * sin_t, 2 * cos2_t
+    n_pieces, n_nodes = low.size, _BVN_PIECE_NODES.size
+    t = low[None, :] + (high - low)[None, :] * (_BVN_PIECE_NODES[:, None] + 1) / 2  # (nodes, pieces)
+    cos2_t = np.cos(t) ** 2
+    square_coef, product_coef = (-0.5 / cos2_t).ravel(), (np.sin(t) / cos2_t).ravel()
+    half_widths = ((high - low) / 2)[:, None]
     zero = int(np.searchsorted(breaks, 0.0))
     top_index = np.searchsorted(breaks, tops)
     ndtr_h, ndtr_k = special.ndtr(h), special.ndtr(k)
     result = np.empty((h.size, k.size, rho.size))
-    # Blocks of h rows, each op in place in one buffer: the same arithmetic, element by element, as the
-    # whole grid at once, but the (h, k, pieces, nodes) integrand stays in cache instead of several fresh
-    # 8 MB temporaries.
+    # Blocks of h rows, each op in place in a few buffers: the same arithmetic, element by element, as the
+    # whole grid at once (tested), but the (node, piece, cell) integrand stays in cache.
     rows = max(1, _BVN_BLOCK_ELEMENTS // max(1, k.size * t.size))
-    buffer = np.empty((min(rows, h.size), k.size) + t.shape)
+    width = min(rows, h.size) * k.size
+    integrand, scratch = np.empty((t.size, width)), np.empty((t.size, width))
+    cumulative = np.empty((n_pieces + 1, width))
+    cumulative[0] = 0.0
     for start in range(0, h.size, rows):
         hb = h[start:start + rows]
-        integrand = buffer[:hb.size]
-        squares = (hb[:, None] ** 2 + k[None, :] ** 2)[:, :, None, None]
-        product = (hb[:, None] * k[None, :])[:, :, None, None]
-        # exp(-(squares - 2 sin(t) h k) / (2 cos(t)^2))
-        np.multiply(two_sin_t, product, out=integrand)
-        np.subtract(squares, integrand, out=integrand)
-        np.negative(integrand, out=integrand)
-        np.divide(integrand, two_cos2_t, out=integrand)
-        np.exp(integrand, out=integrand)
-        pieces = np.einsum("ijpn,n->ijp", integrand, _BVN_PIECE_WEIGHTS) * (high - low) / 2
-        cumulative = np.concatenate([np.zeros(pieces.shape[:2] + (1,)), np.cumsum(pieces, axis=-1)], axis=-1)
-        integral = cumulative[..., top_index] - cumulative[..., zero:zero + 1]
+        cells = hb.size * k.size
+        exponent, products = integrand[:, :cells], scratch[:, :cells]
+        np.einsum("t,c->tc", square_coef, (hb[:, None] ** 2 + k[None, :] ** 2).ravel(), out=exponent)
+        np.einsum("t,c->tc", product_coef, (hb[:, None] * k[None, :]).ravel(), out=products)
+        exponent += products
+        values = np.exp(exponent, out=exponent).reshape(n_nodes, n_pieces, cells)
+        pieces = cumulative[1:, :cells]
+        np.multiply(values[0], _BVN_PIECE_WEIGHTS[0], out=pieces)
+        weighted = products[:n_pieces]
+        for node in range(1, n_nodes):
+            pieces += np.multiply(values[node], _BVN_PIECE_WEIGHTS[node], out=weighted)
+        pieces *= half_widths
+        np.cumsum(pieces, axis=0, out=pieces)
+        integral = cumulative[top_index, :cells] - cumulative[zero, :cells]  # (rho, cells)
         independent_part = ndtr_h[start:start + rows, None, None] * ndtr_k[None, :, None]
-        result[start:start + rows] = independent_part + integral / (2 * math.pi)
+        result[start:start + rows] = independent_part + (integral / (2 * math.pi)).T.reshape(hb.size, k.size, rho.size)
     return result
 
 
@@ -879,7 +891,7 @@ PAIRWISE_COLUMNS = {
 
 #: Part of every pair's inputs hash: bump it when a pair row's computation changes, so that rows
 #: computed by the old code are recomputed rather than reused.
-PAIR_ROW_VERSION = "4"
+PAIR_ROW_VERSION = "5"
 
 
 def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
