@@ -446,3 +446,88 @@ def test_replicated_counts_follow_the_binomial_law(trials):
     overdispersed = simulate_counts(np.random.default_rng(4), trials, p, np.full(len(p), 5.0))
     spread = np.sqrt(trials * p[0] * (1 - p[0]) * (1 + (trials - 1) / 6.0) / len(p))
     assert (np.abs(overdispersed.mean(axis=0) - trials * p[0]) <= 4.5 * spread).all()
+
+
+def _cell_data(n_models: int, numeric: bool = True, categorical: bool = True) -> GlmData:
+    """Units with repeated predictor values: LLMs x 2 domains x 3 subdomains each, covariates of few
+    values, 1-3 attempts a unit, so that cells hold several units of different sizes."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for m in range(n_models):
+        for i in range(48):
+            n = int(rng.integers(1, 4))
+            row = {"model": f"m{m}", "domain": f"d{i % 2}", "subdomain": f"s{(i // 2) % 3}", "item_id": f"q{i}",
+                   "n": n, "k": int(rng.integers(0, n + 1))}
+            if numeric:
+                row["cov_length"] = float(i % 3)  # three values: splits each subdomain's units in three
+            if categorical:
+                row["cov_kind"] = "ab"[(i // 6) % 2]
+            rows.append(row)
+    return GlmData.from_counts(pd.DataFrame(rows), categorical=["cov_kind"] if categorical else [])
+
+
+@pytest.mark.parametrize("name,n_models,covariates", [
+    ("binomial", 1, True), ("binomial", 1, False), ("null", 1, False), ("suite_nested", 3, False),
+])
+def test_a_cell_model_has_the_log_density_and_gradient_of_its_units_on_its_likelihood_cells(name, n_models, covariates):
+    """glm.cell_arrays sums k, n and log C(n, k) over the units that share every predictor input
+    (LLM, domain, subdomain, covariate values); the sampler's potential reads those cells
+    (glm.potential_arrays). The log joint and its gradient at random parameters equal the per-unit
+    ones (float32), and there is one cell per distinct predictor: grouping too coarsely (a covariate
+    left out of the key) changes the density, too finely gains nothing."""
+    import jax
+    from numpyro.handlers import seed, trace
+    from numpyro.infer.util import log_density
+
+    from evalpipeline.models.glm import (CELL_PREFIX, MODELS, cell_arrays, potential_arrays, samples_on_cells,
+                                         structure_options)
+
+    data = _cell_data(n_models, numeric=covariates, categorical=covariates)
+    options = structure_options(name, data)
+    assert samples_on_cells(name, options)
+    layout = layout_for(data)
+    arrays = build_arrays(data, layout, {"model": "centred", "domain": "non_centred", "subdomain": "centred"})
+    cells = cell_arrays(arrays, data.n_units)
+    assert cells is not None
+    keys = ["model", "domain", "subdomain"] + (["cov_length", "cov_kind"] if covariates else [])
+    expected = data.units.groupby(keys)[["k", "n"]].sum()
+    real = cells[CELL_PREFIX + "unit_mask"]
+    assert real.sum() == len(expected) < data.n_units
+    assert cells[CELL_PREFIX + "n"][real].sum() == data.units["n"].sum()
+    assert sorted(cells[CELL_PREFIX + "k_obs"][real]) == sorted(expected["k"])
+    sampled = potential_arrays({**arrays, **cells})
+    assert len(sampled["k_obs"]) == len(real) < len(arrays["k_obs"])
+    fn = MODELS[name].fn
+    params = {site: value["value"] for site, value in trace(seed(fn, 3)).get_trace(arrays, **options).items()
+              if value["type"] == "sample" and not value.get("is_observed", False)}
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        point = {k: rng.normal(size=np.shape(v)) * 0.6 for k, v in params.items()}
+        point = {k: jax.numpy.asarray(np.abs(v) + 0.1 if "sigma" in k else v, dtype=np.float32)
+                 for k, v in point.items()}
+
+        def joint(p, a):
+            return log_density(fn, (a,), options, p)[0]
+
+        per_unit, per_cell = float(joint(point, arrays)), float(joint(point, sampled))
+        assert per_cell == pytest.approx(per_unit, rel=2e-6, abs=1e-3)
+        g_unit, g_cell = jax.grad(joint)(point, arrays), jax.grad(joint)(point, sampled)
+        for site in point:
+            np.testing.assert_allclose(np.asarray(g_cell[site]), np.asarray(g_unit[site]), rtol=1e-4, atol=1e-3)
+
+
+def test_only_binomial_models_without_item_terms_sample_on_cells_and_only_when_cells_are_fewer():
+    from evalpipeline.models.glm import cell_arrays, samples_on_cells
+
+    assert samples_on_cells("binomial", {}) and samples_on_cells("null", {}) and samples_on_cells("suite_nested", {})
+    for name in ("beta_binomial", "item_difficulty", "suite_binomial", "suite_beta_binomial", "suite_null"):
+        assert not samples_on_cells(name, {})
+    assert not samples_on_cells("binomial", {"likelihood": "beta_binomial"})
+    assert not samples_on_cells("binomial", {"item_sd_concentration": 2.0})  # a per-item difficulty
+    distinct = _cell_data(1).units.assign(cov_length=np.arange(48.0))  # every unit its own covariate value
+    data = GlmData.from_counts(distinct, categorical=["cov_kind"])
+    assert cell_arrays(build_arrays(data, layout_for(data), {}), data.n_units) is not None  # 48 cells -> 128 < 512
+    many = GlmData.from_counts(pd.concat([distinct.assign(item_id=distinct["item_id"] + f"-{j}",
+                                                          cov_length=distinct["cov_length"] + 100 * j)
+                                          for j in range(11)]), categorical=["cov_kind"])
+    assert many.n_units == 528 and cell_arrays(build_arrays(many, layout_for(many), {}), many.n_units) is None

@@ -451,6 +451,38 @@ def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout()
     assert not fit_glm("suite_binomial", holed, SETTINGS, seed_key="grid", fitter=FITTER).metadata["options"]["unit_grid"]
 
 
+def test_a_partition_fit_on_its_likelihood_cells_has_the_posterior_of_the_per_unit_fit():
+    """fit_glm samples the binomial GLM on its likelihood cells (one per subdomain here) unless told
+    not to; the posterior agrees with the per-unit fit's within Monte Carlo error, and everything per
+    unit stays per unit: the pointwise criteria, the predictive draws, the observed counts. The
+    beta-binomial has no cells. (The log densities are equal: tests/test_models_data.py.)"""
+    rng = np.random.default_rng(23)
+    rates = {"s0": 0.3, "s1": 0.5, "s2": 0.7, "s3": 0.85}
+    rows = [{"domain": "d", "subdomain": s, "item_id": f"{s}-q{i}", "n": 2, "k": rng.binomial(2, rate)}
+            for s, rate in rates.items() for i in range(40)]
+    data = GlmData.from_counts(pd.DataFrame(rows))
+    fits = {cells: fit_glm("binomial", data, dataclasses.replace(SETTINGS, sufficient_cells=cells), seed_key="cells",
+                           fitter=FITTER) for cells in (True, False)}
+    assert fits[True].metadata["likelihood_cells"] == 4 and fits[False].metadata["likelihood_cells"] is None
+    assert fits[True].passed and fits[False].passed
+    summaries = {c: f.summary.set_index(["parameter", "subdomain"]) for c, f in fits.items()}
+    assert list(summaries[True].index) == list(summaries[False].index)
+    gap = (summaries[True]["mean"] - summaries[False]["mean"]).abs()
+    se = np.sqrt(sum(s["sd"] ** 2 / s["ess_bulk"] for s in summaries.values()))
+    assert (gap <= 4 * se).all(), pd.DataFrame({"gap": gap, "se": se})
+    sd_ratio = summaries[True]["sd"] / summaries[False]["sd"]
+    assert sd_ratio.between(0.85, 1.15).all(), sd_ratio
+    for fit in fits.values():
+        assert fit.criteria.waic_i.shape == (data.n_units,)
+        assert fit.idata.posterior_predictive["obs"].shape[-1] == data.n_units
+        np.testing.assert_array_equal(fit.idata.observed_data["obs"].values, data.units["k"].to_numpy(float))
+    # the same draws give the same per-unit log-likelihood whichever arrays the potential read
+    waic = {c: float(f.criteria.waic_i.sum()) for c, f in fits.items()}
+    assert waic[True] == pytest.approx(waic[False], abs=1.0)
+    beta = fit_glm("beta_binomial", data, SETTINGS, seed_key="cells", fitter=FITTER)
+    assert beta.metadata["likelihood_cells"] is None
+
+
 def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain():
     """``Fitter.sample_batch`` runs every chain of every data set one after another by default and in
     lockstep with ``chain_method="vectorized"``; the two differ in rounding only, so each data set's

@@ -107,6 +107,10 @@ class FitSettings:
     #: the crossed suite models on a complete LLM x task grid (glm.unit_grid) form their linear
     #: predictor as an outer sum (same model, cheaper gradient); False: per-unit gathers always
     unit_grid: bool = True
+    #: models with a binomial likelihood and no per-item term (glm.samples_on_cells) sample on the
+    #: sufficient statistics of their likelihood cells (glm.cell_arrays): same log density, a gradient
+    #: over the cells instead of the units (a partition: ~0.9 -> ~0.35 s of NUTS); False: per unit always
+    sufficient_cells: bool = True
     pad: bool = True
     predictive_draws: int = 400
     #: keep the (chain, draw, unit) log-likelihood in ``posterior.nc``. Off: the file holds the draws,
@@ -570,6 +574,8 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
 
     def one_chain(rng_key, data, target_accept, start=None, diagonals=None, block_mass=None, step_size=None):
         init_key, run_key = random.split(rng_key)
+        # the potential reads the likelihood's cells when there are; the draws' p and log-likelihood are per unit
+        sampled = glm.potential_arrays(data)
         init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
         if warm:  # numpyro's block-diagonal form: one block per site, plus the dense one
             inverse_mass = {(site,): diagonals[site] for site in diagonals}
@@ -578,20 +584,20 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
             state = init_kernel(start, burn, step_size=step_size, inverse_mass_matrix=inverse_mass,
                                 adapt_step_size=False, adapt_mass_matrix=False, dense_mass=[block] if block else [],
                                 target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
-                                model_args=(data,), rng_key=run_key)
+                                model_args=(sampled,), rng_key=run_key)
         else:
             keys = random.split(init_key, len(sites))
             # init_to_uniform(radius=2) on the unconstrained scale, as numpyro's default
             z0 = {s: random.uniform(k, jnp.shape(prototype[s]), minval=-2.0, maxval=2.0) for s, k in zip(sites, keys)}
             inverse_mass = None
             if dense_mass:  # the group-mean basis's suites: measured there (curvature_inverse_mass)
-                inverse_mass = curvature_inverse_mass(potential_gen(data), z0, random.fold_in(init_key, 1), block)
+                inverse_mass = curvature_inverse_mass(potential_gen(sampled), z0, random.fold_in(init_key, 1), block)
             state = init_kernel(z0, num_warmup, target_accept_prob=target_accept,
                                 max_tree_depth=settings.max_tree_depth, dense_mass=dense_mass,
-                                inverse_mass_matrix=inverse_mass, model_args=(data,), rng_key=run_key)
+                                inverse_mass_matrix=inverse_mass, model_args=(sampled,), rng_key=run_key)
 
         def step(state, _):
-            state = sample_kernel(state, model_args=(data,))
+            state = sample_kernel(state, model_args=(sampled,))
             return state, (state.z, state.potential_energy, state.energy, state.diverging, state.num_steps,
                            state.accept_prob, state.adapt_state.step_size)
 
@@ -741,6 +747,10 @@ def fit_glm(
         arrays.update(glm.crossed_arrays(data, layout))
     if grid is not None:
         arrays.update(glm.grid_arrays(data, layout, grid))
+    cells = None
+    if settings.sufficient_cells and glm.samples_on_cells(name, options):
+        cells = glm.cell_arrays(arrays, data.n_units)
+        arrays.update(cells or {})
     started = time.perf_counter()
     attempts: list[dict] = []
     target = settings.target_accept
@@ -806,6 +816,8 @@ def fit_glm(
         "chain_method": runner.chain_method,
         "layout": dataclasses.asdict(layout),
         "n_units": data.n_units,
+        # the likelihood's cells the sampler's potential read (glm.cell_arrays); None: one term per unit
+        "likelihood_cells": None if cells is None else int(cells[glm.CELL_PREFIX + "unit_mask"].sum()),
         "data": data.meta,
         "runtime_seconds": round(time.perf_counter() - started, 3),
         "start": start,
