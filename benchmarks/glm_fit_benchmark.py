@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/glm_fit_benchmark.py [--quick] [--partitions 50]
         [--num-warmup 1000] [--num-samples 1000] [--chains 4] [--chain-method vectorized|sequential|parallel]
-        [--model binomial] [--skip-naive]
+        [--model binomial] [--skip-naive] [--retry] [--cells-ab [--repeat 3]]
 
 The same synthetic partitions (one LLM, one domain, 3-20 subdomains, 20-500
 items, one attempt per item; true subdomain logits around a random overall
@@ -21,6 +21,11 @@ level) are fitted twice in one run:
 Printed: wall time, total and median minimum bulk ESS (over all parameters) per
 partition, ESS per second, and the speed ratio naive / fitter. ``--quick``
 fits 12 partitions with 300 warmup / 300 draws.
+
+``--cells-ab [--repeat 3]`` instead fits the partitions with the fitter twice per
+round, ``[glm] sufficient_cells`` on and off (the order alternating between
+rounds, one Fitter each, its compilation in an untimed first fit), and prints
+the median seconds a partition, ESS per second and the ratio off / on.
 """
 
 from __future__ import annotations
@@ -105,6 +110,42 @@ def run_fitter(partitions, model_name, settings):
     return time.perf_counter() - started, ess, retries, failed, fitter.stats()
 
 
+def run_cells_ab(partitions, model_name, settings, repeat: int) -> None:
+    """``sufficient_cells`` on against off, alternating, after one untimed (compiling) fit each."""
+    import dataclasses
+
+    import numpy as np
+
+    from evalpipeline.models import Fitter, fit_glm
+
+    fitters = {cells: Fitter() for cells in (True, False)}
+    variants = {cells: dataclasses.replace(settings, sufficient_cells=cells) for cells in (True, False)}
+    for cells, fitter in fitters.items():
+        fit_glm(model_name, partitions[0], variants[cells], seed_key="bench|warm-up", fitter=fitter)
+    seconds, ess, cell_counts = {True: [], False: []}, {True: [], False: []}, []
+    for round_ in range(repeat):
+        for cells in ((True, False) if round_ % 2 == 0 else (False, True)):
+            started, round_ess = time.perf_counter(), []
+            for index, data in enumerate(partitions):
+                fit = fit_glm(model_name, data, variants[cells], seed_key=f"bench|{index}|{model_name}",
+                              fitter=fitters[cells])
+                round_ess.append(float(fit.diagnostics.set_index("diagnostic").loc["ess_bulk", "value"]))
+                if cells and round_ == 0:
+                    cell_counts.append(fit.metadata["likelihood_cells"])
+            seconds[cells].append(time.perf_counter() - started)
+            ess[cells].append(float(np.sum(round_ess)))
+    n = len(partitions)
+    print(f"likelihood cells a partition: {min(cell_counts)}-{max(cell_counts)} (None: per unit)")
+    print(f"{'sufficient_cells':>16} {'s/partition (median)':>21} {'ESS/s':>8}   rounds: s/partition")
+    for cells in (False, True):
+        per = [s / n for s in seconds[cells]]
+        rate = [e / s for e, s in zip(ess[cells], seconds[cells])]
+        print(f"{str(cells).lower():>16} {np.median(per):21.3f} {np.median(rate):8.0f}   "
+              + ", ".join(f"{x:.3f}" for x in per))
+    print(f"ratio off / on: {np.median(seconds[False]) / np.median(seconds[True]):.2f}x seconds, "
+          f"{np.median(ess[True]) / np.median(seconds[True]) / (np.median(ess[False]) / np.median(seconds[False])):.2f}x ESS/s")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="12 partitions, 300 warmup / 300 draws")
@@ -116,6 +157,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="binomial")
     parser.add_argument("--skip-naive", action="store_true")
     parser.add_argument("--retry", action="store_true", help="let the fitter retry failing fits (the naive path never does)")
+    parser.add_argument("--cells-ab", action="store_true", help="the fitter with [glm] sufficient_cells on against off")
+    parser.add_argument("--repeat", type=int, default=3, help="--cells-ab rounds")
     args = parser.parse_args(argv)
     partitions_n = args.partitions or (12 if args.quick else 50)
     warmup = args.num_warmup or (300 if args.quick else 1000)
@@ -141,6 +184,9 @@ def main(argv=None) -> int:
           f"{jax.local_device_count()} JAX device(s)")
     import numpy as np
 
+    if args.cells_ab:
+        run_cells_ab(partitions, args.model, settings, args.repeat)
+        return 0
     fit_seconds, fit_ess, retries, failed, stats = run_fitter(partitions, args.model, settings)
     rows = [("fitter", fit_seconds, fit_ess)]
     if not args.skip_naive:
