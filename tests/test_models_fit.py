@@ -152,10 +152,10 @@ def test_compare_rejects_different_units(agentic_fits):
 # -- diagnostics gate ---------------------------------------------------------------------------
 
 def _funnel_data():
-    """Weakly informative subdomains (12 x 8 items x 5 attempts at p ~ 0.5): a funnel in the centred form."""
+    """Weakly informative subdomains (8 x 8 items x 5 attempts at p ~ 0.5): a funnel in the centred form."""
     rng = np.random.default_rng(3)
     rows = [{"domain": "d", "subdomain": f"s{s}", "item_id": f"s{s}-{i}", "k": rng.binomial(5, 0.5), "n": 5}
-            for s in range(12) for i in range(8)]
+            for s in range(8) for i in range(8)]
     return GlmData.from_counts(pd.DataFrame(rows))
 
 

@@ -164,13 +164,16 @@ def layout_for(data: GlmData, *, pad: bool = True, grid: bool = False) -> Layout
             data.n_units, data.n_domains, data.n_subdomains, data.n_items, data.n_models,
             len(data.numeric_covariates), len(cats), levels, data.n_models * first_levels,
         )
-    # coarse buckets: a compilation costs 10-60 s, a padded unit or group a few ns per leapfrog step;
-    # the first bucket holds a typical partition (<= 512 items, <= 32 subdomains), so most share one sampler
+    # coarse buckets: a compilation costs 10-60 s (once: kept on disk), a padded unit a few ns per leapfrog
+    # step; the first bucket holds a typical partition (<= 512 items), so most share one sampler. A padded
+    # subdomain costs more: it is a prior-only coordinate NUTS samples, and more coordinates shrink the step
+    # size (a partition's 4 subdomains padded to 32: 11.9 against 8.5 leapfrog steps a draw), so subdomains
+    # take doubling buckets (4, 8, 16, ...)
     models = padded_models(data.n_models)
     return Layout(
         units=models * data.n_items if grid else padded_units(data.n_units),
         domains=bucket(data.n_domains, 4),
-        subdomains=bucket(data.n_subdomains, 32),
+        subdomains=bucket(data.n_subdomains, 4, 2),
         items=bucket(data.n_items, 512),
         models=models,
         numeric=len(data.numeric_covariates),
