@@ -377,6 +377,43 @@ def test_cdf_envelopes_one_panel_per_level_one_band_per_model():
         assert [t.get_text() for t in axes.get_legend().get_texts()] == ["a", "b"]
 
 
+def test_cdf_envelopes_colour_crowded_panels_by_group_with_one_legend_entry_each():
+    """24 subdomains in 6 domains (a model on six suites): eight colours cannot tell the bands apart
+    and a 24-entry legend overflowed its panel, so each band takes its domain's colour, the same in
+    the subdomain and the domain panel, and the legend lists the domains."""
+    grid = np.linspace(0.0, 1.0, 21)
+    parts = []
+    for d in range(6):
+        for s in range(4):
+            parts.append(pd.DataFrame({"panel": "subdomain", "series": f"d{d}/s{s}", "group": f"d{d}", "x": grid,
+                                       "cdf_lower": stats.beta.cdf(grid, 12 + d + s, 8),
+                                       "cdf_upper": stats.beta.cdf(grid, 10 + d + s, 10)}))
+        parts.append(pd.DataFrame({"panel": "domain", "series": f"d{d}", "group": f"d{d}", "x": grid,
+                                   "cdf_lower": stats.beta.cdf(grid, 12 + d, 8),
+                                   "cdf_upper": stats.beta.cdf(grid, 10 + d, 10)}))
+    envelopes = pd.concat(parts, ignore_index=True)
+    sub_axes, domain_axes = [a for a in plots.reliability_cdf_envelopes(envelopes, group_title="domain").axes
+                             if a.get_visible()]
+    sub_bands = [c for c in sub_axes.collections if isinstance(c, PolyCollection)]
+    domain_bands = [c for c in domain_axes.collections if isinstance(c, PolyCollection)]
+    assert len(sub_bands) == 24 and len(domain_bands) == 6
+    legend = sub_axes.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [f"d{d}" for d in range(6)]
+    assert legend.get_title().get_text() == "domain"
+    for d in range(6):  # a domain's four subdomain bands and its own band share one colour
+        edges = {tuple(band.get_edgecolor()[0]) for band in sub_bands[4 * d: 4 * d + 4]}
+        assert edges == {tuple(domain_bands[d].get_edgecolor()[0])}
+    assert len({tuple(band.get_edgecolor()[0]) for band in domain_bands}) == 6
+    assert domain_axes.get_legend().get_title().get_text() == ""  # one band per entry: no grouping to explain
+    # without the group column every series keeps its own entry (drawn outside the panel)
+    plain = plots.reliability_cdf_envelopes(envelopes.drop(columns=["group"]))
+    assert len(plain.axes[0].get_legend().get_texts()) == 24
+    # few series: coloured by series even when groups are given
+    few = envelopes[envelopes["series"].isin(["d0/s0", "d0/s1", "d0"])]
+    few_axes = plots.reliability_cdf_envelopes(few).axes[0]
+    assert [t.get_text() for t in few_axes.get_legend().get_texts()] == ["d0/s0", "d0/s1"]
+
+
 def test_cdf_envelopes_reject_crossed_bounds_and_missing_columns():
     crossed = cdf_envelopes()
     crossed.loc[10, "cdf_lower"] = crossed.loc[10, "cdf_upper"] + 0.1

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
+from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
 
 from evalpipeline.plots._common import (
@@ -36,6 +38,7 @@ def reliability_cdf_envelopes(
     xlabel: str = "non-failure probability",
     ncols: int = 2,
     title: str | None = None,
+    group_title: str = "group",
 ) -> Figure:
     """Posterior CDF envelopes, one panel per ``panel`` value, one band per ``series``.
 
@@ -45,6 +48,13 @@ def reliability_cdf_envelopes(
     [0, 1]: the reliability grid), ``cdf_lower`` and ``cdf_upper`` (float in
     [0, 1]: the lower and upper CDF at ``x``, ``cdf_lower <= cdf_upper``).
     Rows are sorted on ``x`` within each (panel, series) before drawing.
+
+    Optional ``group`` (str, e.g. the domain of a subdomain): used when the
+    figure has more series than :data:`SERIES_COLORS` has colours. Eight
+    colours cannot tell 24 subdomains apart, and a 24-entry legend overflows
+    its panel; so then each band takes its group's colour, the same in every
+    panel, and a legend titled ``group_title`` lists the groups. Legends with
+    more entries than colours are drawn outside the panel.
     """
     what = "reliability_cdf_envelopes"
     envelopes = require_frame(envelopes, what)
@@ -59,39 +69,51 @@ def reliability_cdf_envelopes(
         raise ValueError(f"{what}: cdf_lower exceeds cdf_upper at {bad.size} row(s), first at x = {x[bad[0]]:.4g}")
     if ncols < 1:
         raise ValueError(f"{what}: ncols must be >= 1")
-    frame = pd.DataFrame({"panel": envelopes["panel"].astype(str).to_numpy(),
-                          "series": envelopes["series"].astype(str).to_numpy(),
+    series = envelopes["series"].astype(str).to_numpy()
+    frame = pd.DataFrame({"panel": envelopes["panel"].astype(str).to_numpy(), "series": series,
                           "x": x, "lower": lower, "upper": upper})
+    crowded = len(set(series)) > len(SERIES_COLORS) and "group" in envelopes.columns
+    # the colour (and legend entry) of each row: its series, or its group when the series are too many
+    frame["key"] = envelopes["group"].astype(str).to_numpy() if crowded else series
     panels = list(dict.fromkeys(frame["panel"]))
-    series_names = list(dict.fromkeys(frame["series"]))
-    colors = {name: SERIES_COLORS[i % len(SERIES_COLORS)] for i, name in enumerate(series_names)}
+    colors = _palette(list(dict.fromkeys(frame["key"])))
 
     ncols = min(ncols, len(panels))
     nrows = -(-len(panels) // ncols)
     figure = new_figure(4.6 * ncols, 0.6 + 3.4 * nrows)
     grid = figure.subplots(nrows, ncols, squeeze=False)
-    for index, panel in enumerate(panels):
+    for index, (panel, part) in enumerate(frame.groupby("panel", sort=False)):
         axes = grid.flat[index]
-        part = frame[frame["panel"] == panel]
-        for name in series_names:
-            curve = part[part["series"] == name].sort_values("x", kind="stable")
-            if curve.empty:
-                continue
-            # Straight segments between grid points: the CDFs come evaluated on a grid.
-            axes.fill_between(curve["x"], curve["lower"], curve["upper"], color=colors[name], alpha=0.3, label=name)
-            axes.plot(curve["x"], curve["lower"], color=colors[name], linewidth=0.8)
-            axes.plot(curve["x"], curve["upper"], color=colors[name], linewidth=0.8)
+        handles: dict[str, object] = {}
+        for (_, key), curve in part.groupby(["series", "key"], sort=False):
+            curve = curve.sort_values("x", kind="stable")
+            # one polygon with the two CDFs as its edge (straight segments: the CDFs come on a grid)
+            band = axes.fill_between(curve["x"], curve["lower"], curve["upper"], facecolor=to_rgba(colors[key], 0.3),
+                                     edgecolor=colors[key], linewidth=0.8, label=key)
+            handles.setdefault(key, band)
         axes.set_title(panel, fontsize=9)
         axes.set_ylim(0.0, 1.02)
         axes.set_xlabel(xlabel)
         axes.set_ylabel("posterior CDF")
         axes.grid(color="#eeeeee")
-        axes.legend(fontsize=7, loc="upper left")
+        grouped = crowded and len(handles) < part["series"].nunique()
+        legend = {"title": group_title, "title_fontsize": 7} if grouped else {}
+        if len(handles) <= len(SERIES_COLORS):
+            axes.legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", **legend)
+        else:
+            axes.legend(handles.values(), handles.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                        ncols=-(-len(handles) // 24), **legend)
     for axes in grid.flat[len(panels):]:
         axes.set_visible(False)
     if title:
         figure.suptitle(title)
     return figure
+
+
+def _palette(keys: list[str]) -> dict[str, str]:
+    """A colour per key: :data:`SERIES_COLORS` for up to eight, matplotlib's tab20 (then cycling) beyond."""
+    colors = SERIES_COLORS if len(keys) <= len(SERIES_COLORS) else tuple(to_hex(c) for c in colormaps["tab20"].colors)
+    return {key: colors[i % len(colors)] for i, key in enumerate(keys)}
 
 
 def expected_reliability_plot(curves: pd.DataFrame, *, title: str | None = None) -> Figure:

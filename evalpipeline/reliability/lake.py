@@ -378,10 +378,13 @@ def write_reliability_plots(result: ReliabilityResult, directory: Path, title: s
     cdf["panel"] = cdf["level"]
     cdf["series"] = cdf["subdomain"].where(cdf["level"] == "subdomain", cdf["domain"])
     cdf.loc[cdf["level"] == "llm", "series"] = "LLM"
+    # a model's many subdomains (6 suites x 4 = 24) are coloured by their domain (see the plot's ``group``)
+    cdf["group"] = cdf["domain"].where(cdf["level"] != "llm", "LLM")
     # one panel per level, levels that merely repeat another (one subdomain, one domain) included
     paths = {name: directory / path for name, path in PLOT_FILES.items()}
-    save_png(reliability_cdf_envelopes(cdf[["panel", "series", "x", "cdf_lower", "cdf_upper"]],
-                                       title=f"{title}: CDF envelopes of the success probability"),
+    save_png(reliability_cdf_envelopes(cdf[["panel", "series", "group", "x", "cdf_lower", "cdf_upper"]],
+                                       title=f"{title}: CDF envelopes of the success probability",
+                                       group_title="domain"),
              paths["cdf_envelopes"])
     expected = result.expected_reliability
     top = expected[expected["level"] == expected["level"].iloc[-1]] if len(expected) else expected
