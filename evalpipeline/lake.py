@@ -21,6 +21,9 @@ Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
     <root>/suite_leaderboard/suite=<key>/leaderboard.parquet
     <root>/partition_names/<dimension>/name-<key>.parquet
         key -> display name, for every partition key ever issued
+    <root>/.locks/<hash>.lock
+        empty files that runs side by side lock (flock) while staging one source
+        or rebuilding one partition's tables (:meth:`Lake.lock`)
 
 Writes go to a hidden temporary file in the target folder and are renamed
 over the target, so a reader sees the old file or the new one, never a
@@ -52,6 +55,9 @@ _HOST = socket.gethostname().replace("-", "_")
 #: Suffix of every temporary file: a partial file of another process writing into the same folder
 #: (two runs ingesting one log, a Dask worker) must not match a reader's ``*.parquet`` or ``*.json``.
 TEMP_SUFFIX = ".tmp"
+
+#: Folder of the lake's lock files (:meth:`Lake.lock`), hidden like the caches beside it.
+LOCKS_DIR = ".locks"
 
 
 def temp_prefix() -> str:
@@ -309,6 +315,46 @@ def prepare_lake_root(root: str | os.PathLike, label: str) -> Path:
     return root
 
 
+class FileLock:
+    """An advisory exclusive lock on a file (``flock``), as a context manager; one use per object.
+
+    The kernel drops it when its holder's descriptor closes, so a killed process leaves no lock
+    held. The file is opened without truncation and never written: taking a lock changes no
+    byte or mtime of the lake, so a rerun still leaves the lake untouched (the empty lock files
+    stay). ``flock`` needs a local POSIX file system; elsewhere (Windows) ``filelock.FileLock``
+    does the locking.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._held = None
+
+    def __enter__(self) -> FileLock:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            from filelock import FileLock as PortableLock
+
+            self._held = PortableLock(self.path)
+            self._held.acquire()
+            return self
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self._held = descriptor
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        held, self._held = self._held, None
+        if isinstance(held, int):
+            os.close(held)  # closing the only descriptor of the open file releases its flock
+        elif held is not None:
+            held.release()
+
+
 class Lake:
     """Paths and reads/writes of the lake rooted at ``root``."""
 
@@ -330,6 +376,26 @@ class Lake:
 
     def table_path(self, table: str, filename: str, model: str | None = None, suite: str | None = None) -> Path:
         return self.partition_dir(table, model, suite) / filename
+
+    # -- locks between processes ---------------------------------------------
+    def lock(self, name: str):
+        """An exclusive lock on ``name`` among the processes (and threads) writing this lake, as a
+        context manager: the block runs while no other holder's does. Runs side by side (two
+        workers, a Dask cluster, a UI backfill beside the nightly) can each be given partitions
+        that one source holds; staging that source and rebuilding one partition's tables must not
+        interleave. Locks are taken one at a time, never nested, so none can deadlock. See
+        :class:`FileLock`: released when the block ends or its process dies."""
+        folder = self.root / LOCKS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(folder / f"{hashlib.sha256(name.encode()).hexdigest()[:24]}.lock")
+
+    def partition_lock(self, model: str, suite: str):
+        """:meth:`lock` on one model x suite partition's tables (held while they are rebuilt)."""
+        return self.lock(f"partition\0{model}\0{suite}")
+
+    def source_lock(self, path: str | os.PathLike):
+        """:meth:`lock` on staging one source file (by its absolute path)."""
+        return self.lock(f"source\0{Path(path).resolve()}")
 
     # -- partition listing and names -----------------------------------------
     def partitions(self, table: str) -> list[tuple[str, str]]:

@@ -67,12 +67,18 @@ def ingest_partitions(
     partition ingested earlier from elsewhere (``evalpipeline ingest PATH``) stay
     part of it. Raises :class:`NoDataError` naming the pairs that have neither a
     source nor staged records.
+
+    Runs side by side that were given partitions of one source (a long table of
+    six suites split over two workers) stage it once: the first takes its lock
+    (:meth:`Lake.source_lock`) and stages it; the others find it staged under the
+    lock and consolidate only their own pairs, one process at a time per pair
+    (:meth:`Lake.partition_lock`).
     """
     options = options or IngestOptions()
     wanted = {tuple(p) for p in pairs}
     files = find_log_files(landing) if Path(landing).exists() else []
     found, _unreadable = scan_sources(files, options)  # unreadable files belong to no partition
-    to_stage, with_source = [], set()
+    to_stage, with_source, scanned = [], set(), {}
     for source, parts in found:
         mine = {(p.model, p.suite) for p in parts} & wanted
         if not mine:
@@ -80,12 +86,15 @@ def ingest_partitions(
         with_source |= mine
         if not already_ingested(lake, source, parts, options):
             to_stage.append(Path(source.path))
+            scanned[Path(source.path)] = (source, parts)
     missing = sorted(pair for pair in wanted - with_source
                      if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")))
     if missing:
         names = ", ".join(f"model {m!r} x suite {s!r}" for m, s in missing)
         raise NoDataError(f"no sources for {names} in {landing} or in the lake {lake.root}")
-    report = ingest_paths(to_stage, lake, options, progress=progress, validator=validator)
+    # a run beside this one (given other partitions of the same source) may stage it first
+    report = ingest_paths(to_stage, lake, options, progress=progress, validator=validator,
+                          stage_if=lambda path: not already_ingested(lake, *scanned[path], options))
     for model, suite in sorted(wanted - set(report.partitions)):  # unchanged sources, or every one failed
         report.partitions[(model, suite)], reasons = consolidate_partition(lake, model, suite, validator)
         for reason, count in reasons.items():

@@ -273,13 +273,17 @@ def ingest_paths(
     accept_incomplete_logs: bool | None = None,
     progress: Callable[[str], None] | None = None,
     validator: Validator | None = None,
+    stage_if: Callable[[Path], bool] | None = None,
 ) -> IngestReport:
     """Ingest source files into ``lake`` and consolidate the partitions they touch.
 
     ``options`` may be a bare :class:`ScoreNormalisation` (everything else
     default); ``accept_incomplete_logs`` overrides the options' value.
     ``validator`` (see :func:`consolidate_partition`) validates each
-    consolidated partition.
+    consolidated partition. ``stage_if``: asked under the source's lock
+    (:meth:`Lake.source_lock`) whether to stage a path still; False skips it
+    (another process staged it since the caller looked) and its partitions are
+    not consolidated here.
     """
     options = _as_options(options, accept_incomplete_logs)
     say = progress or (lambda _msg: None)
@@ -287,19 +291,25 @@ def ingest_paths(
     touched: set[tuple[str, str]] = set()
     paths = list(paths)
     for number, path in enumerate(paths, start=1):
-        report.files_seen += 1
-        try:
-            source = open_source(path, options)
-            staged = _stage_source(lake, source, options)
-        except SourceReadError as exc:
-            error = FileError(str(path), _sha_or_none(path), str(exc))
-            report.file_errors.append(error)
-            record_file_error(lake, error)
-            say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
-            continue
-        clear_file_errors(lake, path)  # a file fixed since it was found unreadable
-        written, unplaced = staged.written, staged.unplaced
-        stale = _remove_stale_records(lake, source, set(written))
+        # one process at a time stages a source: two runs given partitions of one log must not
+        # rewrite its records under each other (the second finds them staged, with ``stage_if``)
+        with lake.source_lock(path):
+            if stage_if is not None and not stage_if(Path(path)):
+                say(f"[{number}/{len(paths)}] {path}: staged meanwhile by a run beside this one; not read again")
+                continue
+            report.files_seen += 1
+            try:
+                source = open_source(path, options)
+                staged = _stage_source(lake, source, options)
+            except SourceReadError as exc:
+                error = FileError(str(path), _sha_or_none(path), str(exc))
+                report.file_errors.append(error)
+                record_file_error(lake, error)
+                say(f"[{number}/{len(paths)}] {path}: NOT INGESTED: {exc.message}")
+                continue
+            clear_file_errors(lake, path)  # a file fixed since it was found unreadable
+            written, unplaced = staged.written, staged.unplaced
+            stale = _remove_stale_records(lake, source, set(written))
         touched.update(written)
         touched.update(stale)
         summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
@@ -315,7 +325,8 @@ def ingest_paths(
             say(f"[{number}/{len(paths)}] {path}: note: {note}")
     for model, suite in sorted(touched):
         if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
-            removed = retire_partition(lake, model, suite)
+            with lake.partition_lock(model, suite):
+                removed = retire_partition(lake, model, suite)
             report.retired[(model, suite)] = len(removed)
             say(f"{model} x {suite}: no log holds it any more (rewritten under another model or suite name): "
                 f"removed its {len(removed)} table folder(s)")
@@ -588,7 +599,15 @@ def consolidate_partition(
     that is kept, so the reported outcomes describe what downstream reads.
     Returns the row account and a count of quarantine reasons (reasons are
     generalised by dropping the sample-specific prefix, for summaries).
+    Holds the partition's lock (:meth:`Lake.partition_lock`) throughout: a run
+    beside this one rebuilding the same partition waits, then rebuilds it from
+    the same records (its Data Docs site and tables are not swapped under ours).
     """
+    with lake.partition_lock(model, suite):
+        return _consolidate_partition(lake, model, suite, validator)
+
+
+def _consolidate_partition(lake: Lake, model: str, suite: str, validator: Validator | None):
     staged_files = sorted(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
     staged = lake.read_files(staged_files)
     if staged.empty:
