@@ -338,7 +338,8 @@ class FileLock:
             self._held = PortableLock(self.path)
             self._held.acquire()
             return self
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        # read-only is enough for flock, and lets a writer under another account lock a file made by this one
+        descriptor = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o666)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
         except BaseException:
