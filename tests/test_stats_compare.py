@@ -581,3 +581,32 @@ def test_pairs_sharing_a_refined_grid_share_its_work_and_get_what_they_get_alone
         want = [alone[k] for k in ("p_a_better", "diff_mean", "diff_low", "diff_high", "odds_ratio_median",
                                    "odds_ratio_low", "odds_ratio_high")]
         assert got == want, (row.model_a, row.model_b)
+
+
+def test_pairs_with_the_same_margins_share_a_probit_grid_and_get_what_they_get_alone():
+    from evalpipeline.stats import compare
+
+    # four groups of three models with the same success count (each a shuffle of its group's first
+    # model's outcomes), so that many pairs have the same margins (S + T, S + U, n)
+    rng = np.random.default_rng(29)
+    n_items, rows = 60, []
+    for group, accuracy in enumerate((0.35, 0.5, 0.6, 0.8)):
+        outcomes = (rng.random(n_items) < accuracy).astype(float)
+        for member in range(3):
+            scores = outcomes if member == 0 else rng.permutation(outcomes)
+            rows += [{"model": f"g{group}m{member}", "item_id": f"q{i}", "epoch": 1, "score": s}
+                     for i, s in enumerate(scores)]
+    samples = pd.DataFrame(rows).sample(frac=1, random_state=3)
+    compare._probit_grid.cache_clear()
+    table = pairwise_table(samples)
+    grids = compare._probit_grid.cache_info()
+    wide = samples.pivot(index="item_id", columns="model", values="score")
+    tables = {(a, b): paired_table(wide[a], wide[b]) for a, b in zip(table["model_a"], table["model_b"])}
+    margins = {(s + t, s + u, s + t + u + v) for s, t, u, v in tables.values()}
+    assert len(table) == 66 and grids.misses + grids.hits == 66
+    assert grids.misses == len(margins) < 66, (grids, len(margins))  # grid work once per margins, not per pair
+    for row in table.itertuples():
+        compare._probit_grid.cache_clear()
+        alone = paired_probit_comparison(tables[(row.model_a, row.model_b)])
+        got = [row.p_a_better_probit, row.diff_low_probit, row.diff_high_probit]
+        assert got == [alone["p_a_better"], alone["diff_low"], alone["diff_high"]], (row.model_a, row.model_b)

@@ -155,12 +155,21 @@ def posterior_draws(a: float, b: float, n_draws: int, seed: int, stream: str) ->
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=spawn_key)).beta(a, b, int(n_draws))
 
 
-def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, level: float) -> dict:
-    """:func:`independent_comparison` from the two Beta posteriors and their :func:`posterior_draws`."""
+def posterior_odds(draws: np.ndarray) -> np.ndarray:
+    """The odds ``p / (1 - p)`` of posterior draws (inf at a draw of 1)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return draws / (1 - draws)
+
+
+def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, level: float,
+                            odds: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """:func:`independent_comparison` from the two Beta posteriors and their :func:`posterior_draws`
+    (``odds``: their :func:`posterior_odds`, when the caller keeps them)."""
     (a_a, b_a), (a_b, b_b) = posterior_a, posterior_b
     diff = draws_a - draws_b
+    odds_a, odds_b = odds if odds is not None else (posterior_odds(draws_a), posterior_odds(draws_b))
     with np.errstate(divide="ignore", invalid="ignore"):
-        odds_ratio = (draws_a / (1 - draws_a)) / (draws_b / (1 - draws_b))
+        odds_ratio = odds_a / odds_b
     tail = (1 - level) / 2
     # where the quantiles should lie: the exact mean and sd of the difference, and of the log odds ratio
     # (log odds of Beta(a, b): mean digamma(a) - digamma(b), variance trigamma(a) + trigamma(b))
@@ -172,8 +181,7 @@ def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, l
     or_low, or_median, or_high = draw_quantiles(odds_ratio, [tail, 0.5, 1 - tail],
                                                 lambda z: np.exp(log_or_mean + log_or_sd * z))
     return {
-        "p_a_better": (float(prob_beta_greater_many(a_a, b_a, a_b, b_b)) if min(a_a, b_a, a_b, b_b) >= 1
-                       else prob_beta_greater(a_a, b_a, a_b, b_b)),
+        "p_a_better": _prob_beta_greater(float(a_a), float(b_a), float(a_b), float(b_b)),
         "diff_mean": mean_a - mean_b,
         "diff_low": float(diff_low),
         "diff_high": float(diff_high),
@@ -185,6 +193,15 @@ def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, l
         "prior": tuple(float(x) for x in prior),
         "level": level,
     }
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _prob_beta_greater(a1: float, b1: float, a2: float, b2: float) -> float:
+    """P(X1 > X2) of two Beta posteriors, kept: in a pairwise table many pairs have the same two success
+    counts (at 100 models on 200 items half of them share theirs with another pair)."""
+    if min(a1, b1, a2, b2) >= 1:
+        return float(prob_beta_greater_many(a1, b1, a2, b2))
+    return prob_beta_greater(a1, b1, a2, b2)
 
 
 def _beta_variance(a: float, b: float) -> float:
@@ -376,54 +393,80 @@ def paired_probit_comparison(
     ``rho_hat ~ Beta(rho_prior)``. The theta axes span the 1e-9..1-1e-9
     quantiles of each model's marginal Beta posterior; the rho axis uses
     prior-quantile midpoints (equal prior mass per cell).
+
+    Everything but the counts' weights depends on the margins ``(S + T, S + U, n)`` alone
+    (:func:`_probit_grid`: the axes, the bivariate normal CDF, the cells' log probabilities),
+    and the last grid is kept: a pairwise table visits its pairs in the order of their margins
+    (:func:`_paired_probits`), and at 100 models on 200 items half its pairs share them with
+    the pair before.
     """
     s, t, u, v = (float(x) for x in table)
     if min(s, t, u, v) < 0 or s + t + u + v == 0:
         raise ValueError(f"table counts must be non-negative with at least one pair, got {table}")
-    n = s + t + u + v
-    n_theta_a, n_theta_b, n_rho = grid_size
-    prior = tuple(float(x) for x in prior)
-    theta_a, h_a, log_prior_a = _probit_theta_axis(s + t, n, prior, n_theta_a)
-    theta_b, h_b, log_prior_b = _probit_theta_axis(s + u, n, prior, n_theta_b)
-    rho = _probit_rho_axis(tuple(float(x) for x in rho_prior), n_rho)
-    # every factor that depends on one axis only is computed on that axis and broadcast
-    ta, tb = theta_a[:, None, None], theta_b[None, :, None]
-    p_v = bivariate_normal_cdf_grid(h_a, h_b, rho)
-    p_s = np.add(ta + tb, p_v)
-    p_s -= 1
-    p_t = np.subtract(1 - tb, p_v)
-    p_u = np.subtract(1 - ta, p_v)
-    valid = (p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0)
-    # s log p_s + t log p_t + u log p_u + v log p_v, left to right, in place: each cell array is read for the last time
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_post = np.log(p_s, out=p_s)
-        log_post *= s
-        for count, p in ((t, p_t), (u, p_u), (v, p_v)):
-            np.log(p, out=p)
-            p *= count
-            log_post += p
-    log_post[~valid] = -np.inf
-    for log_prior in (log_prior_a[:, None, None], log_prior_b[None, :, None]):
-        if log_prior.any():  # adding a uniform prior's zeros changes nothing
-            log_post += log_prior
+    grid = _probit_grid(s + t, s + u, s + t + u + v, tuple(float(x) for x in prior),
+                        tuple(float(x) for x in rho_prior), tuple(int(x) for x in grid_size))
+    # s log p_s + t log p_t + u log p_u + v log p_v, left to right, as the sum was first written
+    with np.errstate(invalid="ignore"):  # 0 x log 0 in an impossible cell, which is set to -inf below
+        log_post = np.multiply(grid.log_p[0], s)
+        term = np.empty_like(log_post)
+        for count, log_p in zip((t, u, v), grid.log_p[1:]):
+            log_post += np.multiply(log_p, count, out=term)
+    log_post[grid.invalid] = -np.inf
+    for log_prior in grid.log_priors:
+        log_post += log_prior
     log_post -= np.max(log_post)
     weights = np.exp(log_post, out=log_post)
     weights /= weights.sum()
     # theta_A - theta_B does not depend on rho: its distribution is the (theta_A, theta_B) marginal
-    marginal = weights.sum(axis=2)
-    diff = (theta_a[:, None] - theta_b[None, :]).ravel()
-    w = marginal.ravel()
+    w = weights.sum(axis=2).ravel()
+    diff = grid.diff
     tail = (1 - level) / 2
-    low, high = _weighted_quantiles(diff, w, [tail, 1 - tail])
+    low, high = _sorted_weighted_quantiles(grid.sorted_diff, w[grid.diff_order], [tail, 1 - tail])
     return {
         "p_a_better": float(w[diff > 0].sum() + 0.5 * w[diff == 0].sum()),
         "diff_mean": float(np.sum(diff * w)),
         "diff_low": float(low),
         "diff_high": float(high),
-        "rho_mean": float(np.sum(weights.sum(axis=(0, 1)) * rho)),
+        "rho_mean": float(np.sum(weights.sum(axis=(0, 1)) * grid.rho)),
         "table": (int(s), int(t), int(u), int(v)),
         "level": level,
     }
+
+
+class _ProbitGrid:
+    """What :func:`paired_probit_comparison` computes from a table's margins: its axes, the log of each
+    cell probability (S, T, U, V) on the (theta_A, theta_B, rho) grid, where a cell is impossible, the
+    log priors to add (none for a uniform prior) and the difference theta_A - theta_B with its order."""
+
+    def __init__(self, successes_a, successes_b, trials, prior, rho_prior, grid_size):
+        n_theta_a, n_theta_b, n_rho = grid_size
+        theta_a, h_a, log_prior_a = _probit_theta_axis(successes_a, trials, prior, n_theta_a)
+        theta_b, h_b, log_prior_b = _probit_theta_axis(successes_b, trials, prior, n_theta_b)
+        self.rho = _probit_rho_axis(rho_prior, n_rho)
+        # every factor that depends on one axis only is computed on that axis and broadcast
+        ta, tb = theta_a[:, None, None], theta_b[None, :, None]
+        p_v = bivariate_normal_cdf_grid(h_a, h_b, self.rho)
+        p_s = np.add(ta + tb, p_v)
+        p_s -= 1
+        p_t = np.subtract(1 - tb, p_v)
+        p_u = np.subtract(1 - ta, p_v)
+        self.invalid = ~((p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.log_p = tuple(np.log(p, out=p) for p in (p_s, p_t, p_u, p_v))
+        self.log_priors = tuple(log_prior for log_prior in (log_prior_a[:, None, None], log_prior_b[None, :, None])
+                                if log_prior.any())  # adding a uniform prior's zeros changes nothing
+        self.diff = (theta_a[:, None] - theta_b[None, :]).ravel()
+        self.diff_order = np.argsort(self.diff, kind="stable")
+        self.sorted_diff = self.diff[self.diff_order]
+        for array in (*self.log_p, self.invalid, self.diff, self.diff_order, self.sorted_diff):
+            array.setflags(write=False)
+
+
+@functools.lru_cache(maxsize=2)
+def _probit_grid(successes_a: float, successes_b: float, trials: float, prior: tuple[float, float],
+                 rho_prior: tuple[float, float], grid_size: tuple[int, int, int]) -> _ProbitGrid:
+    """:class:`_ProbitGrid` of a table's margins, kept for the next tables with the same ones (~4 MiB each)."""
+    return _ProbitGrid(successes_a, successes_b, trials, prior, rho_prior, grid_size)
 
 
 # ---------------------------------------------------------------- paired: logit with item effects
@@ -954,8 +997,9 @@ def pairwise_table(
             pending.append((len(rows), model_a, model_b, inputs_hash))
         rows.append(row)
     paired = _paired_logits(per_model, [(a, b) for _, a, b, _ in pending], level)
+    probits = _paired_probits(per_model, [(a, b) for _, a, b, _ in pending], prior, level) if probit else None
     for position, model_a, model_b, inputs_hash in pending:
-        rows[position] = _pair_row(per_model, model_a, model_b, prior, level, probit, paired)
+        rows[position] = _pair_row(per_model, model_a, model_b, prior, level, probit, paired, probits)
         rows[position]["inputs_hash"] = inputs_hash
     table = pd.DataFrame(rows, columns=list(PAIRWISE_COLUMNS))
     table.attrs.update(pairs_computed=len(pending), pairs_reused=len(rows) - len(pending))
@@ -1012,6 +1056,7 @@ class _PerModel:
             self.attempts[m] = (keys, self.scores[m][known][first])
         self._hpdi: dict = {}
         self._draws: dict = {}
+        self._odds: dict = {}
 
     def shared(self, model_a: str, model_b: str) -> tuple:
         """The pair's shared item codes, their positions in A's and B's arrays, and both models' item arrays."""
@@ -1023,6 +1068,13 @@ class _PerModel:
         if model not in self._hpdi:
             self._hpdi[model] = beta_hpdi(*posterior, self.level)
         return self._hpdi[model]
+
+    def odds(self, model: str, posterior) -> np.ndarray:
+        """:func:`posterior_odds` of the model's :meth:`draws`, computed once for all its pairs."""
+        if model not in self._odds:
+            self._odds[model] = posterior_odds(self.draws(model, posterior))
+            self._odds[model].setflags(write=False)
+        return self._odds[model]
 
     def draws(self, model: str, posterior) -> np.ndarray:
         """The model's :func:`posterior_draws` (its stream is its name), drawn once for all its pairs.
@@ -1054,12 +1106,41 @@ def _paired_logits(per_model: _PerModel, pairs: list[tuple[str, str]], level: fl
     return {pair: _paired_logit_pass2(first, level) for pair, first in firsts}
 
 
-def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, paired_logits: dict | None = None) -> dict:
+def _probit_table(per_model: _PerModel, model_a: str, model_b: str) -> tuple[int, int, int, int] | None:
+    """The pair's :func:`paired_table` over the attempts both models made (paired by item and epoch), or
+    None when there is none or a score is not 0/1 (then the bivariate probit does not apply)."""
+    keys_a, attempts_a = per_model.attempts[model_a]
+    keys_b, attempts_b = per_model.attempts[model_b]
+    _, at_a, at_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
+    y_a, y_b = attempts_a[at_a], attempts_b[at_b]
+    if y_a.size and np.isin(y_a, (0.0, 1.0)).all() and np.isin(y_b, (0.0, 1.0)).all():
+        return paired_table(y_a, y_b)
+    return None
+
+
+def _paired_probits(per_model: _PerModel, pairs: list[tuple[str, str]], prior, level: float) -> dict:
+    """:func:`paired_probit_comparison` of every pair with a 0/1 table (keyed by (A, B); others absent),
+    in the order of the tables' margins: pairs with the same margins follow each other and share
+    their grid (:func:`_probit_grid`). Each result is what the pair gets alone."""
+    tables = []
+    for model_a, model_b in pairs:
+        if len(per_model.shared(model_a, model_b)[0]):  # a pair without shared items has no paired rows
+            table = _probit_table(per_model, model_a, model_b)
+            if table is not None:
+                s, t, u, v = table
+                tables.append(((s + t, s + u, s + t + u + v), (model_a, model_b), table))
+    tables.sort(key=lambda item: item[0])
+    return {pair: paired_probit_comparison(table, prior=prior, level=level) for _, pair, table in tables}
+
+
+def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, paired_logits: dict | None = None,
+              paired_probits: dict | None = None) -> dict:
     k_a, n_a = per_model.totals[model_a]
     k_b, n_b = per_model.totals[model_b]
     posterior_a, posterior_b = beta_posterior(k_a, n_a, prior), beta_posterior(k_b, n_b, prior)
     independent = _independent_comparison(posterior_a, posterior_b, per_model.draws(model_a, posterior_a),
-                                          per_model.draws(model_b, posterior_b), prior, level)
+                                          per_model.draws(model_b, posterior_b), prior, level,
+                                          (per_model.odds(model_a, posterior_a), per_model.odds(model_b, posterior_b)))
     hpdi_a = per_model.hpdi(model_a, independent["posterior_a"])
     hpdi_b = per_model.hpdi(model_b, independent["posterior_b"])
     shared, in_a, in_b, (_, sum_a, size_a, mean_a), (_, sum_b, size_b, mean_b) = per_model.shared(model_a, model_b)
@@ -1076,12 +1157,12 @@ def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, pair
         t_paired = paired_t_test(mean_a[in_a], mean_b[in_b], level)
         if probit:
             # attempts paired by (item, epoch); an attempt both models made is on a shared item
-            keys_a, attempts_a = per_model.attempts[model_a]
-            keys_b, attempts_b = per_model.attempts[model_b]
-            _, at_a, at_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
-            y_a, y_b = attempts_a[at_a], attempts_b[at_b]
-            if y_a.size and np.isin(y_a, (0.0, 1.0)).all() and np.isin(y_b, (0.0, 1.0)).all():
-                probit_result = paired_probit_comparison(paired_table(y_a, y_b), prior=prior, level=level)
+            if paired_probits is not None:
+                probit_result = paired_probits.get((model_a, model_b), probit_result)
+            else:
+                table = _probit_table(per_model, model_a, model_b)
+                if table is not None:
+                    probit_result = paired_probit_comparison(table, prior=prior, level=level)
     t_unpaired = _welch(per_model.t_moments[model_a], per_model.t_moments[model_b], level)
     source = "paired" if len(shared) else "independent"
     p_headline = paired["p_a_better"] if len(shared) else independent["p_a_better"]
