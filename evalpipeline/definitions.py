@@ -196,20 +196,6 @@ def run_main_job(
     """
     check_run_settings()
     instance = instance or local_instance()
-    workers = max(1, workers)
-    if instance.root_directory is None:  # an ephemeral instance lives in this process only
-        workers = 1
-    pool = WorkerPool(workers)
-    if workers > 1:
-        pool.start()  # the workers import while this process finds what changed
-    try:
-        return _run_main_job(instance, echo, only_changed, partitions_per_run, workers, pool)
-    finally:
-        pool.shutdown()
-
-
-def _run_main_job(instance: DagsterInstance, echo: Callable[[str], None], only_changed: bool,
-                  partitions_per_run: int, workers: int, pool: WorkerPool) -> int:
     lake = defs.resources["lake"]
     store = lake.lake()
     _fail_orphaned_runs(instance, echo, store)
@@ -245,6 +231,9 @@ def _run_main_job(instance: DagsterInstance, echo: Callable[[str], None], only_c
              + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k]))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
+    workers = max(1, workers)
+    if instance.root_directory is None:  # an ephemeral instance lives in this process only
+        workers = 1
 
     def per_run(count: int) -> int:
         # with several workers, split a stage so that each has a share to run
@@ -287,6 +276,7 @@ def _run_main_job(instance: DagsterInstance, echo: Callable[[str], None], only_c
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
+    pool = WorkerPool(workers)
 
     def execute(steps: list, count: int) -> list[bool]:
         return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
@@ -444,64 +434,30 @@ class WorkerPool:
     def __init__(self, workers: int):
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
-        self._starting: list = []
-
-    def start(self) -> None:
-        """Spawn the workers and have them import what a run needs, without waiting for them: the
-        caller goes on (finding what changed) while they start, instead of waiting ~3-6 s at the
-        first :meth:`submit`."""
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_exit_with_parent, initargs=(os.getpid(),))
-            # Spawn every worker now: the pool spawns them on demand, and its manager thread only notices
-            # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a
-            # worker spawned by a later submit could die unnoticed until another run ended.
-            self._starting = [self._pool.submit(_warm_worker) for _ in range(self.workers)]
 
     def submit(self, fn: Callable, *args):
         if self._pool is not None:
             try:
-                self._wait_started()
                 return self._pool.submit(fn, *args)
             except BrokenProcessPool:
                 self._pool.shutdown(cancel_futures=True)
-                self._pool = None
-        self.start()
-        self._wait_started()
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
+        # Start every worker now: the pool spawns them on demand, and its manager thread only notices
+        # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
+        # spawned by a later submit could die unnoticed until another run ended.
+        for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
+            started.result()
         return self._pool.submit(fn, *args)
-
-    def _wait_started(self) -> None:
-        starting, self._starting = self._starting, []
-        for started in starting:
-            try:
-                started.result()
-            except BrokenProcessPool:
-                raise
-            except Exception:  # noqa: BLE001 -- a failed import fails the step that needs it, with Dagster's report
-                pass
 
     def shutdown(self) -> None:
         if self._pool is not None:
-            if any(not started.done() for started in self._starting):
-                # started but never used (nothing ran side by side): end them rather than wait for their imports
-                for process in list((getattr(self._pool, "_processes", None) or {}).values()):
-                    process.terminate()
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
-        self._starting = []
 
     def reset(self) -> None:
         """Shut the current workers down and wait for them to exit; the next ``submit`` starts new ones."""
         self.shutdown()
-
-
-def _warm_worker() -> int:
-    """A new worker's first task: import what the first ``eval_samples`` step would import on the
-    clock (Great Expectations, ~2-4 s; unpickling this function imported the graph, JAX included)."""
-    import evalpipeline.validate.docs_views  # noqa: F401
-    import great_expectations  # noqa: F401
-
-    return os.getpid()
 
 
 _worker_instances: dict[str, DagsterInstance] = {}

@@ -23,10 +23,3 @@ def die_or_finish(job_name: str, keys: list[str], root: str, assets=None) -> tup
     if first:
         time.sleep(60)
     return True, 0.0, []
-
-
-def imported(modules: list[str]) -> dict[str, bool]:
-    """Which of ``modules`` this worker has imported already."""
-    import sys
-
-    return {name: name in sys.modules for name in modules}

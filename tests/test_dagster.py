@@ -1105,31 +1105,6 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
-def test_started_workers_import_before_their_first_run_and_unused_ones_are_ended():
-    """run_main_job starts its workers before it looks for changed logs, so that they import what the
-    first eval_samples step needs (Great Expectations) meanwhile, not on the clock of the first run.
-    A night that then runs nothing side by side ends them instead of waiting for their imports."""
-    import signal
-
-    from evalpipeline.definitions import WorkerPool
-    from tests.pool_steps import imported
-
-    pool = WorkerPool(2)
-    try:
-        pool.start()
-        loaded = pool.submit(imported, ["great_expectations", "evalpipeline.validate.docs_views"]).result(timeout=300)
-        assert loaded == {"great_expectations": True, "evalpipeline.validate.docs_views": True}
-    finally:
-        pool.shutdown()
-
-    unused = WorkerPool(2)
-    unused.start()
-    processes = list(unused._pool._processes.values())
-    unused.shutdown()
-    assert len(processes) == 2 and all(p.exitcode == -signal.SIGTERM for p in processes), \
-        [p.exitcode for p in processes]
-
-
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
     """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
