@@ -67,11 +67,12 @@ class GlmConfig:
 
     def for_model(self, glm: str) -> dict:
         """The settings that decide ``glm``'s fits, as JSON-able data (hashed into versions). How the
-        chains start (``warm_start``, ``warm_burn_in``) is left out: it decides no estimate, and
-        switching it must not refit every GLM."""
+        chains start (``warm_start``, ``warm_burn_in``, ``warm_tuning``) is left out: it decides no
+        estimate, and switching it must not refit every GLM."""
         import dataclasses
 
-        settings = {k: v for k, v in dataclasses.asdict(self.settings).items() if k not in ("warm_start", "warm_burn_in")}
+        settings = {k: v for k, v in dataclasses.asdict(self.settings).items()
+                    if k not in ("warm_start", "warm_burn_in", "warm_tuning")}
         return {
             "glm": glm,
             "settings": settings,

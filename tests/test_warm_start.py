@@ -78,6 +78,34 @@ def test_a_joining_llm_starts_at_its_sites_median_and_padded_slots_at_the_prior(
     np.testing.assert_allclose(starts["model_rest_raw"], [[2, 3, 0, 0], [5, 6, 0, 0]])
 
 
+def test_pooled_tuning_gives_every_chain_the_mean_mass_matrix_and_step_size_and_its_own_position():
+    """FitSettings.warm_tuning = "pooled": the chains' inverse masses (after the relabelling: the joining
+    LLM's medians, the padded slots' 1) and dense blocks and step sizes are averaged over the chains; the
+    positions stay each chain's own."""
+    state = _captured()
+    shapes = dict(SHAPES, model_rest_raw=(6,))
+    labels = lambda axis: ["a", "b", "c", "d"]  # noqa: E731
+    own = warm_start.arguments(state, "suite_binomial", OPTIONS, shapes, BLOCK, labels, chains=2)
+    starts, diagonals, block_mass, step = warm_start.arguments(state, "suite_binomial", OPTIONS, shapes, BLOCK,
+                                                               labels, chains=2, pooled=True)
+    for site in starts:
+        np.testing.assert_array_equal(starts[site], own[0][site])
+    np.testing.assert_allclose(diagonals["model_rest_raw"], [[0.25, 0.35, 0.35, 0.45, 1, 1]] * 2, rtol=1e-6)
+    np.testing.assert_allclose(diagonals["sigma_model"], [[0.75]] * 2, rtol=1e-6)
+    np.testing.assert_allclose(block_mass, [[[3.0, 0.75], [0.75, 4.0]]] * 2)
+    np.testing.assert_allclose(step, [0.275, 0.275], rtol=1e-6)
+    assert step.dtype == np.float32 and block_mass.dtype == np.float32
+    assert all(diagonals[s].dtype == own[1][s].dtype and diagonals[s].shape == own[1][s].shape for s in diagonals)
+
+
+def test_warm_tuning_must_be_pooled_or_per_chain():
+    from evalpipeline.models import FitSettings
+
+    assert FitSettings().warm_tuning == "pooled" and FitSettings(warm_tuning="per_chain").warm_tuning == "per_chain"
+    with pytest.raises(ValueError, match="warm_tuning must be pooled or per_chain"):
+        FitSettings(warm_tuning="mean")
+
+
 @pytest.mark.parametrize("change, match", [
     (dict(name="suite_null"), "is of 'suite_binomial'"),
     (dict(options={"group_mean_basis": False}), "structure changed .*group_mean_basis"),
@@ -140,6 +168,9 @@ def test_a_warm_refit_has_the_posterior_of_a_cold_refit():
     assert warm.metadata["start"] == "warm" and warm.passed
     assert [a["start"] for a in warm.attempts] == ["warm (150 burn-in)"] and warm.attempts[0]["seed_key"] == "after|warm"
     assert warm.idata.posterior.sizes["draw"] == 500
+    # the pooled tuning (the default): one step size, the mean of the stored chains'
+    steps = warm.idata.sample_stats["step_size"].values
+    np.testing.assert_allclose(steps, np.mean(state.step_size), rtol=1e-6)
     effects = [f.idata.posterior["model"] for f in (cold, warm)]
     shift = abs(effects[0].mean(("chain", "draw")) - effects[1].mean(("chain", "draw"))) / effects[0].std(("chain", "draw"))
     assert float(shift.max()) < 0.3
