@@ -2,8 +2,10 @@
 
 The new-model night is dominated by the suite GLM refits (benchmarks/README.md). This probe
 measured the lever before it was built into the pipeline (``[glm] warm_start``,
-evalpipeline/models/warm.py, which keeps each chain's own mass matrix and step size where this probe
-averages them over the chains). On a generated suite
+evalpipeline/models/warm.py). The pipeline first kept each chain's own mass matrix and step size where
+this probe averages them over the chains; since the twenty-ninth session it pools them too
+(``[glm] warm_tuning = "pooled"``: the mean inverse mass matrix and the mean step size, where this
+probe takes the median step size; benchmarks/warm_tuning_benchmark.py). On a generated suite
 (``pipeline_benchmark.model_table``: N models x I items, planted item difficulties) it
 
 1. fits ``suite_binomial`` cold to the first N - 1 models (numpyro's windowed adaptation,
