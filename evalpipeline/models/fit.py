@@ -44,7 +44,8 @@ Seeds come from a string key (``seed_from_key``): same key, same data, same
 machine -> bit-identical draws (for a warm start, also the same :class:`WarmStart`).
 
 Warm starts (``fit_glm(warm=...)``, :mod:`evalpipeline.models.warm`): a refit continues the
-previous fit's chains with their adapted mass matrices and step sizes kept and a short burn-in;
+previous fit's chains with its adapted mass matrices and step sizes kept (by default their mean over
+the chains, ``FitSettings.warm_tuning``) and a short burn-in;
 a second compiled program per bucket (``Fitter.runner(warm=True)``). A warm attempt that fails a
 retried diagnostic is followed by the cold fit, with the cold fit's seeds.
 """
@@ -120,8 +121,9 @@ class FitSettings:
     store_log_likelihood: bool = False
     retry_on: tuple[str, ...] = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
     #: refit a suite GLM from its previous passing fit's adaptation (:class:`WarmStart`): each chain
-    #: continues from that chain's last position, adapted mass matrix and step size, with
-    #: ``warm_burn_in`` iterations of burn-in instead of ``num_warmup`` of adaptation; a warm fit that
+    #: continues from that chain's last position, with the adapted mass matrices and step sizes
+    #: (``warm_tuning``), and ``warm_burn_in`` iterations of burn-in instead of ``num_warmup`` of
+    #: adaptation; a warm fit that
     #: fails a retried diagnostic is refitted cold. False: every fit starts cold, so a fit depends on
     #: its data and seed only, not on the fits before it (evalpipeline.fits still keeps where a suite
     #: fit's chains ended: switched back on, it takes effect at the next refit). Neither decides what is estimated, so they

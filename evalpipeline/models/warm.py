@@ -3,8 +3,9 @@
 When one model joins a suite, the suite GLMs are refitted to data that differ from the previous
 fit's by one LLM in a hundred. A cold refit spends two thirds of its leapfrog steps on warmup
 (adapting step size and mass matrix from dispersed starts). A warm refit continues each chain
-from the previous fit's same chain: its last position, its adapted inverse mass matrix and step
-size, all kept fixed, and only ``FitSettings.warm_burn_in`` iterations of burn-in before the
+from the previous fit's same chain's last position, with the previous fit's adapted inverse mass
+matrix and step size kept fixed (by default the mean over its chains, ``FitSettings.warm_tuning``;
+see :func:`arguments`), and only ``FitSettings.warm_burn_in`` iterations of burn-in before the
 draws are kept. Measured at 100 LLMs x 200 tasks (benchmarks/warm_start_probe.py): 0.56 of a cold
 refit's leapfrog steps, with posterior means within 0.07 posterior SDs of the cold refit's.
 
