@@ -271,6 +271,31 @@ def test_model_profile_agrees_with_the_stored_leaderboards(planted_lake, tmp_pat
         build_model_profile(lake, "strong/one")
 
 
+def test_profiles_read_a_stored_board_once_and_see_it_rewritten(planted_lake, tmp_path, monkeypatch):
+    import shutil
+
+    from evalpipeline import comparison
+
+    lake = Lake(tmp_path / "copy")
+    shutil.copytree(planted_lake.root, lake.root)
+    build_suite_comparison(lake, "quiz")
+    reads = []
+    real = pd.read_parquet
+    monkeypatch.setattr(comparison.pd, "read_parquet",
+                        lambda path, *a, **k: (reads.append(str(path)) if str(path).endswith("leaderboard.parquet")
+                                               else None) or real(path, *a, **k))
+    comparison._stored_board.cache_clear()
+    first = comparison._suite_board(lake, "quiz", ComparisonSettings())
+    first.loc[0, "model"] = "scribbled on"  # a caller's change to its copy stays its own
+    second = comparison._suite_board(lake, "quiz", ComparisonSettings())
+    assert len(reads) == 1 and "scribbled on" not in set(second["model"])
+    # a model joins: the rewritten board (a new file) is read, not the one kept
+    write_samples(lake, "newcomer", "quiz", np.ones((30, 2)))
+    build_suite_comparison(lake, "quiz")
+    third = comparison._suite_board(lake, "quiz", ComparisonSettings())
+    assert len(reads) == 2 and "newcomer" in set(third["model"]) and len(third) == len(second) + 1
+
+
 # ---------------------------------------------------------------- accuracy of the faster quadrature
 
 
