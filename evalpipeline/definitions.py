@@ -283,11 +283,7 @@ def run_main_job(
                           on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store))
 
     try:
-        for index, stage in enumerate(stages):
-            if index == len(stages) - 1 and len(stage) < 2:
-                # the last stage runs in this process: the workers (~2 GiB each) exit meanwhile, on the core
-                # it leaves idle, instead of after it (~1.5-2 s of a night's end)
-                pool.release()
+        for stage in stages:
             numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
             succeeded = execute(numbered, total)
             # Dagster gates per run: a blocking check or error in one partition of a range run stops the
@@ -438,7 +434,6 @@ class WorkerPool:
     def __init__(self, workers: int):
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
-        self._releasing: list[threading.Thread] = []
 
     def submit(self, fn: Callable, *args):
         if self._pool is not None:
@@ -455,23 +450,10 @@ class WorkerPool:
             started.result()
         return self._pool.submit(fn, *args)
 
-    def release(self) -> None:
-        """Let the current workers exit without waiting for them (no run is left for them); a later
-        ``submit`` starts new ones, and :meth:`shutdown` waits for these to be gone."""
-        if self._pool is not None:
-            # shutdown(wait=True) in a thread: after shutdown(wait=False) the executor can no longer be waited for
-            pool, self._pool = self._pool, None
-            waiter = threading.Thread(target=pool.shutdown, kwargs={"cancel_futures": True}, name="release-workers",
-                                      daemon=True)
-            waiter.start()
-            self._releasing.append(waiter)
-
     def shutdown(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
-        while self._releasing:
-            self._releasing.pop().join()
 
     def reset(self) -> None:
         """Shut the current workers down and wait for them to exit; the next ``submit`` starts new ones."""

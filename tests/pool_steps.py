@@ -23,11 +23,3 @@ def die_or_finish(job_name: str, keys: list[str], root: str, assets=None) -> tup
     if first:
         time.sleep(60)
     return True, 0.0, []
-
-
-def linger_on_exit(seconds: float) -> int:
-    """Make this worker take ``seconds`` to exit (a finaliser run as the process ends); returns its pid."""
-    from multiprocessing import util
-
-    util.Finalize(None, time.sleep, args=(seconds,), exitpriority=10)
-    return os.getpid()
