@@ -59,7 +59,7 @@ from evalpipeline.refresh import discover
 from evalpipeline.settings import check_config
 from evalpipeline.status import StepFailure, record_run_failure, resolve_failures
 from resources import IngestSettings, LakeResource, PosteriorSettings
-from resources.executors import EXECUTOR_ENV, configured_executor, limit_step_threads
+from resources.executors import EXECUTOR_ENV, STEP_PRELOAD_MODULES, configured_executor, limit_step_threads
 from resources.fit import GlmSettings
 
 # before any step process starts (and before JAX initialises here): one core per fitting step
@@ -199,6 +199,9 @@ def run_main_job(
     lake = defs.resources["lake"]
     store = lake.lake()
     _fail_orphaned_runs(instance, echo, store)
+    workers = 1 if instance.root_directory is None else max(1, workers)  # an ephemeral instance: this process only
+    pool = WorkerPool(workers)
+    pool.prepare()  # the workers' imports overlap discovery, on the core it leaves idle
     landing = lake.landing_dir()
     discovery = discover(store, landing, defs.resources["ingest_settings"].options())
     for error in discovery.unreadable:
@@ -231,10 +234,6 @@ def run_main_job(
              + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k]))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
-    workers = max(1, workers)
-    if instance.root_directory is None:  # an ephemeral instance lives in this process only
-        workers = 1
-
     def per_run(count: int) -> int:
         # with several workers, split a stage so that each has a share to run
         return max(1, min(partitions_per_run, -(-count // workers)))
@@ -276,7 +275,6 @@ def run_main_job(
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
-    pool = WorkerPool(workers)
 
     def execute(steps: list, count: int) -> list[bool]:
         return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
@@ -414,22 +412,38 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     """Worker initialiser: end this worker when the process that started it is gone (killed, say).
     Otherwise an orphaned worker finishes its run (minutes of a range) while the rerun that follows
-    the kill fits the same partitions; what it had not written atomically yet is simply not written."""
+    the kill fits the same partitions; what it had not written atomically yet is simply not written.
+    A worker forked by the forkserver (:func:`_worker_context`) is the server's child, and the server
+    ends with ``parent``: then this worker's parent process changes, which ends it too."""
+    forked_by = os.getppid()
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == forked_by and process_alive(parent):
             time.sleep(interval)
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+def _worker_context():
+    """Where :class:`WorkerPool` starts its workers: forked from a forkserver that has imported the code
+    location and Great Expectations (:data:`resources.executors.STEP_PRELOAD_MODULES`, as the local
+    executor's steps are), else spawned (a platform without forkserver). Importing nothing that starts
+    a thread or an XLA backend, the server is safe to fork."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(STEP_PRELOAD_MODULES))
+    return context
+
+
 class WorkerPool:
-    """Spawned worker processes, started on first use (each imports JAX and GX once). A worker that
-    dies (killed, out of memory) breaks a ``ProcessPoolExecutor`` for good, ending the work of the
-    other workers too; here the next ``submit`` (or :meth:`reset`) starts fresh workers instead, so
-    the job goes on (:func:`_run_steps` reruns what the break ended). Workers end when the process
-    that started them does (:func:`_exit_with_parent`)."""
+    """Worker processes, started on first use and forked from a forkserver that imported the code
+    location once (:func:`_worker_context`). A worker that dies (killed, out of memory) breaks a
+    ``ProcessPoolExecutor`` for good, ending the work of the other workers too; here the next
+    ``submit`` (or :meth:`reset`) starts fresh workers instead, so the job goes on (:func:`_run_steps`
+    reruns what the break ended). Workers end when the process that started them does
+    (:func:`_exit_with_parent`)."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -441,7 +455,7 @@ class WorkerPool:
                 return self._pool.submit(fn, *args)
             except BrokenProcessPool:
                 self._pool.shutdown(cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context(),
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
         # Start every worker now: the pool spawns them on demand, and its manager thread only notices
         # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
@@ -449,6 +463,15 @@ class WorkerPool:
         for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
             started.result()
         return self._pool.submit(fn, *args)
+
+    def prepare(self) -> None:
+        """Start the forkserver now, without waiting for it: it imports the code location (~3 s of one
+        core) while the job discovers its logs and judges staleness on the other, so the first ``submit``
+        forks ready workers. Nothing to do with one worker (no pool) or without a forkserver."""
+        if self.workers > 1 and _worker_context().get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
 
     def shutdown(self) -> None:
         if self._pool is not None:
