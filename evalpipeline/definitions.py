@@ -182,8 +182,9 @@ def run_main_job(
     ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
     run is paid once per batch, not once per partition. With ``workers`` > 1 (and a
     persistent instance), a stage's runs are split into at least ``workers`` batches and
-    executed side by side in that many spawned worker processes, one run each at a time:
-    the stages stay in order, and a worker imports JAX and compiles samplers once.
+    executed side by side in that many worker processes, one run each at a time: the stages
+    stay in order, and a worker compiles samplers once. The workers fork from a server that
+    imports the code location while this process discovers the landing folder (:class:`WorkerPool`).
 
     With ``only_changed`` (the nightly behaviour), partitions whose sources the lake already
     holds are not rerun unless one of their assets is stale as the nightly schedule judges it
@@ -457,9 +458,9 @@ class WorkerPool:
                 self._pool.shutdown(cancel_futures=True)
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context(),
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
-        # Start every worker now: the pool spawns them on demand, and its manager thread only notices
+        # Start every worker now: the pool starts them on demand, and its manager thread only notices
         # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
-        # spawned by a later submit could die unnoticed until another run ended.
+        # started by a later submit could die unnoticed until another run ended.
         for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
             started.result()
         return self._pool.submit(fn, *args)

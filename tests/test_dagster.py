@@ -1105,6 +1105,22 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
+def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_first_run():
+    """run_main_job starts the server (WorkerPool.prepare) before discovery: its imports overlap it,
+    and the workers start with the code location and Great Expectations imported."""
+    from evalpipeline.definitions import WorkerPool
+    from tests.pool_steps import preloaded
+
+    pool = WorkerPool(2)
+    try:
+        pool.prepare()
+        seen = [pool.submit(preloaded).result(timeout=300) for _ in range(4)]
+    finally:
+        pool.shutdown()
+    assert all(s["modules"] == ["evalpipeline.definitions", "great_expectations"] for s in seen), seen
+    assert all(s["parent"] != os.getpid() for s in seen), "workers are the server's children, not this process's"
+
+
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
     """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
