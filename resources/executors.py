@@ -100,6 +100,7 @@ DEFINITIONS_MODULE = "evalpipeline.definitions"
 #: ArviZ, pandas, pyarrow, matplotlib; ~4.4 s) and Great Expectations (~1.6 s, imported by the
 #: validation steps). None of it starts a thread or initialises JAX's backend, so forking after it
 #: is safe (JAX's fork warning is installed with the backend, which each step creates for itself).
+#: ``evalpipeline run``'s workers fork from a server that preloads the same (``definitions.WorkerPool``).
 STEP_PRELOAD_MODULES = (DEFINITIONS_MODULE, "great_expectations")
 
 

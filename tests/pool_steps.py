@@ -1,4 +1,4 @@
-"""Step functions for WorkerPool tests: importable by spawned worker processes (a test module's
+"""Step functions for WorkerPool tests: importable by worker processes, spawned or forked (a test module's
 local functions are not)."""
 
 from __future__ import annotations
