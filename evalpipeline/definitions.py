@@ -426,16 +426,34 @@ def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+#: The environment this process's forkserver was started with (None: not started yet).
+_server_environment: dict[str, str] | None = None
+
+
 def _worker_context():
     """Where :class:`WorkerPool` starts its workers: forked from a forkserver that has imported the code
     location and Great Expectations (:data:`resources.executors.STEP_PRELOAD_MODULES`, as the local
-    executor's steps are), else spawned (a platform without forkserver). Importing nothing that starts
-    a thread or an XLA backend, the server is safe to fork."""
+    executor's steps are), started here on first use without waiting for it; else spawned.
+
+    Importing nothing that starts a thread or an XLA backend, the server is safe to fork. A forked
+    worker has the server's environment, not the caller's (``os.environ`` is where the lake, the
+    landing folder and the configuration file are named): when this process's environment is no
+    longer the one the server started with (a second job here for another lake, say), the workers
+    are spawned, as they are on a platform without forkserver."""
+    global _server_environment
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(STEP_PRELOAD_MODULES))
-    return context
+    environment = dict(os.environ)
+    if _server_environment is None:
+        from multiprocessing import forkserver
+
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(STEP_PRELOAD_MODULES))
+        forkserver.ensure_running()
+        _server_environment = environment
+    elif environment != _server_environment:
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("forkserver")
 
 
 class WorkerPool:
@@ -466,13 +484,11 @@ class WorkerPool:
         return self._pool.submit(fn, *args)
 
     def prepare(self) -> None:
-        """Start the forkserver now, without waiting for it: it imports the code location (~3 s of one
+        """Start the forkserver now (:func:`_worker_context`): it imports the code location (~3 s of one
         core) while the job discovers its logs and judges staleness on the other, so the first ``submit``
-        forks ready workers. Nothing to do with one worker (no pool) or without a forkserver."""
-        if self.workers > 1 and _worker_context().get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
+        forks ready workers. Nothing to do with one worker (no pool)."""
+        if self.workers > 1:
+            _worker_context()
 
     def shutdown(self) -> None:
         if self._pool is not None:

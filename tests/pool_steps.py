@@ -31,3 +31,8 @@ def preloaded() -> dict:
 
     return {"modules": sorted(m for m in ("evalpipeline.definitions", "great_expectations") if m in sys.modules),
             "parent": os.getppid()}
+
+
+def environment(name: str) -> str | None:
+    """``$name`` as this worker sees it."""
+    return os.environ.get(name)

@@ -1105,20 +1105,50 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
-def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_first_run():
+def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_first_run(tmp_path):
     """run_main_job starts the server (WorkerPool.prepare) before discovery: its imports overlap it,
-    and the workers start with the code location and Great Expectations imported."""
-    from evalpipeline.definitions import WorkerPool
-    from tests.pool_steps import preloaded
+    and the workers start with the code location and Great Expectations imported. In a fresh process:
+    a server started here by an earlier test under another environment would not be used."""
+    import json
+    import subprocess
+    import sys
 
-    pool = WorkerPool(2)
-    try:
-        pool.prepare()
-        seen = [pool.submit(preloaded).result(timeout=300) for _ in range(4)]
-    finally:
-        pool.shutdown()
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import json, os\n"
+        "from evalpipeline.definitions import WorkerPool\n"
+        "from tests.pool_steps import preloaded\n"
+        "if __name__ == '__main__':\n"
+        "    pool = WorkerPool(2)\n"
+        "    pool.prepare()\n"
+        "    seen = [pool.submit(preloaded).result(timeout=300) for _ in range(4)]\n"
+        "    pool.shutdown()\n"
+        "    print(json.dumps({'job': os.getpid(), 'seen': seen}))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=600, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = report["seen"]
     assert all(s["modules"] == ["evalpipeline.definitions", "great_expectations"] for s in seen), seen
-    assert all(s["parent"] != os.getpid() for s in seen), "workers are the server's children, not this process's"
+    assert all(s["parent"] != report["job"] for s in seen), "workers are the server's children, not the job's"
+
+
+def test_workers_see_the_environment_of_the_job_that_submits_to_them(monkeypatch):
+    """A forked worker has its server's environment, where the lake and the configuration are named: a
+    job run here under another environment than the server started with gets workers that see its own."""
+    from evalpipeline.definitions import WorkerPool
+    from tests.pool_steps import environment
+
+    for value in ("first lake", "second lake"):
+        monkeypatch.setenv("EVALPIPELINE_PROBE", value)
+        pool = WorkerPool(2)
+        try:
+            pool.prepare()
+            assert {pool.submit(environment, "EVALPIPELINE_PROBE").result(timeout=300) for _ in range(4)} == {value}
+        finally:
+            pool.shutdown()
 
 
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
