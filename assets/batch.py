@@ -13,7 +13,8 @@ per-partition results to :func:`emit`:
   data version is one hash over the partitions' own versions (Dagster gives a
   range run one data version for all its partitions); each check is reported
   once for the run, failing if it failed for any partition, with the failing
-  partitions and their details in its metadata.
+  partitions and their details in its metadata (their keys, all of them, as a
+  JSON list under ``failed_partitions``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from dagster import (
 )
 
 from assets.metadata import markdown_text
+
+
+#: Metadata key of a combined check: the keys of the partitions it failed for (a JSON list).
+FAILED_PARTITIONS = "failed_partitions"
 
 
 @dataclass
@@ -71,6 +76,8 @@ def _combined_checks(results: Iterable[PartitionResult]) -> Iterator[AssetCheckR
                     else AssetCheckSeverity.WARN)
         metadata = {"partitions": len(outcomes), "partitions_failed": len(failed)}
         if failed:
+            # every failing key, for evalpipeline run to rerun those alone and the rest in ranges again
+            metadata[FAILED_PARTITIONS] = MetadataValue.json([key for key, _check in failed])
             lines = []
             for key, check in failed[:50]:
                 details = ", ".join(f"{k}: {_plain(v)}" for k, v in (check.metadata or {}).items() if k != "examples")

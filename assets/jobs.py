@@ -56,3 +56,11 @@ lake_job = define_asset_job(
     description="Lake-wide: row accounting, WAIC/LOO rankings of the candidate GLMs, the HTML report.",
 )
 
+#: Each partitioned job's steps (asset keys), in the order a run's selection lists them.
+JOB_STEPS = {
+    ingest_and_fit_job.name: PARTITION_STEPS,
+    suite_job.name: SUITE_STEPS,
+    comparison_job.name: COMPARISON_STEPS,
+    model_job.name: MODEL_STEPS,
+    model_profile_job.name: ["model_profile"],
+}

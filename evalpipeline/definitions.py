@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pandas as pd
 from dagster import (
@@ -32,10 +32,19 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.accounting import ingest_accounting
+from assets.batch import FAILED_PARTITIONS
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
-from assets.jobs import comparison_job, ingest_and_fit_job, lake_job, model_job, model_profile_job, suite_job
-from assets.partitions import key_blocks, model_suite_key, range_blocks
+from assets.jobs import (
+    JOB_STEPS,
+    comparison_job,
+    ingest_and_fit_job,
+    lake_job,
+    model_job,
+    model_profile_job,
+    suite_job,
+)
+from assets.partitions import key_blocks, model_suite_key, model_suite_partitions, range_blocks
 from assets.plots import partition_plots, suite_fit_plots
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
@@ -242,11 +251,27 @@ def run_main_job(
     pair_name = lambda p: printable(f"{from_partition_key(p[0])} x {from_partition_key(p[1])}")  # noqa: E731
     suite_name = lambda k: printable(f"suite {from_partition_key(k)}")  # noqa: E731
     model_name = lambda k: printable(f"model {from_partition_key(k)}")  # noqa: E731
+    names_of = {job.name: name for job, name in ((suite_job, suite_name), (comparison_job, suite_name),
+                                                 (model_job, model_name), (model_profile_job, model_name))}
+    orders = {suite_job.name: suite_order, comparison_job.name: suite_order,
+              model_job.name: model_order, model_profile_job.name: model_order}
 
-    def keyed_runs(job, names: list[str], order: list[str], name: Callable[[str], str]) -> list[tuple]:
-        keys = [to_partition_key(k) for k in names]
-        return [(job.name, block, _label(block, name), [name(k) for k in block], None)
-                for block in key_blocks(keys, order, per_run(len(keys)))]
+    def keyed_runs(job_name: str, keys: list[str], per: int, selection: tuple[str, ...] | None = None) -> list[tuple]:
+        name = names_of[job_name]
+        return [(job_name, block, _label(block, name) + _selected(selection), [name(k) for k in block], selection)
+                for block in key_blocks(keys, orders[job_name], per)]
+
+    def pair_runs(pairs_: list[tuple[str, str]], selection: tuple[str, ...] | None, per: int) -> list[tuple]:
+        return [(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
+                 _label(block, pair_name) + _selected(selection), [pair_name(p) for p in block], selection)
+                for block in range_blocks(pairs_, model_order, suite_order, per)]
+
+    def runs_of(job_name: str, keys: list[str], selection: tuple[str, ...] | None, per: int) -> list[tuple]:
+        """Runs of ``job_name`` covering partition ``keys`` in ranges of at most ``per`` partitions."""
+        if job_name == ingest_and_fit_job.name:
+            dimensions = [model_suite_partitions.get_partition_key_from_str(k).keys_by_dimension for k in keys]
+            return pair_runs([(d["model"], d["suite"]) for d in dimensions], selection, per)
+        return keyed_runs(job_name, keys, per, selection)
 
     # A partition whose logs are unchanged reruns only its stale assets (edited GLM code refits the
     # GLMs without reading and validating the logs again): one group of range runs per selection.
@@ -258,45 +283,74 @@ def run_main_job(
         selections.setdefault(key, []).append((to_partition_key(pair[0]), to_partition_key(pair[1])))
     partition_runs = []
     for selection, keys in sorted(selections.items(), key=lambda item: item[0] or ()):
-        suffix = f" [{', '.join(selection)}]" if selection else ""
-        partition_runs += [
-            (ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
-             _label(block, pair_name) + suffix, [pair_name(p) for p in block], selection)
-            for block in range_blocks(keys, model_order, suite_order, per_run(len(pairs)))
-        ]
+        partition_runs += pair_runs(keys, selection, per_run(len(pairs)))
+    suite_keys, model_keys = [to_partition_key(s) for s in suites], [to_partition_key(m) for m in models]
+    profile_keys = [to_partition_key(m) for m in profile_only]
 
     stages = [
         partition_runs,
-        keyed_runs(suite_job, suites, suite_order, suite_name),
-        keyed_runs(comparison_job, suites, suite_order, suite_name),
-        keyed_runs(model_job, models, model_order, model_name)
-        + keyed_runs(model_profile_job, profile_only, model_order, model_name),
+        keyed_runs(suite_job.name, suite_keys, per_run(len(suite_keys))),
+        keyed_runs(comparison_job.name, suite_keys, per_run(len(suite_keys))),
+        keyed_runs(model_job.name, model_keys, per_run(len(model_keys)))
+        + keyed_runs(model_profile_job.name, profile_keys, per_run(len(profile_keys))),
         [(lake_job.name, None, "lake-wide tables", [], None)],
     ]
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = iter(range(1, total + 1))
 
-    def execute(steps: list, count: int) -> list[bool]:
+    def execute(steps: list, count: int) -> list[StepOutcome]:
         return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
                           on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store))
+
+    def single(job_name: str, key: str, name: str, assets) -> tuple:
+        return (job_name, [key], name + _selected(assets), [name], assets)
+
+    def redo(step: tuple, outcome: StepOutcome) -> tuple[list, list]:
+        """The runs that redo a failed range run, for the steps that did not succeed (a step that did
+        succeeded for every partition): (the partitions its failures are pinned to, one run each; the
+        others in ranges again), or every partition one run each when the failures are not pinned to
+        partitions (an error in a step's code, say)."""
+        job_name, keys, _label_, names, assets = step
+        unfinished = tuple(a for a in (assets or JOB_STEPS[job_name]) if a not in outcome.succeeded_steps)
+        if not unfinished or set(unfinished) == set(JOB_STEPS[job_name]):
+            unfinished = assets
+        failing = outcome.failing_partitions
+        if not failing or not set(failing) <= set(keys):
+            return [single(job_name, key, name, unfinished) for key, name in zip(keys, names)], []
+        rest = [key for key in keys if key not in failing]
+        return ([single(job_name, key, name, unfinished) for key, name in zip(keys, names) if key in failing],
+                runs_of(job_name, rest, unfinished, per_run(len(rest))) if rest else [])
 
     try:
         for stage in stages:
             numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
-            succeeded = execute(numbered, total)
+            outcomes = execute(numbered, total)
             # Dagster gates per run: a blocking check or error in one partition of a range run stops the
-            # downstream steps of every partition in it. Rerunning a failed range one partition per run
-            # confines the failure to its partition (the others' stored fits and tables are reused).
-            ranges = [step for step, ok in zip(stage, succeeded) if not ok and step[1] and len(step[1]) > 1]
-            singles = [(job_name, [key], name + (f" [{', '.join(assets)}]" if assets else ""), assets)
-                       for job_name, keys, _label_, names, assets in ranges for key, name in zip(keys, names)]
-            failures += sum(not ok for ok in succeeded) - len(ranges)
-            if singles:
-                echo(f"{len(ranges)} range run(s) failed: rerunning their {len(singles)} partition(s) one run each, so "
-                     "that a failing partition does not hold back the others")
-                failures += sum(not ok for ok in execute(
-                    [(i, *single) for i, single in enumerate(singles, 1)], len(singles)))
+            # downstream steps of every partition in it. A failed range is rerun so that the failure is
+            # confined to its partition: the partitions its failed checks name one run each, the others in
+            # ranges again for the steps that did not succeed (stored fits and tables are reused); every
+            # partition one run each when no check names the partitions. A range that fails again is split again.
+            while True:
+                failed = [(step, outcome) for step, outcome in zip(stage, outcomes)
+                          if not outcome.ok and step[1] and len(step[1]) > 1]
+                failures += sum(not outcome.ok for outcome in outcomes) - len(failed)
+                if not failed:
+                    break
+                alone, ranges = [], []
+                for step, outcome in failed:
+                    singles, rest = redo(step, outcome)
+                    alone += singles
+                    ranges += rest
+                echo(f"{len(failed)} range run(s) failed: " + (
+                    f"rerunning their {len(alone)} partition(s) one run each, so that a failing partition does "
+                    "not hold back the others" if not ranges else
+                    f"rerunning the {len(alone)} partition(s) their checks failed for one run each "
+                    f"({', '.join(names[0] for *_s, names, _a in alone[:5])}{', ...' if len(alone) > 5 else ''}) and "
+                    f"the other {sum(len(r[1]) for r in ranges)} in {len(ranges)} range run(s)"))
+                stage = ranges + alone  # the ranges first: the longer runs start first
+                outcomes = execute([(i, job_name, keys, label, assets)
+                                    for i, (job_name, keys, label, _names, assets) in enumerate(stage, 1)], len(stage))
     finally:
         pool.shutdown()
     _sync_partitions(instance, store, discovery, echo)  # what this run's ingest retired
@@ -315,11 +369,23 @@ def run_main_job(
     return 1 if failures else 0
 
 
+class StepOutcome(NamedTuple):
+    """What one run of a stage did. ``failing_partitions``: for a failed range run whose every failed
+    step is a blocking check, the partitions those checks failed for; else None. ``succeeded_steps``:
+    the steps (asset keys) of a failed run that succeeded, for every partition of its range."""
+
+    ok: bool
+    seconds: float
+    lines: list[str]
+    failing_partitions: tuple[str, ...] | None = None
+    succeeded_steps: tuple[str, ...] = ()
+
+
 def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: WorkerPool | None,
                instance: DagsterInstance, on_lost_workers: Callable[[], None],
-               block: Callable[..., tuple[bool, float, list[str]]] | None = None) -> list[bool]:
-    """Run ``steps`` ((number, job, keys, label, assets)) and return whether each succeeded, in order: side
-    by side in ``pool`` when there is one and more than one step, else one after another here.
+               block: Callable[..., tuple] | None = None) -> list[StepOutcome]:
+    """Run ``steps`` ((number, job, keys, label, assets)) and return each one's :class:`StepOutcome`, in
+    order: side by side in ``pool`` when there is one and more than one step, else one after another here.
 
     A worker that dies (killed, out of memory) breaks the pool, and the pool ends the runs of its
     healthy siblings with it. Those runs would stay STARTED in Dagster: ``on_lost_workers`` marks
@@ -328,30 +394,30 @@ def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: Wo
     for another's death. A step whose worker dies again is reported failed."""
     block = block or _execute_block
     if pool is None or len(steps) < 2:
-        succeeded = []
+        in_order = []
         for number, job_name, keys, label, assets in steps:
             echo(f"[{number}/{count}] {job_name} {label} ...")
-            outcome = block(job_name, keys, assets=assets, instance=instance)
-            _echo_outcome(echo, count, number, job_name, label, *outcome)
-            succeeded.append(outcome[0])
-        return succeeded
-    succeeded: dict[int, bool] = {}
-    lost = _submit_and_collect(pool, steps, count, echo, instance, block, succeeded)
+            outcome = StepOutcome(*block(job_name, keys, assets=assets, instance=instance))
+            _echo_outcome(echo, count, number, job_name, label, outcome)
+            in_order.append(outcome)
+        return in_order
+    outcomes: dict[int, StepOutcome] = {}
+    lost = _submit_and_collect(pool, steps, count, echo, instance, block, outcomes)
     if lost:
         echo(f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a time "
              "in fresh workers (a run that kills its worker again then ends no other)")
         pool.reset()  # joins the broken pool's processes: their runs are now orphans
         on_lost_workers()
         for step in lost:
-            if _submit_and_collect(pool, [step], count, echo, instance, block, succeeded):
+            if _submit_and_collect(pool, [step], count, echo, instance, block, outcomes):
                 pool.reset()
                 on_lost_workers()
-    return [succeeded[number] for number, *_rest in steps]  # in the order of ``steps``
+    return [outcomes[number] for number, *_rest in steps]  # in the order of ``steps``
 
 
 def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callable[[str], None], instance, block,
-                        succeeded: dict[int, bool]) -> list:
-    """Submit ``steps`` to ``pool``, print each outcome as it arrives into ``succeeded`` (by step
+                        outcomes: dict[int, StepOutcome]) -> list:
+    """Submit ``steps`` to ``pool``, print each outcome as it arrives into ``outcomes`` (by step
     number), and return the steps a dead worker ended (in step order)."""
     futures = {}
     for step in steps:
@@ -362,14 +428,14 @@ def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callabl
     for future in as_completed(futures):
         number, job_name, _keys, label, _assets = futures[future]
         try:
-            outcome = future.result()
+            outcome = StepOutcome(*future.result())
         except BrokenProcessPool as error:
             lost.append(futures[future])
-            outcome = (False, 0.0, [f"    worker process lost: {error}"])
+            outcome = StepOutcome(False, 0.0, [f"    worker process lost: {error}"])
         except Exception as error:  # the step's function itself failed outside Dagster
-            outcome = (False, 0.0, [f"    worker process failed: {error!r}"])
-        _echo_outcome(echo, count, number, job_name, label, *outcome)
-        succeeded[number] = outcome[0]
+            outcome = StepOutcome(False, 0.0, [f"    worker process failed: {error!r}"])
+        _echo_outcome(echo, count, number, job_name, label, outcome)
+        outcomes[number] = outcome
     return sorted(lost)
 
 
@@ -505,11 +571,11 @@ _worker_instances: dict[str, DagsterInstance] = {}
 
 def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | None = None,
                    assets: tuple[str, ...] | None = None, *,
-                   instance: DagsterInstance | None = None) -> tuple[bool, float, list[str]]:
+                   instance: DagsterInstance | None = None) -> StepOutcome:
     """Execute one run of ``job_name`` over ``keys`` (a partition, a range, or None for the
     unpartitioned lake job) in this process, materialising ``assets`` (asset key strings) or, when
-    None, every asset of the job. Returns (succeeded, seconds, lines to print). Runs in a worker
-    process too: there the instance is opened from ``instance_root``, once per worker."""
+    None, every asset of the job. Runs in a worker process too: there the instance is opened from
+    ``instance_root``, once per worker."""
     if instance is None:
         instance = _worker_instances.get(instance_root)
         if instance is None:
@@ -526,7 +592,10 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         asset_selection=[AssetKey.from_user_string(a) for a in assets] if assets else None,
     )
     lines: list[str] = []
+    failing, succeeded_steps = None, ()
     if not result.success:
+        failing = _failing_partitions(result.all_events) if keys and len(keys) > 1 else None
+        succeeded_steps = tuple(sorted({e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}))
         # A failed range run is rerun one partition per run (run_main_job), and those runs record what
         # still fails: a record of the range would list partitions that then refreshed as failed.
         _report_failure(defs.resources["lake"].lake(), result, job_name, ",".join(keys or []), lines.append,
@@ -535,14 +604,39 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         resolved = [*(keys or [""]), *([f"{keys[0]}..{keys[-1]}"] if keys and len(keys) > 1 else [])]
         resolve_failures(defs.resources["lake"].lake(), job=job_name, partitions=resolved, run_id=result.run_id,
                          resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    return result.success, time.perf_counter() - started, lines
+    return StepOutcome(result.success, time.perf_counter() - started, lines, failing, succeeded_steps)
 
 
-def _echo_outcome(echo: Callable[[str], None], total: int, number: int, job_name: str, label: str, ok: bool,
-                  seconds: float, lines: list[str]) -> None:
-    echo(f"[{number}/{total}] {job_name} {label}: {'ok' if ok else 'FAILED'} ({seconds:.1f}s)")
-    for line in lines:
+def _failing_partitions(events) -> tuple[str, ...] | None:
+    """The partitions a failed range run failed for, when its failures are all blocking checks and
+    each names them (a range run's check lists its failing partitions: ``assets/batch.py``); None when
+    a step failed otherwise (an error in an asset's code names no partition) or nothing names one."""
+    failing: set[str] = set()
+    for event in events:
+        if event.is_step_failure:
+            if step_failures([event], "")[0].error_type != "DagsterAssetCheckFailedError":
+                return None
+        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
+            evaluation = event.event_specific_data
+            if evaluation.passed or evaluation.severity.value == "WARN":
+                continue
+            named = (evaluation.metadata or {}).get(FAILED_PARTITIONS)
+            if named is None:
+                return None
+            failing.update(named.value)
+    return tuple(sorted(failing)) or None
+
+
+def _echo_outcome(echo: Callable[[str], None], total: int, number: int, job_name: str, label: str,
+                  outcome: StepOutcome) -> None:
+    echo(f"[{number}/{total}] {job_name} {label}: {'ok' if outcome.ok else 'FAILED'} ({outcome.seconds:.1f}s)")
+    for line in outcome.lines:
         echo(line)
+
+
+def _selected(assets: tuple[str, ...] | None) -> str:
+    """How a run's asset selection is named in the progress lines (nothing: every asset of its job)."""
+    return f" [{', '.join(assets)}]" if assets else ""
 
 
 def _label(block: list, name: Callable) -> str:

@@ -26,7 +26,7 @@ FAILURE_COLUMNS = {
     "run_id": "Dagster run id",
     "job": "job name",
     "asset": "asset key of the failed step ((run) when the run failed outside a step)",
-    "partition": "partition key of the run; first..last for a range run whose process was killed or that the daemon launched (a failed range of `evalpipeline run` is not recorded: its one-partition reruns are); empty when unpartitioned",
+    "partition": "partition key of the run; first..last for a range run whose process was killed or that the daemon launched (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
     "step": "step key",
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",

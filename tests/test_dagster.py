@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, build_schedule_context, build_sensor_context, materialize
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    MultiPartitionKey,
+    build_schedule_context,
+    build_sensor_context,
+    materialize,
+)
 
 from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
@@ -982,6 +990,21 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     assert profile.loc[profile["suite"] == "arith", "n_models"].item() == 3  # its arith rank now counts the newcomer
 
 
+def _two_models_on_three_suites(tmp_path, monkeypatch, glm_models: str) -> None:
+    """A landing folder with two demo models' logs (six partitions), the fast GLM settings fitting
+    ``glm_models`` only, and the job's environment pointing at ``tmp_path``."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for log in DEMO_LOGS.iterdir():
+        if "atlas-large" in log.name or "cirrus 7b" in log.name:
+            shutil.copy(log, landing / log.name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evalpipeline.toml").write_text(FAST_GLM_CONFIG.replace('"binomial", "suite_binomial"', glm_models))
+    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
+    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+
+
 @pytest.mark.slow
 def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison(tmp_path, monkeypatch, capsys):
     """Dagster gates per run: a blocking check that fails for one suite of a range run fails the run.
@@ -994,17 +1017,7 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     from evalpipeline.lake import Lake
     from evalpipeline.status import read_run_failures
 
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for log in DEMO_LOGS.iterdir():
-        if "atlas-large" in log.name or "cirrus 7b" in log.name:
-            shutil.copy(log, landing / log.name)
-    monkeypatch.chdir(tmp_path)
-    # the suite GLM only: the partition GLMs are not what this is about
-    (tmp_path / "evalpipeline.toml").write_text(FAST_GLM_CONFIG.replace('"binomial", "suite_binomial"', '"suite_binomial"'))
-    monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
-    monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    _two_models_on_three_suites(tmp_path, monkeypatch, '"suite_binomial"')  # the partition GLMs are not what this is about
     real_fit = fit_assets.fit_suite_glm
 
     def r_hat_fails_on_reading(store, suite, glm, config, **kwargs):
@@ -1023,9 +1036,12 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     assert run_main_job() == 1
     out = capsys.readouterr().out
     assert "[2/5] suite_analysis 3 partitions (suite " in out
-    assert "1 range run(s) failed: rerunning their 3 partition(s) one run each" in out
-    assert "suite_analysis suite reading: FAILED" in out
-    assert "suite_analysis suite arith: ok" in out and "suite_analysis suite agentic_ops: ok" in out
+    # its check names the suite: that one alone, the others together for the step that did not succeed
+    assert "1 range run(s) failed: rerunning the 1 partition(s) their checks failed for one run each (suite reading)" in out
+    reruns = [line for line in out.splitlines()
+              if line.startswith("[") and "suite_analysis" in line and "[suite_glm_binomial]: " in line]
+    assert len(reruns) == 2 and "suite_analysis suite reading [suite_glm_binomial]: FAILED (" in reruns[1], reruns
+    assert "2 partitions (suite " in reruns[0] and "reading" not in reruns[0] and ": ok (" in reruns[0], reruns
     assert "[3/5] suite_comparisons 3 partitions (suite " in out and "suite_comparisons suite reading" not in out
     lake = tmp_path / "lake"
     # every suite is compared: reading without its failed GLM, which fits.parquet lists with the reason
@@ -1043,6 +1059,78 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     assert "r_hat" in row.error_summary, row
     # the failed range run is not recorded: its other suites refreshed when rerun one per run
     assert set(failures["partition"]) == {"reading"}, failures
+
+
+@pytest.mark.slow
+def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_together(tmp_path, monkeypatch, capsys):
+    """A partition GLM failing its blocking check fails its range run. Its check names the partition,
+    so run_main_job reruns that partition alone and the range's other partitions together, only for the
+    steps that did not succeed (one run, not one each: a leaderboard-sized rebuild lost ~95 s of two
+    cores to one diverging fit among 600). An error that names no partition still reruns every
+    partition of the range one run each."""
+    import dataclasses
+
+    import assets.fits as fit_assets
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    _two_models_on_three_suites(tmp_path, monkeypatch, '"binomial"')  # the suite GLMs are not what this is about
+    real_fit = fit_assets.fit_partition_glm
+    culprit = ("mockllm/cirrus 7b", "reading")
+    fitted = []
+
+    def r_hat_fails_for_the_culprit(store, model, suite, glm, config, **kwargs):
+        outcome = real_fit(store, model, suite, glm, config, **kwargs)
+        if glm != "binomial":  # the others are disabled: no diagnostics
+            return outcome
+        fitted.append((model, suite))
+        if (model, suite) != culprit:
+            return outcome
+        diagnostics = outcome.diagnostics.copy()
+        diagnostics.loc[diagnostics["diagnostic"] == "r_hat", ["value", "passed"]] = [9.0, False]
+        return dataclasses.replace(outcome, diagnostics=diagnostics, passed=False)
+
+    monkeypatch.setattr(fit_assets, "fit_partition_glm", r_hat_fails_for_the_culprit)
+    assert run_main_job() == 1
+    out = capsys.readouterr().out
+    assert "[1/5] ingest_and_fit 6 partitions (" in out
+    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks failed for one run each "
+            "(mockllm/cirrus 7b x reading) and the other 5 in ") in out
+    outcomes = [line for line in out.splitlines() if line.startswith("[") and " ingest_and_fit " in line
+                and (": ok (" in line or ": FAILED (" in line)]
+    first, *reruns = outcomes
+    assert "6 partitions (" in first and ": FAILED (" in first, outcomes
+    # only the step that did not succeed: the culprit alone, the other five in fewer runs than one each
+    assert all("[glm_binomial]: " in line for line in reruns), outcomes
+    alone = [line for line in reruns if "partitions (" not in line and "mockllm/cirrus 7b x reading [" in line]
+    assert len(alone) == 1 and ": FAILED (" in alone[0], outcomes
+    together = [line for line in reruns if line not in alone]
+    assert all(": ok (" in line for line in together) and len(together) < 5, outcomes
+    covered = sum(int(line.split(" partitions (")[0].rsplit(" ", 1)[1]) if " partitions (" in line else 1
+                  for line in together)
+    assert covered == 5, outcomes
+    # six fits in the range run, then the culprit's and the five others' once more (reused from the lake)
+    assert len(fitted) == 12 and fitted.count(culprit) == 2 and len(set(fitted)) == 6, fitted
+    failures = read_run_failures(Lake(tmp_path / "lake"))
+    (row,) = failures.itertuples()  # the culprit's own run, not the range
+    assert (row.asset, row.error_type) == ("glm_binomial", "DagsterAssetCheckFailedError"), row
+    assert row.partition == str(MultiPartitionKey({"model": to_partition_key(culprit[0]),
+                                                    "suite": to_partition_key(culprit[1])})), row
+    # every stage went on, the culprit's model and suite included
+    assert "[2/5] suite_analysis" in out and "[5/5] lake_reports lake-wide tables: ok" in out
+
+    # An error in an asset's code names no partition: every partition of the range, one run each.
+    def fails_for_the_culprit(store, model, suite, glm, config, **kwargs):
+        if (model, suite) == culprit and glm == "binomial":
+            raise ValueError("the culprit's fit broke")  # deterministic: failed at once, not retried
+        return real_fit(store, model, suite, glm, config, **kwargs)
+
+    monkeypatch.setattr(fit_assets, "fit_partition_glm", fails_for_the_culprit)
+    assert run_main_job() == 1
+    out = capsys.readouterr().out
+    assert "1 range run(s) failed: rerunning their 6 partition(s) one run each" in out
+    assert out.count("ingest_and_fit mockllm/cirrus 7b x reading [glm_binomial]: FAILED") == 1
+    assert out.count("ingest_and_fit mockllm/atlas-large x ") == 3 * 2  # each a start and an outcome line
 
 
 def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
@@ -1173,11 +1261,11 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
     steps = [(1, "die", [str(tmp_path)], "dies", None), (2, "finish", [str(tmp_path)], "finishes", None)]
     pool = WorkerPool(2)
     try:
-        succeeded = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
-                               on_lost_workers=on_lost_workers, block=die_or_finish)
+        outcomes = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+                              on_lost_workers=on_lost_workers, block=die_or_finish)
     finally:
         pool.shutdown()
-    assert succeeded == [False, True], lines
+    assert [outcome.ok for outcome in outcomes] == [False, True], lines
     assert len(pids("die")) == 2 and len(pids("finish")) == 2, "both ran, were lost and ran again"
     # once after the break, once after the dying run's second death; every lost process gone by then
     assert len(lost_calls) == 2 and all(not alive for call in lost_calls for alive in call.values()), lost_calls
