@@ -9,9 +9,10 @@ per-partition results to :func:`emit`:
 
 * one partition: its ``MaterializeResult`` and check results, unchanged;
 * several: each partition's metadata is attached to that partition's
-  materialisation (``context.add_asset_metadata(..., partition_key=...)``); the
-  data version is one hash over the partitions' own versions (Dagster gives a
-  range run one data version for all its partitions); each check is reported
+  materialisation (as ``context.add_asset_metadata(..., partition_key=...)``
+  does: :func:`attach_partition_metadata`); the data version is one hash over
+  the partitions' own versions (Dagster gives a range run one data version for
+  all its partitions); each check is reported
   once for the run, failing if it failed for any partition, with the failing
   partitions and their details in its metadata (their keys, all of them, as a
   JSON list under ``failed_partitions``).
@@ -27,6 +28,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
+    DagsterInvariantViolationError,
     DataVersion,
     MaterializeResult,
     MetadataValue,
@@ -54,14 +56,41 @@ def emit(context: AssetExecutionContext, results: list[PartitionResult]) -> Iter
         yield results[0].result
         yield from results[0].checks
         return
+    attach_partition_metadata(context, [(item.key, dict(item.result.metadata or {})) for item in results])
     versions = []
     for item in results:
-        context.add_asset_metadata(dict(item.result.metadata or {}), partition_key=item.key)
         version = item.result.data_version.value if item.result.data_version else ""
         versions.append(f"{item.key}={version}")
     digest = hashlib.sha256("\n".join(sorted(versions)).encode()).hexdigest()[:16]
     yield MaterializeResult(data_version=DataVersion(digest), metadata={"partitions_in_run": len(results)})
     yield from _combined_checks(results)
+
+
+def attach_partition_metadata(context: AssetExecutionContext, metadata: list[tuple[str, dict]]) -> None:
+    """Attach each ``(partition key, metadata)`` to that partition's materialisation, as
+    ``context.add_asset_metadata(metadata, partition_key=key)`` does, but checking the keys once.
+
+    ``add_asset_metadata`` checks a key against every key of the run's range, which it lists afresh from
+    the instance's dynamic partitions at each call: ~15 ms at 100 models x 6 suites, a second of a
+    60-partition step, seven such steps in a partition run. Here the keys are checked against
+    ``context.partition_keys`` once, then added to the step's metadata accumulator as
+    ``add_asset_metadata`` adds them (Dagster 1.13). Where a release no longer has that accumulator,
+    the public call is used."""
+    step = getattr(context.op_execution_context, "_step_execution_context", None)
+    accumulator = getattr(step, "_metadata_accumulator", None)
+    if not hasattr(accumulator, "with_additional_asset_metadata"):
+        for key, values in metadata:
+            context.add_asset_metadata(values, partition_key=key)
+        return
+    targeted = set(context.partition_keys)
+    strays = [key for key, _values in metadata if key not in targeted]
+    if strays:
+        raise DagsterInvariantViolationError(f"Attempted to add metadata for partition keys {strays[:5]} that are "
+                                             "not being targeted.")
+    asset_key = context.assets_def.key
+    for key, values in metadata:
+        accumulator = accumulator.with_additional_asset_metadata(asset_key=asset_key, metadata=values, partition_key=key)
+    step._metadata_accumulator = accumulator
 
 
 def _combined_checks(results: Iterable[PartitionResult]) -> Iterator[AssetCheckResult]:

@@ -43,3 +43,50 @@ def test_key_blocks_are_adjacent_runs():
     assert key_blocks(list("abcde"), list("abcde"), 2) == [["a", "b"], ["c", "d"], ["e"]]
     with pytest.raises(ValueError, match="at least 1"):
         key_blocks(["a"], ["a"], 0)
+
+
+def test_a_range_step_attaches_each_partitions_metadata_to_its_materialisation(monkeypatch):
+    """assets/batch.py's emit attaches each partition's metadata as context.add_asset_metadata does, checking
+    the keys once for the step instead of listing the range's keys again for each (a second of a 60-partition
+    step at 100 models): every partition gets its own metadata, a key outside the run is refused."""
+    from dagster import (
+        AssetExecutionContext,
+        DagsterInstance,
+        DagsterInvariantViolationError,
+        DynamicPartitionsDefinition,
+        MaterializeResult,
+        asset,
+        materialize,
+    )
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from assets.batch import PartitionResult, emit
+
+    models = DynamicPartitionsDefinition(name="ranged_models")
+    stray = []
+
+    @asset(partitions_def=models)
+    def ranged(context: AssetExecutionContext):
+        results = [PartitionResult(key, MaterializeResult(metadata={"partition": key, "square": int(key[1:]) ** 2}))
+                   for key in [*context.partition_keys, *stray]]
+        yield from emit(context, results)
+
+    instance = DagsterInstance.ephemeral()
+    keys = [f"m{i}" for i in range(12)]
+    instance.add_dynamic_partitions("ranged_models", keys)
+    tags = {ASSET_PARTITION_RANGE_START_TAG: "m2", ASSET_PARTITION_RANGE_END_TAG: "m9"}
+
+    def refuse(self, *args, **kwargs):  # the per-key public call: what the step must no longer make
+        raise AssertionError("add_asset_metadata called once per partition")
+
+    monkeypatch.setattr(AssetExecutionContext, "add_asset_metadata", refuse)
+    assert materialize([ranged], instance=instance, tags=tags).success
+    records = instance.fetch_materializations(ranged.key, limit=100).records
+    metadata = {r.partition_key: r.asset_materialization.metadata for r in records}
+    assert sorted(metadata) == sorted(keys[2:10])
+    for key, values in metadata.items():
+        assert values["partition"].value == key and values["square"].value == int(key[1:]) ** 2, (key, values)
+
+    stray.append("m11")  # a partition the run does not target
+    with pytest.raises(DagsterInvariantViolationError, match="m11"):
+        materialize([ranged], instance=instance, tags=tags)
