@@ -54,9 +54,17 @@ def test_use_case_1_matches_the_paper(paper_form):
     # out is not a small perturbation, which is why the pipeline's units are items
     sampling = fit.diagnostics[fit.diagnostics.diagnostic != "pareto_k"]
     if paper_form:
-        # the paper's mu_bar = mu_overall + sigma_overall * z_overall is a ridge (only the sum is identified):
-        # a few divergences may survive the retry -- the reason the identified form is the default
-        assert sampling.set_index("diagnostic").drop(index="divergences")["passed"].all(), fit.diagnostics
+        # The paper's mu_bar = mu_overall + sigma_overall * z_overall is a ridge (only the sum is identified):
+        # divergences may survive the retry, and the ridge's own coordinates mix slowly, so whether r-hat and
+        # ESS over every parameter pass depends on the chains' floating point (they passed on one machine; on
+        # an AMD EPYC, mu_overall's r-hat was 1.015 and its bulk ESS 329) -- the reason the identified form
+        # is the default. What the paper reports is identified, and must converge: the domain and overall
+        # rates, under the fit's own r-hat and ESS thresholds; and the energy (BFMI) must pass.
+        gate = fit.diagnostics.set_index("diagnostic")["threshold"]
+        identified = fit.summary[fit.summary["parameter"].isin(["domain", "overall"])]
+        assert len(identified) == 3 and (identified["r_hat"] <= gate["r_hat"]).all(), identified
+        assert (identified["ess_bulk"] >= gate["ess_bulk"]).all() and (identified["ess_tail"] >= gate["ess_tail"]).all()
+        assert sampling.set_index("diagnostic").loc["bfmi", "passed"], fit.diagnostics
     else:
         assert sampling["passed"].all(), fit.diagnostics
     rows = fit.summary.set_index(["parameter", "domain"], drop=False)
