@@ -69,6 +69,7 @@ __all__ = [
     "scan_sources",
     "LogHeader",
     "Validator",
+    "prepare_validation",
     "LogReadError",
     "PartitionAccount",
     "ScoreNormalisation",
@@ -323,6 +324,8 @@ def ingest_paths(
         for note in staged.notes:
             report.notes.append(f"{path}: {note}")
             say(f"[{number}/{len(paths)}] {path}: note: {note}")
+    prepare_validation(lake, [pair for pair in touched if any(lake.partition_dir("ingested", *pair).glob("*.parquet"))],
+                       validator)
     for model, suite in sorted(touched):
         if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
             with lake.partition_lock(model, suite):
@@ -607,7 +610,25 @@ def consolidate_partition(
         return _consolidate_partition(lake, model, suite, validator)
 
 
-def _consolidate_partition(lake: Lake, model: str, suite: str, validator: Validator | None):
+def prepare_validation(lake: Lake, pairs, validator: Validator | None) -> None:
+    """Let a validator that can (one with ``prepare``, see evalpipeline.pipeline.partition_validator)
+    validate the tables ``pairs`` are about to be consolidated into, all at once; consolidation then
+    asks it for each as before. Read without the partitions' locks: the validator keys what it
+    prepared by the tables' content, so a table that changes meanwhile is validated again."""
+    prepare = getattr(validator, "prepare", None)
+    pairs = sorted(set(pairs))
+    if prepare is None or len(pairs) < 2:
+        return
+    candidates = []
+    for model, suite in pairs:
+        _files, _staged, samples, quarantined = _candidate_tables(lake, model, suite)
+        candidates.append((samples, quarantined, model, suite))
+    prepare(candidates)
+
+
+def _candidate_tables(lake: Lake, model: str, suite: str):
+    """The partition's staged files and records, and the sample table and quarantine they consolidate
+    into before validation: the newest row of each (item_id, epoch) is kept, the others superseded."""
     staged_files = sorted(lake.partition_dir("ingested", model, suite).glob("*.parquet"))
     staged = lake.read_files(staged_files)
     if staged.empty:
@@ -629,6 +650,11 @@ def _consolidate_partition(lake: Lake, model: str, suite: str, validator: Valida
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
     samples = newest.drop(columns=["reason"]).sort_values(["item_id", "epoch"], kind="stable").reset_index(drop=True)
+    return staged_files, staged, samples, quarantined
+
+
+def _consolidate_partition(lake: Lake, model: str, suite: str, validator: Validator | None):
+    staged_files, staged, samples, quarantined = _candidate_tables(lake, model, suite)
     validation, failed = None, 0
     if validator is not None:
         validation = validator(samples, quarantined, model, suite)

@@ -5,6 +5,9 @@
 - :mod:`evalpipeline.validate.run`: :func:`validate_samples`, which runs it on
   one partition and returns per-row failures (for quarantine), one
   :class:`CheckOutcome` per check (for Dagster asset checks) and GX's Data Docs;
+- :mod:`evalpipeline.validate.batch`: :func:`validate_batch`, one GX run over many partitions
+  that gives each partition passing every check the report it would get alone (the others are
+  left to :func:`validate_samples`);
 - :mod:`evalpipeline.validate.checks`: the suite-level checks in plain pandas.
 
 Importing this package does not import GX (it takes seconds); running a

@@ -107,14 +107,11 @@ def validate_samples(
 
     build_dir = None
     if data_docs_dir is not None:
-        data_docs_dir = Path(data_docs_dir).resolve()  # GX requires an absolute site directory
-        data_docs_dir.parent.mkdir(parents=True, exist_ok=True)
-        sweep_orphaned_temporaries(data_docs_dir.parent)  # a killed earlier build
-        build_dir = data_docs_dir.parent / f"{temp_prefix()}{data_docs_dir.name}-{uuid.uuid4().hex[:12]}"
+        data_docs_dir, build_dir = _site_dirs(data_docs_dir)
     try:
         t = time.perf_counter()
         with _GX_LOCK:  # Data Docs are rendered in here too, by the Checkpoint's UpdateDataDocsAction
-            suite_result, expectations = _run_gx(_gx_frame(samples), settings, build_dir, label, suite_path)
+            suite_result, expectations = _run_gx(_gx_frame(samples), settings, build_dir, label, load_suite(suite_path))
         timings["gx_run"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -125,13 +122,7 @@ def validate_samples(
         index_page = page = None
         if build_dir is not None:
             t = time.perf_counter()
-            pages = sorted(build_dir.glob("validations/**/*.html"))
-            if not (build_dir / "index.html").is_file() or not pages:
-                raise RuntimeError(f"GX did not build the Data Docs site in {build_dir}")
-            _prune_unused_images(build_dir)
-            _replace_dir(build_dir, data_docs_dir)
-            index_page = data_docs_dir / "index.html"
-            page = data_docs_dir / pages[0].relative_to(build_dir)
+            index_page, page = _publish_site(build_dir, data_docs_dir)
             timings["data_docs_publish"] = time.perf_counter() - t
     finally:
         if build_dir is not None and build_dir.exists():
@@ -145,6 +136,24 @@ def validate_samples(
         seconds=time.perf_counter() - started,
         timings=timings,
     )
+
+
+def _site_dirs(data_docs_dir: Path) -> tuple[Path, Path]:
+    """The site folder (absolute: GX requires it) and a hidden sibling to build it in."""
+    data_docs_dir = Path(data_docs_dir).resolve()
+    data_docs_dir.parent.mkdir(parents=True, exist_ok=True)
+    sweep_orphaned_temporaries(data_docs_dir.parent)  # a killed earlier build
+    return data_docs_dir, data_docs_dir.parent / f"{temp_prefix()}{data_docs_dir.name}-{uuid.uuid4().hex[:12]}"
+
+
+def _publish_site(build_dir: Path, data_docs_dir: Path) -> tuple[Path, Path]:
+    """Move the site GX built in ``build_dir`` into place; its index page and validation page."""
+    pages = sorted(build_dir.glob("validations/**/*.html"))
+    if not (build_dir / "index.html").is_file() or not pages:
+        raise RuntimeError(f"GX did not build the Data Docs site in {build_dir}")
+    _prune_unused_images(build_dir)
+    _replace_dir(build_dir, data_docs_dir)
+    return data_docs_dir / "index.html", data_docs_dir / pages[0].relative_to(build_dir)
 
 
 def _gx_frame(samples: pd.DataFrame) -> pd.DataFrame:
@@ -210,7 +219,7 @@ def _context(build_dir: Path | None):
     return gx.get_context(project_config=config, mode="ephemeral")
 
 
-def _run_gx(samples: pd.DataFrame, settings: ValidationSettings, build_dir: Path | None, label: str, suite_path):
+def _run_gx(samples: pd.DataFrame, settings: ValidationSettings, build_dir: Path | None, label: str, suite):
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
@@ -222,7 +231,7 @@ def _run_gx(samples: pd.DataFrame, settings: ValidationSettings, build_dir: Path
         .add_dataframe_asset(label)
         .add_batch_definition_whole_dataframe("whole_partition")
     )
-    suite = context.suites.add(load_suite(suite_path))
+    suite = context.suites.add(suite)
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"{suite.name}:{label}", data=batch_definition, suite=suite)
     )
