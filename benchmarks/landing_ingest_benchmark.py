@@ -1,14 +1,14 @@
 """An ingest step on a leaderboard-sized landing folder: this checkout against an earlier commit.
 
     .venv/bin/python benchmarks/landing_ingest_benchmark.py [--baseline-rev a4790a0] [--models 100]
-                                                            [--measured 6] [--repeat 2]
+                                                            [--measured 6] [--repeat 2] [--models-per-step 1]
 
 The landing folder is ``pipeline_benchmark.py scale``'s: one long Parquet table per model, six
 suites x 200 items each (``--models`` of them). What is timed is what one ``eval_samples`` step
-does for one model's six partitions: ``ingest_partitions`` (scan the landing folder for the files
+does for ``--models-per-step`` models' six partitions each (10: a 60-partition range run): ``ingest_partitions`` (scan the landing folder for the files
 holding them, stage the model's file, consolidate and validate each partition with Great
-Expectations, Data Docs on) into a fresh lake, for ``--measured`` models one after another, after
-one untimed model that pays the imports and first-use costs. The step's own scan of the landing
+Expectations, Data Docs on) into a fresh lake, for ``--measured`` steps one after another, after
+one untimed step that pays the imports and first-use costs. The step's own scan of the landing
 folder (``find_log_files`` + ``scan_sources``) is also timed alone.
 
 Each code tree runs in its own child process: this checkout, and ``--baseline-rev`` checked out in a
@@ -41,12 +41,12 @@ from evalpipeline.pipeline import ingest_partitions, partition_validator
 from evalpipeline.validate import ValidationSettings
 
 landing, lake_dir, suites = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-models = json.loads(sys.argv[4])
+steps_models = json.loads(sys.argv[4])
 lake = Lake(lake_dir)
 validator = partition_validator(lake, ValidationSettings())
 steps, hashes = [], {}
-for i, model in enumerate(models):
-    pairs = [(model, f"suite{s}") for s in range(suites)]
+for i, models in enumerate(steps_models):
+    pairs = [(model, f"suite{s}") for model in models for s in range(suites)]
     t = time.perf_counter()
     ingest_partitions(lake, landing, pairs, validator=validator)
     if i:  # the first pays imports, GX's start and the first compilations
@@ -76,7 +76,9 @@ def main() -> int:
     parser.add_argument("--models", type=int, default=100, help="model tables in the landing folder")
     parser.add_argument("--suites", type=int, default=6)
     parser.add_argument("--items", type=int, default=200)
-    parser.add_argument("--measured", type=int, default=6, help="models ingested and timed, one step each")
+    parser.add_argument("--measured", type=int, default=6, help="steps timed, each ingesting --models-per-step models")
+    parser.add_argument("--models-per-step", type=int, default=1,
+                        help="models (x --suites partitions) one step ingests: 10 is a range run of 60 partitions")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
@@ -94,7 +96,8 @@ def main() -> int:
                        check=True, capture_output=True)
         try:
             trees = {f"baseline {args.baseline_rev}": baseline, "this checkout": REPO}
-            models = [f"bench/model-{i:03d}" for i in range(args.measured + 1)]
+            per = args.models_per_step
+            models = [[f"bench/model-{i:03d}" for i in range(k * per, (k + 1) * per)] for k in range(args.measured + 1)]
             results: dict[str, list[dict]] = {name: [] for name in trees}
             started = time.time()
             for _ in range(args.repeat):
@@ -104,7 +107,7 @@ def main() -> int:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
 
     print(f"landing: {args.models} model tables x {args.suites} suites x {args.items} items; {args.measured} "
-          f"one-model ingest steps timed per child, {args.repeat} children per tree, alternating; "
+          f"ingest steps of {args.models_per_step} model(s) timed per child, {args.repeat} children per tree, alternating; "
           f"{time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'tree':<28} {'step s (median)':>16} {'per partition s':>16} {'landing scan s':>15}")
     medians = {}
@@ -112,7 +115,7 @@ def main() -> int:
         step = statistics.median(s for run in runs for s in run["steps"])
         scan = statistics.median(run["scan"] for run in runs)
         medians[name] = (step, scan)
-        print(f"{name:<28} {step:>16.2f} {step / args.suites:>16.3f} {scan:>15.3f}")
+        print(f"{name:<28} {step:>16.2f} {step / (args.suites * args.models_per_step):>16.3f} {scan:>15.3f}")
     (base_step, base_scan), (step, scan) = medians.values()
     print(f"ratio baseline / this checkout: step {base_step / step:.2f}x, landing scan {base_scan / scan:.2f}x")
     hashes = [run["hashes"] for runs in results.values() for run in runs]
