@@ -133,6 +133,8 @@ class PartitionValidator:
     the validator for a partition then returns the report prepared for it when its table and
     quarantine are the ones prepared (keyed by content), and validates it alone otherwise: a
     partition that fails any check always is, so its report has GX's own failing rows and examples.
+    A batch whose GX run raises prepares nothing (``batch_error`` says why): each partition is then
+    validated alone, as before, and an error there names its partition.
 
     Data Docs: a partition validated alone gets its own GX site in its folder, as before. One
     validated in a batch gets, in that folder, a page linking the batch's site under
@@ -143,6 +145,8 @@ class PartitionValidator:
     def __init__(self, lake: Lake, settings, *, data_docs: bool = True):
         self.lake, self.settings, self.data_docs = lake, settings, data_docs
         self._prepared: dict[tuple[str, str], tuple[tuple, object]] = {}
+        #: Why the last ``prepare`` validated nothing (its GX run raised), or None.
+        self.batch_error: str | None = None
 
     def prepare(self, candidates) -> None:
         """``candidates``: ``(samples, quarantine, model, suite)`` of the tables about to be written."""
@@ -153,7 +157,11 @@ class PartitionValidator:
             self.sweep_batch_sites()
         items = [BatchItem(samples, quarantine, validation_label(model, suite), key=[model, suite])
                  for samples, quarantine, model, suite in candidates]
-        reports = validate_batch(items, self.settings, root)
+        try:
+            reports = validate_batch(items, self.settings, root)
+        except Exception as exc:  # noqa: BLE001 - the single path validates each partition, and raises for the culprit
+            self.batch_error = f"{type(exc).__name__}: {exc}"
+            return
         for (samples, quarantine, model, suite), report in zip(candidates, reports):
             if report is not None:
                 self._prepared[(model, suite)] = (_content_key(samples, quarantine), report)

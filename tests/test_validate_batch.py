@@ -212,3 +212,23 @@ def test_batch_sites_no_partition_links_are_swept_after_the_grace_period(tmp_pat
         os.utime(site, (old, old))
     removed = partition_validator(lake).sweep_batch_sites()
     assert removed == [first] and set((lake.root / "validation/data_docs/batches").iterdir()) == sites - {first}
+
+
+def test_a_batch_whose_gx_run_raises_leaves_every_partition_to_the_single_path(tmp_path, monkeypatch):
+    from evalpipeline.lake import Lake
+    from evalpipeline.pipeline import ingest_partitions, partition_validator
+    from evalpipeline.validate import batch
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("GX could not run on the concatenation")
+
+    monkeypatch.setattr(batch, "_run_gx", broken)
+    lake = Lake(tmp_path / "lake")
+    validator = partition_validator(lake)
+    pairs = [(f"m{m}", f"s{s}") for m in range(3) for s in range(2)]
+    report = ingest_partitions(lake, _landing(tmp_path, bad_epoch=False), pairs, validator=validator)
+    assert validator.batch_error == "RuntimeError: GX could not run on the concatenation"
+    for pair in pairs:
+        validation = report.partitions[pair].validation
+        assert validation.success and "gx_run" in validation.timings  # validated alone
+        assert "validated in batch" not in validation.data_docs_index.read_text()
