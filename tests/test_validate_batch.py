@@ -232,3 +232,26 @@ def test_a_batch_whose_gx_run_raises_leaves_every_partition_to_the_single_path(t
         validation = report.partitions[pair].validation
         assert validation.success and "gx_run" in validation.timings  # validated alone
         assert "validated in batch" not in validation.data_docs_index.read_text()
+
+
+def test_batches_hold_a_bounded_number_of_rows_and_a_large_partition_is_validated_alone(tmp_path, monkeypatch):
+    from evalpipeline import ingest
+    from evalpipeline.lake import Lake
+    from evalpipeline.pipeline import ingest_partitions, partition_validator
+
+    monkeypatch.setattr(ingest, "BATCH_VALIDATION_ROWS", 13)  # two 6-row partitions a batch
+    lake = Lake(tmp_path / "lake")
+    validator = partition_validator(lake, data_docs=False)
+    batches = []
+    original = validator.prepare
+    monkeypatch.setattr(validator, "prepare", lambda candidates: batches.append(
+        sorted((m, s) for _, _, m, s in candidates)) or original(candidates))
+    landing = _landing(tmp_path, bad_epoch=True)  # m2 x s0 has 7 staged rows
+    pairs = [(f"m{m}", f"s{s}") for m in range(3) for s in range(2)]
+    frame = pd.read_parquet(landing / "scores.parquet")
+    extra = frame[(frame["model"] == "m1") & (frame["suite"] == "s1")].assign(epoch=2)
+    pd.concat([frame, extra, extra.assign(epoch=3)]).to_parquet(landing / "scores.parquet")  # m1 x s1: 18 rows
+    report = ingest_partitions(lake, landing, pairs, validator=validator)
+    assert batches == [[("m0", "s0"), ("m0", "s1")], [("m1", "s0"), ("m2", "s0")]]  # m2 x s1 ends alone
+    assert all(report.partitions[p].validation.success for p in pairs)
+    assert report.partitions[("m1", "s1")].rows_ingested == 18
