@@ -446,6 +446,18 @@ def test_replicated_counts_follow_the_binomial_law(trials):
     overdispersed = simulate_counts(np.random.default_rng(4), trials, p, np.full(len(p), 5.0))
     spread = np.sqrt(trials * p[0] * (1 - p[0]) * (1 + (trials - 1) / 6.0) / len(p))
     assert (np.abs(overdispersed.mean(axis=0) - trials * p[0]) <= 4.5 * spread).all()
+    # whole numbers in the smallest unsigned type holding n (what posterior.nc stores)
+    assert counts.dtype == overdispersed.dtype == np.uint8
+
+
+def test_replicated_counts_keep_counts_above_255_trials():
+    """A unit of 300 attempts needs 16 bits: the compact type of the counts must not wrap them."""
+    from evalpipeline.models.glm import simulate_counts
+
+    trials = np.array([300, 1, 40])
+    counts = simulate_counts(np.random.default_rng(5), trials, np.full((2000, 3), 0.9))
+    assert counts.dtype == np.uint16 and counts.max() > 255 and (counts <= trials).all()
+    assert abs(counts[:, 0].mean() - 270) < 4.5 * np.sqrt(300 * 0.09 / 2000)
 
 
 def _cell_data(n_models: int, numeric: bool = True, categorical: bool = True) -> GlmData:

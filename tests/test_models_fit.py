@@ -232,6 +232,8 @@ def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tm
     for group in first.idata.groups():  # the shuffled, gzipped netCDF is lossless, group by group
         for name, values in getattr(first.idata, group).variables.items():
             np.testing.assert_array_equal(getattr(loaded.idata, group)[name].values, values.values, err_msg=f"{group}/{name}")
+    for group in ("prior_predictive", "posterior_predictive"):  # counts stored compactly, read back as such
+        assert first.idata[group]["obs"].dtype == loaded.idata[group]["obs"].dtype == np.uint8
     assert loaded.passed == first.passed and loaded.metadata["seed"] == first.metadata["seed"]
     assert not list((tmp_path / "a").glob(".tmp-*"))
     with pytest.raises(ValueError, match="missing"):

@@ -706,15 +706,20 @@ def simulate_counts(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi:
     usual case) a count is a uniform draw below p: the same Bernoulli law as
     ``rng.binomial(1, p)``, ~10x cheaper (a 100-LLM suite's 400 x 20,800 draws:
     0.56 -> 0.05 s, twice per fit).
+
+    The counts come in the smallest unsigned integer type that holds the largest ``n`` (uint8 up to
+    255 trials a unit): they are stored in ``posterior.nc`` as they are, and a 100-LLM suite fit's
+    two groups of float64 0/1 counts (130 MB) took 0.5 s of the 0.8 s that writing the file took.
     """
     p = np.clip(np.asarray(p, dtype=float), 1e-9, 1 - 1e-9)
     if phi is not None:
         phi = np.asarray(phi, dtype=float)[:, None]
         p = np.clip(rng.beta(p * phi, (1.0 - p) * phi), 0.0, 1.0)
     n = np.asarray(n, dtype=np.int64)
+    counts = np.min_scalar_type(max(int(n.max()), 1) if n.size else 1)
     if n.size and (n == 1).all():
-        return (rng.random(p.shape) < p).astype(float)
-    return rng.binomial(np.broadcast_to(n, p.shape), p).astype(float)
+        return (rng.random(p.shape) < p).astype(counts)
+    return rng.binomial(np.broadcast_to(n, p.shape), p).astype(counts)
 
 
 def _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, use_model, use_domain, use_subdomain):
