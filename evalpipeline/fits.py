@@ -145,8 +145,12 @@ def samples_content_hash(path: Path) -> str:
     return _rows_hash(pq.read_table(path))
 
 
-def _rows_hash(table: pa.Table) -> str:
-    frame = table.drop_columns([c for c in LOCATION_COLUMNS if c in table.column_names]).to_pandas()
+def _rows_hash(table: pa.Table | pd.DataFrame) -> str:
+    """SHA-256 of a sample table's rows and dtypes without :data:`LOCATION_COLUMNS`; of the table
+    read, or of the DataFrame its ``to_pandas`` made (the same digest)."""
+    if isinstance(table, pa.Table):
+        table = table.to_pandas()
+    frame = table.drop(columns=[c for c in LOCATION_COLUMNS if c in table.columns])
     digest = hashlib.sha256("\x1f".join(f"{c}:{t}" for c, t in frame.dtypes.astype(str).items()).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
     return digest.hexdigest()
@@ -161,10 +165,9 @@ def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]
     import pyarrow.parquet as pq
 
     frames, hashes = [], {}
-    for model, _suite, path in tables:  # each table read once, for its rows and its hash
-        table = pq.read_table(path)
-        hashes[model] = _rows_hash(table)
-        frame = table.to_pandas()
+    for model, _suite, path in tables:  # each table read and converted once, for its rows and its hash
+        frame = pq.read_table(path).to_pandas()
+        hashes[model] = _rows_hash(frame)
         frame.insert(0, "model", model)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True), hashes
