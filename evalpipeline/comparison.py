@@ -270,6 +270,24 @@ def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
     return samples
 
 
+#: The columns of a sample table that :func:`_counted_scores` reads: the score and what decides whether it counts.
+COUNTING_COLUMNS = ("score", "error", "limit")
+
+
+def _counted_scores(lake: Lake, model: str, suite: str) -> np.ndarray:
+    """The scores of the counted attempts (:func:`_counted`) of one partition's sample table, read from
+    :data:`COUNTING_COLUMNS` alone: a profile reads every suite's table of its model, and converting the
+    other columns (ids, paths, metadata) was ~80% of that (~15 ms a table)."""
+    import pyarrow.parquet as pq
+
+    path = lake.table_path("samples", "samples.parquet", model, suite)
+    if not path.exists():
+        read_samples(lake, model, suite)  # raises the NoDataError that names the table
+    table = pq.ParquetFile(path)
+    samples = table.read(columns=[c for c in COUNTING_COLUMNS if c in table.schema_arrow.names]).to_pandas()
+    return samples.loc[_counted(samples), "score"].to_numpy(dtype=float)
+
+
 def _counted(samples: pd.DataFrame) -> pd.Series:
     keep = samples["score"].notna()
     for column in ("error", "limit"):
@@ -635,9 +653,7 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
         if model not in board.index:
             raise NoDataError(f"the leaderboard of suite {suite!r} has no row for {model!r}: it predates the "
                               "model's samples; rebuild the suite comparison first")
-        samples = read_samples(lake, model, suite)
-        mine = samples[_counted(samples)]
-        pooled_scores.append(mine["score"].to_numpy(dtype=float))
+        pooled_scores.append(_counted_scores(lake, model, suite))
         entry = board.loc[model]
         per_suite.append((entry["posterior_a"], entry["posterior_b"], entry["observed_mean"], entry["n_items"]))
         rows.append({
