@@ -1193,6 +1193,30 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
+@pytest.mark.parametrize("model_runs, profiles, workers", [
+    ([1], 101, 2), ([1], 7, 2), ([1, 1], 100, 2), ([3, 2], 100, 2), ([1], 100, 3), ([], 50, 2), ([1], 101, 1),
+])
+def test_profile_runs_are_sized_so_that_the_workers_end_the_model_stage_together(model_runs, profiles, workers):
+    """The model stage's profile-only runs: the pool hands the model runs out first, each to the first
+    free worker, then the profile runs, largest first. Simulating that hand-out with the assumed costs,
+    the workers end within a profile of each other whenever the profiles are enough to even them out,
+    and every profile is in exactly one run."""
+    from evalpipeline.definitions import MODEL_ANALYSIS_IN_PROFILES, profile_shares
+
+    shares = profile_shares(model_runs, profiles, workers)
+    assert sum(shares) == profiles and all(share > 0 for share in shares) and shares == sorted(shares, reverse=True)
+    ends = [0.0] * workers
+    for cost in [size * MODEL_ANALYSIS_IN_PROFILES for size in model_runs]:
+        ends[ends.index(min(ends))] += cost
+    busiest = max(ends)
+    for cost in shares:
+        ends[ends.index(min(ends))] += cost
+    if profiles >= workers * busiest - sum(size * MODEL_ANALYSIS_IN_PROFILES for size in model_runs):
+        assert max(ends) - min(ends) <= 1.0, (shares, ends)  # enough profiles to even the model runs out
+    else:  # too few: they all fit beside the busiest model runs
+        assert max(ends) == busiest, (shares, ends)
+
+
 def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_first_run(tmp_path):
     """run_main_job starts the server (WorkerPool.prepare) before discovery: its imports overlap it,
     and the workers start with the code location and Great Expectations imported. In a fresh process:
