@@ -244,13 +244,21 @@ def lake_models(lake: Lake) -> list[str]:
     return sorted({model for model, _suite, _path in lake.sample_tables()})
 
 
-def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
-    """Every model's canonical samples on ``suite`` (``model`` column from the hive path).
+#: The sample columns a suite comparison reads (:func:`build_suite_comparison`): the attempt (item, epoch),
+#: its score and what decides whether it counts. The others (ids, paths, metadata) were ~60% of reading them.
+COMPARISON_COLUMNS = ("item_id", "epoch", "score", "error", "limit")
+
+
+def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Every model's canonical samples on ``suite`` (``model`` column from the hive path); of ``columns``
+    alone (those a table has) when given.
 
     Raises :class:`evalpipeline.pipeline.NoDataError` (a LookupError) when no
     model has a sample table for the suite, and ValueError when the tables
     lack the columns a comparison needs.
     """
+    import pyarrow.parquet as pq
+
     key = to_partition_key(suite)
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
@@ -259,7 +267,11 @@ def read_suite_samples(lake: Lake, suite: str) -> pd.DataFrame:
                           + rejected_note(lake, suite=suite))
     frames = []
     for model, _suite, path in tables:
-        frame = lake.read_files([path])
+        if columns is None:
+            frame = lake.read_files([path])
+        else:
+            table = pq.ParquetFile(path)
+            frame = table.read(columns=[c for c in columns if c in table.schema_arrow.names]).to_pandas()
         frame = frame.drop(columns=[c for c in ("model", "suite") if c in frame.columns])
         frame.insert(0, "model", model)
         frames.append(frame)
@@ -569,7 +581,7 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     from evalpipeline.plots import save_png
 
     settings = settings or ComparisonSettings()
-    samples = read_suite_samples(lake, suite)
+    samples = read_suite_samples(lake, suite, COMPARISON_COLUMNS)
     if not _counted(samples).any():
         raise ValueError(f"suite {suite!r} has sample rows but none counts (every row is errored, limit-hit or "
                          "unscored): nothing to compare")
@@ -623,7 +635,7 @@ def _suite_board(lake: Lake, suite: str, settings: ComparisonSettings) -> pd.Dat
     effects = draws = None
     if glm is not None:
         effects, draws = glm_model_effects(lake, suite, glm)
-    return suite_leaderboard_table(read_suite_samples(lake, suite), suite, settings, glm, effects, draws)
+    return suite_leaderboard_table(read_suite_samples(lake, suite, COMPARISON_COLUMNS), suite, settings, glm, effects, draws)
 
 
 @functools.lru_cache(maxsize=128)

@@ -420,3 +420,35 @@ def test_the_ui_previews_the_verdicts_that_decide_a_large_suites_ranking(tmp_pat
     leader, second = board.sort_values("rank")["model"].iloc[:2]
     assert {leader, second} == set(pairs.loc[expected.index[0], ["model_a", "model_b"]])
     assert "each model against the leader" in text and "every pair of the 55 is in pairwise.parquet" in text
+
+
+def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_the_full_tables_give(tmp_path):
+    """build_suite_comparison and model profiles read the attempt, score, error and limit columns alone
+    (COMPARISON_COLUMNS, COUNTING_COLUMNS); an errored or limit-hit attempt must still not count, so the
+    tables equal those computed from the full sample tables."""
+    from evalpipeline.comparison import (
+        COMPARISON_COLUMNS, model_profile_table, read_suite_samples, suite_leaderboard_table, suite_pairwise_table,
+    )
+
+    rng = np.random.default_rng(5)
+    lake = Lake(tmp_path)
+    difficulty = rng.normal(0.0, 1.0, 25)
+    for i, model in enumerate(("a", "b", "c")):
+        write_samples(lake, model, "quiz", planted_scores(rng, difficulty, 0.5 * i))
+    path = lake.table_path("samples", "samples.parquet", "b", "quiz")
+    frame = pd.read_parquet(path)
+    frame.loc[frame.index[:7], "error"] = "timeout"  # counted by score alone, b would have 7 more attempts
+    frame.loc[frame.index[7:10], "limit"] = "tokens"
+    write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
+
+    settings = ComparisonSettings()
+    narrow = read_suite_samples(lake, "quiz", COMPARISON_COLUMNS)
+    assert set(narrow.columns) == {"model", *COMPARISON_COLUMNS}
+    full = read_suite_samples(lake, "quiz")
+    result = build_suite_comparison(lake, "quiz", settings)
+    pd.testing.assert_frame_equal(result.leaderboard, suite_leaderboard_table(full, "quiz", settings))
+    pd.testing.assert_frame_equal(result.pairwise.reset_index(drop=True),
+                                  suite_pairwise_table(full, "quiz", settings, None, None, None).reset_index(drop=True))
+    assert result.leaderboard.set_index("model").loc["b", "n"] == len(frame) - 10
+    pooled = model_profile_table(lake, "b", settings).set_index("scope").loc["pooled"]
+    assert pooled["n"] == len(frame) - 10 and pooled["k"] == frame["score"].iloc[10:].sum()
