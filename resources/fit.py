@@ -21,7 +21,7 @@ CACHE_MAX_ENV = "EVALPIPELINE_JAX_CACHE_MAX_MB"
 @functools.lru_cache(maxsize=1)
 def process_fitter(program_cache: str | None = None, program_cache_max_bytes: int | None = None):
     """One Fitter per process: every fit in it reuses the samplers compiled for earlier ones, and
-    with ``program_cache`` the samplers other processes traced (evalpipeline.models.fit._cached_program)."""
+    with ``program_cache`` the samplers other processes traced (evalpipeline.models.fit._load_runner)."""
     from evalpipeline.models import Fitter
 
     return Fitter(program_cache=program_cache, program_cache_max_bytes=program_cache_max_bytes)

@@ -8,6 +8,7 @@ set and the funnel data set are built to share a bucket on purpose.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,8 @@ import pytest
 from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter, GlmData, compare_fits, fit_glm, read_fit, write_fit
 from evalpipeline.models.fit import SAMPLING_DIAGNOSTICS, gating_failures
 from evalpipeline.models.glm import layout_for
+
+fit_module = importlib.import_module("evalpipeline.models.fit")
 
 FITTER = Fitter()
 SETTINGS = FitSettings(num_warmup=400, num_samples=400, predictive_draws=300)
@@ -296,10 +299,10 @@ def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_
     assert read_fit(folder).passed == agentic_fits[1]["binomial"].passed
 
 
-def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
-    """Fitters with a program cache trace a sampler once and store it (jax.export); a Fitter in a
-    new process loads it instead of tracing. The draws must be those of the traced sampler, and a
-    damaged file or other settings must not be used."""
+def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path, monkeypatch):
+    """Fitters with a program cache trace a runner (sampler and prior draws) once and store it
+    (jax.export); a Fitter in a new process loads it instead of tracing anything. The draws must be
+    those of the traced runner, and a damaged file or other settings must not be used."""
     data, settings = _use_case_1(), FitSettings(num_warmup=150, num_samples=150, predictive_draws=50)
 
     def draws(fitter, fit_settings=settings):
@@ -315,11 +318,13 @@ def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
     traced = draws(Fitter())
     storing = Fitter(program_cache=tmp_path)
     assert_same(traced, draws(storing))
-    programs = list(tmp_path.glob("*.jaxexport"))
+    programs = list(tmp_path.glob("nuts-*.zip"))
     assert len(programs) == 1 and storing.stats()["programs_loaded"] == 0
 
     loading = Fitter(program_cache=tmp_path)
-    assert_same(traced, draws(loading))
+    with monkeypatch.context() as patched:  # loading traces neither the model nor the sampler
+        patched.setattr(fit_module, "_build_runner", lambda *a, **k: pytest.fail("a stored runner was traced"))
+        assert_same(traced, draws(loading))
     assert loading.stats()["programs_loaded"] == 1
 
     programs[0].write_bytes(b"not a program")
@@ -330,11 +335,11 @@ def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
     longer = dataclasses.replace(settings, num_samples=160)
     other = Fitter(program_cache=tmp_path)
     draws(other, longer)
-    assert other.stats()["programs_loaded"] == 0 and len(list(tmp_path.glob("*.jaxexport"))) == 2
+    assert other.stats()["programs_loaded"] == 0 and len(list(tmp_path.glob("nuts-*.zip"))) == 2
 
     # bounded: a loaded program counts as used, and the one used longest ago goes first
     (first,) = programs
-    (second,) = set(tmp_path.glob("*.jaxexport")) - {first}
+    (second,) = set(tmp_path.glob("nuts-*.zip")) - {first}
     os.utime(first, ns=(10**18, 10**18))
     os.utime(second, ns=(15 * 10**17, 15 * 10**17))  # both in the past, ``second`` used later
     budget = int(2.5 * max(first.stat().st_size, second.stat().st_size))
@@ -342,7 +347,7 @@ def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path):
     assert_same(traced, draws(bounded))  # loads ``first``, the older of the two
     assert bounded.stats()["programs_loaded"] == 1 and first.stat().st_mtime_ns > second.stat().st_mtime_ns
     draws(bounded, dataclasses.replace(settings, num_samples=170))  # a third program: over the budget
-    kept = set(tmp_path.glob("*.jaxexport"))
+    kept = set(tmp_path.glob("nuts-*.zip"))
     assert first in kept and second not in kept and len(kept) == 2
     assert sum(p.stat().st_size for p in kept) <= budget
 
@@ -518,3 +523,4 @@ def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain(
     for method, (first, second) in results.items():
         rates = [1 / (1 + np.exp(-fit["posterior"]["domain"].mean(axis=(0, 1)).ravel())) for fit in (first, second)]
         assert rates[0][0] < 0.5 < 0.8 < rates[0][1] and rates[1][1] < 0.55 < 0.8 < rates[1][0], (method, rates)
+

@@ -304,7 +304,7 @@ def test_a_stored_warm_sampler_gives_the_draws_of_a_traced_one(tmp_path):
     loading = Fitter(program_cache=tmp_path)
     loaded = draws(loading)
     # the warm sampler only: a warm fit that passes never builds the cold one
-    assert loading.stats()["programs_loaded"] == 1 and len(list(tmp_path.glob("*.jaxexport"))) == 1
+    assert loading.stats()["programs_loaded"] == 1 and len(list(tmp_path.glob("nuts-*.zip"))) == 1
     for name, values in traced.items():
         np.testing.assert_array_equal(stored[name], values, err_msg=name)
         np.testing.assert_array_equal(loaded[name], values, err_msg=name)

@@ -56,11 +56,13 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import io
 import json
 import math
 import os
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -303,7 +305,7 @@ class Fitter:
     def __init__(self, program_cache: str | os.PathLike | None = None, program_cache_max_bytes: int | None = None):
         self._runners: dict = {}
         self.compilations = 0
-        #: folder of traced samplers (:func:`_cached_program`); None: every process traces its own
+        #: folder of traced runners (:func:`_load_runner`, :func:`_store_runner`); None: every process traces its own
         self.program_cache = Path(program_cache) if program_cache else None
         #: the folder keeps the samplers used most recently that fit in this many bytes (None: all)
         self.program_cache_max_bytes = program_cache_max_bytes
@@ -329,12 +331,15 @@ class Fitter:
             key = key + ("warm", settings.warm_burn_in)
         found = self._runners.get(key)
         if found is None:
-            found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method, warm=warm)
+            stored = None
             if self.program_cache is not None and chain_method != "parallel":  # pmap programs do not export
-                extra = _warm_specs(found, settings.num_chains) if warm else ()
-                found.run, loaded = _cached_program(found.run, self.program_cache, key, arrays, settings.num_chains,
-                                                    self.program_cache_max_bytes, extra_specs=extra)
-                self.programs_loaded += loaded
+                stored = self.program_cache / f"nuts-{_program_key(key)}.zip"
+                found = _load_runner(stored, chain_method, warm)
+                self.programs_loaded += found is not None
+            if found is None:
+                found = _build_runner(glm.MODELS[name].fn, options, arrays, settings, chain_method, warm=warm)
+                if stored is not None:
+                    found = _store_runner(found, stored, key, arrays, settings.num_chains, self.program_cache_max_bytes)
             self._runners[key] = found
             self.compilations += 1
         found.uses += 1
@@ -508,41 +513,70 @@ def _program_key(runner_key: tuple) -> str:
     return hashlib.sha256(repr((runner_key, versions, code)).encode()).hexdigest()[:32]
 
 
-def _cached_program(run, folder: Path, runner_key: tuple, arrays: dict, num_chains: int,
-                    max_bytes: int | None = None, *, extra_specs: tuple = ()):
-    """``run`` as a serialised, exported program (``jax.export``, StableHLO) kept in ``folder``.
+#: What :class:`Fitter`'s program cache stores of a runner, in one zip file: the exported sampler and
+#: prior-draws programs and what a fit needs of the traced model (its sites, their shapes, the block).
+_STORED_SAMPLER, _STORED_PRIOR_DRAWS, _STORED_RUNNER = "sampler.jaxexport", "prior_draws.jaxexport", "runner.json"
 
-    Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks
-    (vmap over its while loops), before the persistent compilation cache can even be consulted:
-    it is keyed by the traced program. A stored program skips the tracing; the compiled program
-    and the draws are those of ``run`` (tested). Returns (program, whether it was loaded).
-    A file that does not deserialise is traced again and replaced. Loading a file marks it used
-    (its modification time); with ``max_bytes`` the programs used longest ago are deleted once the
-    folder holds more.
+
+def _load_runner(path: Path, chain_method: str, warm: bool) -> _Runner | None:
+    """The runner stored at ``path`` by :func:`_store_runner`, or None when there is none or it does not
+    load (damaged, foreign, deleted meanwhile: the caller traces it again and replaces the file).
+
+    Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks (vmap
+    over its while loops), before the persistent compilation cache can even be consulted: it is keyed
+    by the traced program. Tracing the model for its sites (``initialise``) and lowering the prior
+    draws cost a process's first fit of a model ~1 s more. A stored runner skips all three; its
+    compiled programs and draws are those of the traced runner (tested). Loading marks the file used
+    (its modification time) for :func:`prune_least_recently_used`.
     """
+    from jax import export
+
+    if not path.exists():
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            described = json.loads(archive.read(_STORED_RUNNER))
+            run = jax.jit(export.deserialize(bytearray(archive.read(_STORED_SAMPLER))).call)
+            prior_draws = jax.jit(export.deserialize(bytearray(archive.read(_STORED_PRIOR_DRAWS))).call)
+        sites, block = tuple(described["sites"]), tuple(described["block"])
+        shapes = {site: tuple(described["shapes"][site]) for site in sites}
+    except Exception:  # noqa: BLE001 - damaged or foreign file (or deleted meanwhile): traced again
+        return None
+    with contextlib.suppress(OSError):  # a read-only cache still serves its runners
+        path.touch()
+    return _Runner(run, prior_draws, sites, chain_method, shapes=shapes, block=block, warm=warm)
+
+
+def _store_runner(runner: _Runner, path: Path, runner_key: tuple, arrays: dict, num_chains: int,
+                  max_bytes: int | None = None) -> _Runner:
+    """Export ``runner``'s programs (``jax.export``, StableHLO) and store them at ``path`` for
+    :func:`_load_runner`; returns the runner calling the exported programs, as the processes that
+    load it will (one compiled program for all of them in the compilation cache). With ``max_bytes``
+    the runners used longest ago are deleted once the folder holds more."""
     from jax import export
 
     from evalpipeline.lake import write_bytes_atomic
 
-    path = folder / f"nuts-{_program_key(runner_key)}.jaxexport"
-    if path.exists():
-        try:
-            program = jax.jit(export.deserialize(bytearray(path.read_bytes())).call)
-        except Exception:  # noqa: BLE001 - damaged or foreign file (or deleted meanwhile): trace again below
-            pass
-        else:
-            with contextlib.suppress(OSError):  # a read-only cache still serves its programs
-                path.touch()
-            return program, True
-    specs = (jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
-             {k: jax.ShapeDtypeStruct(np.shape(v), jax.dtypes.canonicalize_dtype(np.asarray(v).dtype))
-              for k, v in arrays.items()},
-             jax.ShapeDtypeStruct((), jnp.float32)) + tuple(extra_specs)
-    exported = export.export(run)(*specs)
-    write_bytes_atomic(bytes(exported.serialize()), path)
-    if max_bytes is not None:
-        prune_least_recently_used(folder, "nuts-*.jaxexport", max_bytes)
-    return jax.jit(exported.call), False
+    def spec(value):
+        return jax.ShapeDtypeStruct(np.shape(value), jax.dtypes.canonicalize_dtype(np.asarray(value).dtype))
+
+    key_spec = jax.eval_shape(lambda: random.PRNGKey(0))
+    data_spec = {k: spec(v) for k, v in arrays.items()}
+    extra = _warm_specs(runner, num_chains) if runner.warm else ()
+    sampler = export.export(runner.run)(jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
+                                        data_spec, jax.ShapeDtypeStruct((), jnp.float32), *extra)
+    prior_draws = export.export(runner.prior_draws)(key_spec, {k: v for k, v in data_spec.items() if k != "k_obs"})
+    described = {"sites": list(runner.sites), "shapes": {s: list(runner.shapes[s]) for s in runner.sites},
+                 "block": list(runner.block), "key": repr(runner_key)}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(_STORED_SAMPLER, bytes(sampler.serialize()))
+        archive.writestr(_STORED_PRIOR_DRAWS, bytes(prior_draws.serialize()))
+        archive.writestr(_STORED_RUNNER, json.dumps(described, indent=1))
+    write_bytes_atomic(buffer.getvalue(), path)
+    if max_bytes is not None:  # "nuts-*": also the single-program files of earlier versions
+        prune_least_recently_used(path.parent, "nuts-*", max_bytes)
+    return dataclasses.replace(runner, run=jax.jit(sampler.call), prior_draws=jax.jit(prior_draws.call))
 
 
 def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str,
@@ -888,8 +922,9 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
     key = random.PRNGKey(seed)
     run_key, prior_key, post_key = random.split(key, 3)
     chain_keys = random.split(run_key, settings.num_chains)
-    device_arrays = {k: jnp.asarray(v) for k, v in arrays.items()}
-    extra = jax.tree.map(jnp.asarray, warm_args) if warm_args is not None else ()
+    # device_put: jnp.asarray compiles a program per new shape (~10 ms each, ~20 arrays a fit)
+    device_arrays = {k: jax.device_put(v) for k, v in arrays.items()}
+    extra = jax.tree.map(jax.device_put, warm_args) if warm_args is not None else ()
     out = jax.device_get(runner.run(chain_keys, device_arrays, jnp.float32(target), *extra))
     ended = {k: out[k] for k in ("last_z", "inverse_mass", "final_step_size")}
     sizes = _real_sizes(data)
