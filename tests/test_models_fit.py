@@ -524,3 +524,18 @@ def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain(
         rates = [1 / (1 + np.exp(-fit["posterior"]["domain"].mean(axis=(0, 1)).ravel())) for fit in (first, second)]
         assert rates[0][0] < 0.5 < 0.8 < rates[0][1] and rates[1][1] < 0.55 < 0.8 < rates[1][0], (method, rates)
 
+
+def test_the_package_imports_arviz_without_the_bokeh_modules_it_loads_only_for_docstrings():
+    """evalpipeline.models imports ArviZ with bokeh.plotting and bokeh.models blocked (~0.7 s of every
+    process's start, arviz_import.py); ArviZ must work and bokeh stay importable afterwards."""
+    script = ("import sys\n"
+              "import evalpipeline.models\n"
+              "loaded = sorted(m for m in ('bokeh.plotting', 'bokeh.models') if m in sys.modules)\n"
+              "import arviz, numpy as np\n"
+              "summary = arviz.summary(arviz.from_dict(posterior={'x': np.random.default_rng(0).normal(size=(2, 50))}))\n"
+              "import bokeh.plotting, bokeh.models\n"
+              "print(loaded, list(summary.index), callable(bokeh.plotting.figure))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[] ['x'] True"
