@@ -67,7 +67,7 @@ import pyarrow as pa
 from evalpipeline.fit_status import NO_STORED_FIT, no_stored_fit_reason
 from evalpipeline.fits import SUITE_TABLE, read_outcome
 from evalpipeline.keys import to_partition_key
-from evalpipeline.lake import Lake, file_identity, write_parquet_atomic
+from evalpipeline.lake import Lake, file_identity, read_parquet_files, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
@@ -257,25 +257,15 @@ def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None =
     model has a sample table for the suite, and ValueError when the tables
     lack the columns a comparison needs.
     """
-    import pyarrow.parquet as pq
-
     key = to_partition_key(suite)
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
         raise NoDataError(f"suite {suite!r} has no sample tables: nothing matches "
                           f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}"
                           + rejected_note(lake, suite=suite))
-    frames = []
-    for model, _suite, path in tables:
-        if columns is None:
-            frame = lake.read_files([path])
-        else:
-            table = pq.ParquetFile(path)
-            frame = table.read(columns=[c for c in columns if c in table.schema_arrow.names]).to_pandas()
-        frame = frame.drop(columns=[c for c in ("model", "suite") if c in frame.columns])
-        frame.insert(0, "model", model)
-        frames.append(frame)
-    samples = pd.concat(frames, ignore_index=True)
+    read = read_parquet_files([path for _model, _suite, path in tables], columns)
+    samples = read.frame.drop(columns=[c for c in ("model", "suite") if c in read.frame.columns])
+    samples.insert(0, "model", np.repeat(np.array([model for model, _suite, _path in tables], dtype=object), read.rows))
     missing = {"item_id", "epoch", "score"} - set(samples.columns)
     if missing:
         raise ValueError(f"sample tables of suite {suite!r} lack column(s) {sorted(missing)}")

@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from evalpipeline.keys import to_partition_key
-from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
+from evalpipeline.lake import Lake, read_parquet_files, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 
 PARTITION_TABLE = "glm_fits"
@@ -157,20 +158,38 @@ def _rows_hash(table: pa.Table | pd.DataFrame) -> str:
 
 
 def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Every model's samples on ``suite`` (with a ``model`` column) and each table's content hash."""
+    """Every model's samples on ``suite`` (with a ``model`` column) and each table's content hash
+    (:func:`samples_content_hash`'s digest)."""
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
         raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}"
                           + rejected_note(lake, suite=suite))
-    import pyarrow.parquet as pq
+    paths = [path for _model, _suite, path in tables]
+    models = [model for model, _suite, _path in tables]
+    read = read_parquet_files(paths)
+    if read.one_schema:
+        hashes = _slices_hashes(read.frame, models, read.rows)
+    else:  # the frame's dtypes may not be a table's own: each table hashed alone
+        hashes = {model: samples_content_hash(path) for model, path in zip(models, paths)}
+    frame = read.frame
+    frame.insert(0, "model", np.repeat(np.array(models, dtype=object), read.rows))
+    return frame, hashes
 
-    frames, hashes = [], {}
-    for model, _suite, path in tables:  # each table read and converted once, for its rows and its hash
-        frame = pq.read_table(path).to_pandas()
-        hashes[model] = _rows_hash(frame)
-        frame.insert(0, "model", model)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True), hashes
+
+def _slices_hashes(frame: pd.DataFrame, names: list[str], rows: list[int]) -> dict[str, str]:
+    """:func:`_rows_hash` of each table concatenated in ``frame`` (``rows`` of each, in order; each
+    slice with the dtypes of its table), from one pass over the frame: pandas hashes each row's values,
+    not its position, so a table's digest is its slice's."""
+    body = frame.drop(columns=[c for c in LOCATION_COLUMNS if c in frame.columns])
+    header = "\x1f".join(f"{c}:{t}" for c, t in body.dtypes.astype(str).items()).encode()
+    row_hashes = pd.util.hash_pandas_object(body, index=False).to_numpy()
+    ends = np.cumsum(rows, dtype=np.int64)
+    hashes = {}
+    for name, end, count in zip(names, ends, rows):
+        digest = hashlib.sha256(header)
+        digest.update(row_hashes[end - count:end].tobytes())
+        hashes[name] = digest.hexdigest()
+    return hashes
 
 
 def fit_suite_glm(

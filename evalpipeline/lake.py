@@ -41,6 +41,7 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import pyarrow as pa
@@ -173,6 +174,35 @@ def parquet_bytes(table: pa.Table) -> bytes:
 def write_parquet_atomic(table: pa.Table, path: Path) -> bool:
     """Write ``table`` as Parquet at ``path`` atomically; False when unchanged."""
     return write_bytes_atomic(parquet_bytes(table), path)
+
+
+class ParquetFrames(NamedTuple):
+    """Parquet files read as one frame (:func:`read_parquet_files`)."""
+
+    frame: pd.DataFrame
+    rows: list[int]  # each file's number of rows: its slice of ``frame``, in the order given
+    one_schema: bool  # the files shared one schema, so each slice has the dtypes the file alone would get
+
+
+def read_parquet_files(paths: list[Path], columns: tuple[str, ...] | None = None) -> ParquetFrames:
+    """Parquet files as one frame, in the order given; of ``columns`` alone (those a file has) when given.
+
+    Files of one schema are concatenated as Arrow tables and converted to pandas once: a suite's ~100
+    small sample tables converted one by one took ~2.5x as long. Files whose schemas differ are
+    converted one by one and concatenated by pandas, which reconciles their types."""
+    tables = []
+    for path in paths:
+        if columns is None:
+            tables.append(pq.read_table(path))
+        else:
+            handle = pq.ParquetFile(path)
+            tables.append(handle.read(columns=[c for c in columns if c in handle.schema_arrow.names]))
+    rows = [table.num_rows for table in tables]
+    if not tables:
+        return ParquetFrames(pd.DataFrame(), rows, True)
+    if all(table.schema.equals(tables[0].schema) for table in tables[1:]):
+        return ParquetFrames(pa.concat_tables(tables).to_pandas(), rows, True)
+    return ParquetFrames(pd.concat([table.to_pandas() for table in tables], ignore_index=True), rows, False)
 
 
 def sha256_file(path: Path) -> str:

@@ -159,3 +159,34 @@ def test_a_disabled_glm_is_recorded_without_reading_its_data(lake, monkeypatch):
     assert (suite.directory / "provenance.json").stat().st_mtime_ns == record  # written once
     with pytest.raises(NoDataError, match="no sample tables for suite 'absent'"):
         fit_suite_glm(lake, "absent", "suite_beta_binomial", config, version="v1")
+
+
+def test_a_suites_samples_are_read_as_one_frame_with_each_tables_own_content_hash(tmp_path):
+    """suite_samples reads a suite's tables into one frame and hashes each table from its slice of it.
+    Each model's rows must be its table's, and each digest samples_content_hash of that table alone
+    (what the reuse of a fit compares): also when one table's schema differs, and then the frame is
+    pandas' concatenation of the tables."""
+    import pyarrow.parquet as pq
+
+    from evalpipeline.fits import samples_content_hash, suite_samples
+
+    rng = np.random.default_rng(5)
+    lake = Lake(tmp_path)
+    write_samples(lake, "a", "quiz", planted_scores(rng, rng.normal(size=12), 0.0))
+    write_samples(lake, "b/large", "quiz", planted_scores(rng, rng.normal(size=7), 1.0, epochs=3))
+    write_samples(lake, "c", "quiz", planted_scores(rng, rng.normal(size=1), 0.0, epochs=1))
+
+    def check():
+        frame, hashes = suite_samples(lake, "quiz")
+        tables = lake.sample_tables(suite="quiz")
+        assert frame.columns[0] == "model" and list(frame["model"].unique()) == [m for m, _s, _p in tables]
+        assert hashes == {model: samples_content_hash(path) for model, _suite, path in tables}
+        assert len(set(hashes.values())) == 3
+        alone = pd.concat([pq.read_table(path).to_pandas() for _m, _s, path in tables], ignore_index=True)
+        pd.testing.assert_frame_equal(frame.drop(columns="model"), alone, check_exact=True)
+
+    check()
+    path = lake.table_path("samples", "samples.parquet", "b/large", "quiz")
+    table = pq.read_table(path)
+    write_parquet_atomic(table.append_column("difficulty", pa.array(np.linspace(0, 1, table.num_rows))), path)
+    check()
