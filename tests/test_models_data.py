@@ -155,6 +155,20 @@ def test_success_rate_check_flags_missing_bimodality():
         success_rate_check(data, binomial_like[:, :5])
 
 
+
+def test_success_rate_check_bins_integer_counts_by_lookup_as_it_bins_their_rates():
+    """Integer counts are binned by a table of each trial count's possible rates; the result must be the
+    searching of every simulated rate's bin (the float path), exactly: rates on the bin edges (3/10,
+    1/5, 0 and 1) included, and counts above 255 trials (uint16)."""
+    trials = np.array([1, 2, 3, 5, 10, 300] * 40)
+    rng = np.random.default_rng(8)
+    data = GlmData.from_counts(pd.DataFrame({"k": rng.binomial(trials, 0.4), "n": trials}))
+    for p in (0.02, 0.3, 0.5, 0.98):
+        counts = rng.binomial(np.broadcast_to(trials, (200, trials.size)), p).astype(np.uint16)
+        by_lookup, by_search = success_rate_check(data, counts), success_rate_check(data, counts.astype(float))
+        pd.testing.assert_frame_equal(by_lookup, by_search, check_exact=True)
+        assert by_lookup.loc[by_lookup.stat == "bin_share", "simulated_mean"].sum() == pytest.approx(1.0)
+
 def _two_domains(rates, n):
     return GlmData.from_counts(pd.DataFrame({"domain": ["a", "b"], "k": [round(r * n) for r in rates], "n": [n, n]}))
 

@@ -1111,6 +1111,20 @@ PREDICTIVE_COLUMNS = {
 }
 
 
+def _count_bins(counts: np.ndarray, trials: np.ndarray, bin_of) -> np.ndarray:
+    """``bin_of(counts / trials)`` for integer counts (draws, units), by table lookup: a unit with n trials
+    has n + 1 possible rates, binned once each (the same division, so the same bins). Searching the
+    bin of each of a 100-LLM suite's 400 x 20,800 simulated rates took 0.1-0.35 s, twice a fit.
+    None when the table would be large (units of many different, large numbers of trials)."""
+    sizes, unit_size = np.unique(np.asarray(trials, dtype=np.int64), return_inverse=True)
+    if sizes.size * (int(sizes.max()) + 1) > counts.size:
+        return None
+    table = np.zeros((sizes.size, int(sizes.max()) + 1), dtype=np.uint8)
+    for row, size in enumerate(sizes):
+        table[row, : size + 1] = bin_of(np.arange(size + 1) / float(size))
+    return table[unit_size, counts]
+
+
 def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10, mass: float = 0.95) -> pd.DataFrame:
     """Distribution of per-unit success rates k/n: observed vs simulated (hibayes-paper.txt Figure 7).
 
@@ -1121,19 +1135,26 @@ def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10
     binomial GLM cannot reproduce) and ``"sd_rate"``, with the posterior
     predictive p-value P(simulated >= observed).
     """
-    simulated_k = np.asarray(simulated_k, dtype=float)
+    simulated_k = np.asarray(simulated_k)
     if simulated_k.ndim != 2 or simulated_k.shape[1] != data.n_units:
         raise ValueError(f"simulated_k must have shape (draws, {data.n_units}), got {simulated_k.shape}")
+    if not np.issubdtype(simulated_k.dtype, np.integer):
+        simulated_k = simulated_k.astype(float)
     n = data.units["n"].to_numpy(float)
     observed = data.observed_rates()
     simulated = simulated_k / n
     edges = np.linspace(0.0, 1.0, bins + 1)
 
-    def shares(rates: np.ndarray) -> np.ndarray:
-        idx = np.clip(np.searchsorted(edges, rates, side="right") - 1, 0, bins - 1)
-        return np.stack([(idx == b).mean(axis=-1) for b in range(bins)], axis=-1)
+    def bin_of(rates: np.ndarray) -> np.ndarray:
+        return np.clip(np.searchsorted(edges, rates, side="right") - 1, 0, bins - 1)
 
-    obs_share, sim_share = shares(observed), shares(simulated)
+    def shares(bin_index: np.ndarray) -> np.ndarray:
+        return np.stack([(bin_index == b).mean(axis=-1) for b in range(bins)], axis=-1)
+
+    looked_up = (_count_bins(simulated_k, data.units["n"].to_numpy(), bin_of)
+                 if np.issubdtype(simulated_k.dtype, np.integer) else None)
+    obs_share = shares(bin_of(observed))
+    sim_share = shares(bin_of(simulated) if looked_up is None else looked_up)
     low_q, high_q = (1 - mass) / 2, 1 - (1 - mass) / 2
     rows = []
     for b in range(bins):
