@@ -522,12 +522,12 @@ def _load_runner(path: Path, chain_method: str, warm: bool) -> _Runner | None:
     """The runner stored at ``path`` by :func:`_store_runner`, or None when there is none or it does not
     load (damaged, foreign, deleted meanwhile: the caller traces it again and replaces the file).
 
-    Tracing the vectorised NUTS program costs every new process ~10 s at 100 LLMs x 200 tasks (vmap
-    over its while loops), before the persistent compilation cache can even be consulted: it is keyed
-    by the traced program. Tracing the model for its sites (``initialise``) and lowering the prior
-    draws cost a process's first fit of a model ~1 s more. A stored runner skips all three; its
-    compiled programs and draws are those of the traced runner (tested). Loading marks the file used
-    (its modification time) for :func:`prune_least_recently_used`.
+    Tracing and lowering the NUTS program cost every new process 0.7 s at 100 LLMs x 200 tasks with
+    sequential chains (~10 s vectorised: vmap over its while loops), before the persistent compilation
+    cache can even be consulted: it is keyed by the lowered program. Tracing the model for its sites
+    (``initialise``) and lowering the prior draws cost a process's first fit of a model ~0.7 s more.
+    A stored runner skips all of it; its compiled programs and draws are those of the traced runner
+    (tested). Loading marks the file used (its modification time) for :func:`prune_least_recently_used`.
     """
     from jax import export
 
