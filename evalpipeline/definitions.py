@@ -8,6 +8,7 @@ that ``make ui`` shows the same runs and materialisations afterwards.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import socket
@@ -57,11 +58,13 @@ from assets.schedules import (
     stale_partitions,
     sync_dynamic_partitions,
 )
+from assets.samplers import prepare_samplers, sampler_requests
 from assets.sensors import landing_sensor
 from assets.status import record_run_failures, resolve_run_failures, run_partitions, step_failures
 from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
+from evalpipeline.models.fit import preparation_requests
 from evalpipeline.pipeline import leaderboard_path
 from evalpipeline.terminal import format_leaderboard
 from evalpipeline.refresh import discover
@@ -144,9 +147,9 @@ automation_sensor = AutomationConditionSensorDefinition(
 
 defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
-    jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job],
+    jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job, prepare_samplers],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
-    sensors=[landing_sensor, record_run_failures, resolve_run_failures, automation_sensor],
+    sensors=[landing_sensor, record_run_failures, resolve_run_failures, automation_sensor, sampler_requests],
     resources={
         "lake": LakeResource(),
         "ingest_settings": IngestSettings(),
@@ -333,7 +336,7 @@ def run_main_job(
     ]
     total = sum(len(stage) for stage in stages)
     failures = 0
-    numbers = iter(range(1, total + 1))
+    numbers = itertools.count(1)
 
     def execute(steps: list, count: int) -> list[StepOutcome]:
         return _run_steps(steps, count, echo, pool=pool if workers > 1 else None, instance=instance,
@@ -358,8 +361,15 @@ def run_main_job(
         return ([single(job_name, key, name, unfinished) for key, name in zip(keys, names) if key in failing],
                 runs_of(job_name, rest, unfinished, per_run(len(rest))) if rest else [])
 
+    model_stage = stages[3]
     try:
         for stage in stages:
+            if stage is model_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
+                                                             store.root):
+                # a suite fit asked for the sampler of one LLM more (evalpipeline.fits.prepare_requested_samplers):
+                # first in the model stage, whose short runs the other worker takes meanwhile
+                stage = [(prepare_samplers.name, None, "warm samplers the suite fits asked for", [], None), *stage]
+                total += 1
             numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
             outcomes = execute(numbered, total)
             # Dagster gates per run: a blocking check or error in one partition of a range run stops the

@@ -68,12 +68,13 @@ class GlmConfig:
 
     def for_model(self, glm: str) -> dict:
         """The settings that decide ``glm``'s fits, as JSON-able data (hashed into versions). How the
-        chains start (``warm_start``, ``warm_burn_in``, ``warm_tuning``) is left out: it decides no
-        estimate, and switching it must not refit every GLM."""
+        chains start (``warm_start``, ``warm_burn_in``, ``warm_tuning``) and which samplers are prepared
+        ahead (``prepare_samplers_from``) are left out: they decide no estimate, and switching them must
+        not refit every GLM."""
         import dataclasses
 
         settings = {k: v for k, v in dataclasses.asdict(self.settings).items()
-                    if k not in ("warm_start", "warm_burn_in", "warm_tuning")}
+                    if k not in ("warm_start", "warm_burn_in", "warm_tuning", "prepare_samplers_from")}
         return {
             "glm": glm,
             "settings": settings,
@@ -208,17 +209,22 @@ def fit_suite_glm(
     return _fit(
         suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
         seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress, draw_plots=draw_plots,
-        warm_start=config.settings.warm_start,
+        warm_start=config.settings.warm_start, source={"suite": suite, "lake": str(lake.root.resolve())},
     )
 
 
 def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
-         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool | None = None) -> FitOutcome:
+         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool | None = None,
+         source: dict | None = None) -> FitOutcome:
     """Fit (or reuse) one GLM in ``directory``. ``warm_start`` (suite fits: ``[glm] warm_start``): True
     starts from the previous fit's stored state when it may (:func:`previous_warm_state`); True or False
     stores where this fit's chains ended, so that switching warm starts on takes effect at the next
     refit. None (partition fits): cold, nothing stored; a new partition has no previous fit, and a warm
-    sampler is one more program to compile per shape bucket."""
+    sampler is one more program to compile per shape bucket.
+
+    ``source`` (suite fits: the suite): with warm starts on, a passing fit whose warm refit after one
+    more LLM would not find its sampler compiled leaves a request naming it, for
+    :func:`prepare_requested_samplers`."""
     from evalpipeline.models import applicability, fit_glm, write_fit
 
     say = progress or (lambda _m: None)
@@ -260,7 +266,79 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
     state = _write_warm_state(directory, fit.warm_state) if keep_state else None
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed, "warm_state": state})
     _remove_warm_states(directory, keep=state)  # only now: until here the old provenance named the old state
+    why = preparation_reason(fit, data.n_models, config.settings.prepare_samplers_from) if warm_start and source else None
+    if why:
+        fitter.request_preparation(fit.design_key, {**source, "glm": glm, "reason": why})
+        say(f"{glm}: asked for the warm sampler of one LLM more to be prepared ({why})")
     return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+
+
+def preparation_reason(fit, n_models: int, prepare_from: int) -> str | None:
+    """Why the warm sampler of ``fit``'s data with one LLM more should be prepared ahead, or None: the
+    fit passed (a failed one leaves no state to start warm from), its suite has at least
+    ``prepare_from`` LLMs (0: never), and the fitter's program cache lacks that sampler
+    (``fit.next_llm_ready``; None: no cache to prepare into)."""
+    if not fit.passed or fit.next_llm_ready is not False or not 0 < prepare_from <= n_models:
+        return None
+    padded = fit.metadata["layout"]["models"]
+    if n_models >= padded:
+        return f"{n_models} LLMs fill the sampler's padded LLM axis ({padded})"
+    return "its warm sampler for one LLM more is not compiled yet"
+
+
+def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
+                               progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Prepare the warm samplers that suite fits asked for (:func:`_fit`'s requests): for each, the
+    suite's data with one LLM more (:func:`with_another_llm`), so that the night a new LLM joins finds
+    its sampler traced and compiled (:meth:`~evalpipeline.models.Fitter.prepare`) instead of paying
+    ~6 s in each process that refits the suite. Only the requests of fits in ``lake`` are handled (lakes
+    may share a cache); each is removed once handled, prepared or not (a fit that still needs one asks
+    again). Returns one record per request: suite, glm, what was
+    done (``prepared``, ``already stored``, ``skipped: <why>``, ``failed: <error>``) and seconds."""
+    from evalpipeline.models.fit import preparation_requests
+
+    say = progress or (lambda _m: None)
+    if fitter is None or fitter.program_cache is None:
+        return []
+    done = []
+    for path in preparation_requests(fitter.program_cache, lake.root):
+        try:
+            request = json.loads(path.read_text())
+            suite, glm = str(request["suite"]), str(request["glm"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            say(f"{path}: not a preparation request ({exc!r}); removed")
+            path.unlink(missing_ok=True)
+            continue
+        record = {"suite": suite, "glm": glm, "reason": str(request.get("reason", "")), "seconds": 0.0}
+        try:
+            if _disabled(glm, config):
+                record["done"] = f"skipped: {glm} is not in [glm] models"
+            else:
+                samples, _hashes = suite_samples(lake, suite)
+                data = _glm_data(with_another_llm(samples), config)
+                outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
+                record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
+                           "seconds": outcome["seconds"], "llms": data.n_models}
+        except NoDataError as exc:
+            record["done"] = f"skipped: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported; the night's fit compiles its own sampler
+            record["done"] = f"failed: {type(exc).__name__}: {exc}"
+        path.unlink(missing_ok=True)
+        say(f"{glm} on suite {suite}: {record['done']}" + (f" in {record['seconds']:.1f}s" if record["seconds"] else ""))
+        done.append(record)
+    return done
+
+
+def with_another_llm(samples: pd.DataFrame) -> pd.DataFrame:
+    """``samples`` (a suite's, with a ``model`` column) and a copy of its first model's rows under a name
+    no model has: the shape the suite takes when one more LLM joins."""
+    models = sorted(samples["model"].unique())
+    if not models:
+        raise NoDataError("no samples to add an LLM to")
+    name = "~next LLM"
+    while name in set(models):
+        name += "~"
+    return pd.concat([samples, samples[samples["model"] == models[0]].assign(model=name)], ignore_index=True)
 
 
 WARM_STATE_PATTERN = "warm-*.json"

@@ -57,10 +57,20 @@ class GlmSettings(ConfigurableResource):
             raise ValueError(f"{source} = {raw!r}: the compilation cache bound must be a whole number of MiB >= 1")
         return megabytes * 2**20
 
+    def cache_dir(self, lake_root: Path) -> Path:
+        """The persistent compilation cache of fits in the lake at ``lake_root``."""
+        return Path(self.compilation_cache_dir or os.environ.get("EVALPIPELINE_JAX_CACHE")
+                    or Path(lake_root) / ".cache" / "jax")
+
+    def program_cache(self, lake_root: Path) -> Path:
+        """The traced samplers beside it (evalpipeline.models.fit._load_runner), and the requests to prepare
+        some (evalpipeline.models.fit.preparation_requests)."""
+        return self.cache_dir(lake_root) / "programs"
+
     def fitter(self, lake_root: Path):
         from evalpipeline.models import configure_jax
 
-        cache = self.compilation_cache_dir or os.environ.get("EVALPIPELINE_JAX_CACHE") or str(Path(lake_root) / ".cache" / "jax")
+        cache = str(self.cache_dir(lake_root))
         # chain_method = "parallel" needs one host device per core before JAX starts its backend
         # (in a step process that is now); if JAX started earlier the fit falls back to vectorized
         # and its metadata says so
@@ -68,4 +78,4 @@ class GlmSettings(ConfigurableResource):
         limit = self.cache_max_bytes()
         configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None,
                       cache_max_bytes=limit)
-        return process_fitter(str(Path(cache) / "programs"), limit // 8)
+        return process_fitter(str(self.program_cache(lake_root)), limit // 8)

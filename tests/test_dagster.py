@@ -1309,3 +1309,51 @@ def test_the_compilation_cache_bound_comes_from_the_resource_or_the_environment(
         monkeypatch.setenv(CACHE_MAX_ENV, bad)
         with pytest.raises(ValueError, match=rf"\$EVALPIPELINE_JAX_CACHE_MAX_MB = '{bad}': .* whole number of MiB"):
             GlmSettings().cache_max_bytes()
+
+
+def _quiz_log(model: str, skill: float, seed: int) -> str:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    difficulty = np.random.default_rng(0).normal(0.0, 1.0, 30)  # the same items for every model
+    scores = rng.random(30) < 1 / (1 + np.exp(-(skill - difficulty)))
+    rows = [f"{model},quiz,q{i},{int(s)},d,quiz" for i, s in enumerate(scores)]
+    return "model,suite,item_id,score,domain,subdomain\n" + "\n".join(rows) + "\n"
+
+
+@pytest.mark.slow
+def test_the_main_job_prepares_the_samplers_suite_fits_ask_for(tmp_path, monkeypatch, capsys):
+    """A suite fit whose warm refit after one LLM more would compile a sampler asks for it; the main job
+    then runs `prepare_samplers` in its model stage, and the night that LLM joins the suite's warm refit
+    loads that sampler instead of tracing it. Its outputs are those of a job without the preparation."""
+    from evalpipeline.fits import read_outcome
+    from evalpipeline.models import fit as fit_module
+    from evalpipeline.models.fit import preparation_requests
+
+    models = {"alpha": 1.0, "beta": 0.0, "gamma": -0.5}
+    _small_project(tmp_path, monkeypatch, {f"{m}.csv": _quiz_log(m, skill, i) for i, (m, skill) in enumerate(models.items())})
+    config = ('[glm]\nmodels = ["suite_binomial"]\nnum_warmup = 300\nnum_samples = 500\nprepare_samplers_from = {}\n'
+              "[glm.thresholds]\nmin_ess_bulk = 100\nmin_ess_tail = 100\nmax_r_hat = 1.05\n")
+    (tmp_path / "evalpipeline.toml").write_text(config.format(1))
+    assert run_main_job() == 0
+    out = capsys.readouterr().out
+    assert "prepare_samplers warm samplers the suite fits asked for: ok" in out and "FAILED" not in out, out
+    programs = defs.resources["glm_settings"].program_cache(tmp_path / "lake")  # the tests' shared cache
+    assert list(programs.glob("nuts-*.zip")) and not preparation_requests(programs, tmp_path / "lake")
+    fit_dir = tmp_path / "lake" / "glm_suite_fits" / "suite=quiz" / "suite_binomial"
+    assert read_outcome(fit_dir).passed
+
+    (tmp_path / "landing" / "delta.csv").write_text(_quiz_log("delta", 0.5, 7))
+    (tmp_path / "evalpipeline.toml").write_text(config.format(0))  # this night asks for nothing more
+    traced = fit_module._build_runner
+
+    def build(*args, warm=False, **kwargs):
+        assert not warm, "the prepared warm sampler was traced again"
+        return traced(*args, warm=warm, **kwargs)
+
+    monkeypatch.setattr(fit_module, "_build_runner", build)
+    assert run_main_job(only_changed=True) == 0
+    out = capsys.readouterr().out
+    assert "FAILED" not in out and "prepare_samplers" not in out, out
+    refit = read_outcome(fit_dir)
+    assert refit.metadata["start"] == "warm" and "delta" in set(refit.summary["model"].dropna())

@@ -308,3 +308,107 @@ def test_a_stored_warm_sampler_gives_the_draws_of_a_traced_one(tmp_path):
     for name, values in traced.items():
         np.testing.assert_array_equal(stored[name], values, err_msg=name)
         np.testing.assert_array_equal(loaded[name], values, err_msg=name)
+
+
+# ---------------------------------------------------------------------------
+# samplers prepared ahead of the night a new LLM joins
+
+
+def test_room_for_another_llm_follows_the_padded_llm_axis_and_units():
+    from types import SimpleNamespace
+
+    from evalpipeline.models import glm
+
+    def data(models, units):
+        return SimpleNamespace(n_models=models, n_units=units, n_domains=1, n_subdomains=1, n_items=units // models,
+                               numeric_covariates=[], categorical_covariates={})
+
+    for models, room in ((7, False), (8, False), (9, True), (103, True), (104, False), (105, True)):  # exact up to 8
+        grid = data(models, models * 200)
+        assert glm.room_for_another_llm(grid, glm.layout_for(grid, grid=True), grid=True) is room, models
+    # without the grid, the units have their own padded size: 100 LLMs x 200 tasks fill 20,480 units at 102
+    for models, room in ((100, True), (101, True), (102, False)):
+        loose = data(models, models * 200)
+        assert glm.padded_models(models + 1) == 104
+        assert glm.room_for_another_llm(loose, glm.layout_for(loose)) is room, models
+
+
+def test_a_suite_fit_asks_for_a_sampler_only_when_one_llm_more_would_compile_one():
+    from types import SimpleNamespace
+
+    from evalpipeline.fits import preparation_reason
+
+    def fit(ready, passed=True, padded=16):
+        return SimpleNamespace(passed=passed, next_llm_ready=ready, metadata={"layout": {"models": padded}})
+
+    assert preparation_reason(fit(False), 16, 8) == "16 LLMs fill the sampler's padded LLM axis (16)"
+    assert preparation_reason(fit(False), 12, 8) == "its warm sampler for one LLM more is not compiled yet"
+    assert preparation_reason(fit(True), 12, 8) is None  # stored, with room
+    assert preparation_reason(fit(None), 16, 8) is None  # no program cache to prepare into
+    assert preparation_reason(fit(False, passed=False), 16, 8) is None  # no state to start warm from
+    assert preparation_reason(fit(False, padded=7), 7, 8) is None  # below prepare_samplers_from
+    assert preparation_reason(fit(False), 16, 0) is None  # switched off
+
+
+@pytest.mark.slow
+def test_a_sampler_prepared_from_one_llm_more_is_what_the_next_refit_loads(tmp_path, monkeypatch):
+    """A passing suite fit whose warm refit after one more LLM would need a sampler not yet compiled asks
+    for it; prepare_requested_samplers traces and compiles it from the suite with one LLM more, and
+    removes the request. When that LLM joins, the warm refit loads it and traces nothing."""
+    from evalpipeline.fits import GlmConfig, fit_suite_glm, prepare_requested_samplers, with_another_llm
+    from evalpipeline.lake import Lake
+    from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter
+    from evalpipeline.models import fit as fit_module
+    from evalpipeline.models.fit import preparation_requests
+    from tests.test_comparison import planted_scores, write_samples
+
+    rng = np.random.default_rng(11)
+    lake, programs = Lake(tmp_path / "lake"), tmp_path / "programs"
+    difficulty = rng.normal(0.0, 1.0, 30)
+    for index in range(9):  # padded to 16 LLMs: one more keeps the shape
+        write_samples(lake, f"m{index}", "quiz", planted_scores(rng, difficulty, rng.normal(0.0, 0.5)))
+    # the plain basis: whether tasks are centred, which the group-mean basis follows, may flip with a
+    # tenth LLM here, and a warm start needs the same structure (a cold start is tested elsewhere)
+    config = GlmConfig(FitSettings(num_warmup=300, num_samples=500, prepare_samplers_from=9, group_mean_basis=False),
+                       DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05))
+    first = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1", fitter=Fitter(program_cache=programs))
+    assert first.passed and first.metadata["start"].startswith("cold")
+    (request,) = preparation_requests(programs)  # the cold fit compiled no warm sampler
+    assert json.loads(request.read_text()) == {"suite": "quiz", "glm": "suite_binomial", "lake": str(lake.root.resolve()),
+                                               "reason": "its warm sampler for one LLM more is not compiled yet"}
+    assert preparation_requests(programs, lake.root) == [request] and not preparation_requests(programs, tmp_path)
+    stored = set(programs.glob("nuts-*.zip"))
+
+    preparing = Fitter(program_cache=programs)
+    (record,) = prepare_requested_samplers(lake, config, preparing)
+    assert record["done"] == "prepared" and record["llms"] == 10 and not preparation_requests(programs)
+    assert len(set(programs.glob("nuts-*.zip")) - stored) == 1 and preparing.stats()["compilations"] == 1
+    samples = pd.DataFrame({"model": ["b", "a", "a"], "score": [1.0, 0.0, 1.0]})
+    added = with_another_llm(samples)
+    assert added["model"].tolist() == ["b", "a", "a", "~next LLM", "~next LLM"]  # a copy of the first model
+    assert with_another_llm(samples.assign(model="~next LLM"))["model"].iloc[-1] == "~next LLM~"
+
+    write_samples(lake, "m9", "quiz", planted_scores(rng, difficulty, 0.1))
+    loading = Fitter(program_cache=programs)
+    traced = fit_module._build_runner
+
+    def build(*args, warm=False, **kwargs):
+        assert not warm, "the prepared warm sampler was traced again"
+        return traced(*args, warm=warm, **kwargs)
+
+    monkeypatch.setattr(fit_module, "_build_runner", build)
+    second = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1", fitter=loading)
+    assert second.attempts[0]["start"].startswith("warm") and second.passed, second.attempts
+    assert loading.stats()["programs_loaded"] >= 1
+    assert not preparation_requests(programs)  # 10 of 16 LLMs, the warm sampler stored: nothing to ask
+    # a request that no longer applies is dropped with the reason, and so is one that is not a request
+    # a request that no longer applies is dropped with the reason, and so is one that is not a request;
+    # another lake's (lakes may share a cache) is left to that lake's job
+    root = str(lake.root.resolve())
+    (programs / "requests" / "gone.json").write_text(json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": root}))
+    (programs / "requests" / "junk.json").write_text("{")
+    other = programs / "requests" / "other.json"
+    other.write_text(json.dumps({"suite": "quiz", "glm": "suite_binomial", "lake": str(tmp_path / "other")}))
+    (record,) = prepare_requested_samplers(lake, config, loading)
+    assert record["done"].startswith("skipped: no sample tables for suite 'gone'")
+    assert preparation_requests(programs) == [other]

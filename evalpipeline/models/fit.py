@@ -138,6 +138,13 @@ class FitSettings:
     #: once at 105 LLMs, one such chain took 5x the leapfrog steps of the others. Decides no estimate:
     #: not part of a fit's version either.
     warm_tuning: str = "pooled"
+    #: a passing suite fit of at least this many LLMs (with warm starts on) whose warm refit after one more
+    #: LLM would need a sampler not compiled yet asks for it to be prepared ahead, so that the night an
+    #: LLM joins compiles nothing (evalpipeline.fits.prepare_requested_samplers); 0: never. From 8 the
+    #: LLM axis is padded to a multiple of 8 (glm.padded_models): one night in eight needs a new size.
+    #: Below, every LLM changes the shape and a suite's sampler compiles in a few seconds. Decides no
+    #: estimate: not part of a fit's version.
+    prepare_samplers_from: int = 8
 
     def __post_init__(self):
         for name in ("num_warmup", "num_samples", "num_chains", "max_tree_depth", "predictive_draws", "warm_burn_in"):
@@ -146,6 +153,8 @@ class FitSettings:
         for name in ("target_accept", "retry_target_accept", "hpdi_mass", "hpdi2_mass"):
             if not 0.0 < float(getattr(self, name)) < 1.0:
                 raise ValueError(f"FitSettings.{name} must be in (0, 1), got {getattr(self, name)!r}")
+        if int(self.prepare_samplers_from) < 0:
+            raise ValueError(f"FitSettings.prepare_samplers_from must be >= 0, got {self.prepare_samplers_from!r}")
         if self.warm_tuning not in ("pooled", "per_chain"):
             raise ValueError(f"FitSettings.warm_tuning must be pooled or per_chain, not {self.warm_tuning!r}")
         if self.chain_method not in ("vectorized", "parallel", "sequential"):
@@ -323,17 +332,12 @@ class Fitter:
     def runner(self, name: str, options: dict, arrays: dict, settings: FitSettings, *, warm: bool = False) -> _Runner:
         """The compiled sampler for this model, options, shape bucket and settings; ``warm``: the one that
         starts from given positions, mass matrices and step sizes (:class:`WarmStart`)."""
-        shapes = tuple(sorted((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in arrays.items()))
         chain_method = _effective_chain_method(settings)
-        key = (name, tuple(sorted(options.items())), shapes, settings.num_warmup, settings.num_samples,
-               settings.num_chains, settings.max_tree_depth, chain_method)
-        if warm:  # a key of the old form for cold runners: their stored programs stay valid
-            key = key + ("warm", settings.warm_burn_in)
+        key = _runner_key(name, options, arrays, settings, warm)
         found = self._runners.get(key)
         if found is None:
-            stored = None
-            if self.program_cache is not None and chain_method != "parallel":  # pmap programs do not export
-                stored = self.program_cache / f"nuts-{_program_key(key)}.zip"
+            stored = self._stored_path(key, chain_method)
+            if stored is not None:
                 found = _load_runner(stored, chain_method, warm)
                 self.programs_loaded += found is not None
             if found is None:
@@ -344,6 +348,55 @@ class Fitter:
             self.compilations += 1
         found.uses += 1
         return found
+
+    def _stored_path(self, key: tuple, chain_method: str) -> Path | None:
+        """Where the program cache keeps the runner of ``key``; None without a cache, and for
+        ``parallel`` chains (pmap programs do not export)."""
+        if self.program_cache is None or chain_method == "parallel":
+            return None
+        return self.program_cache / f"nuts-{_program_key(key)}.zip"
+
+    def request_preparation(self, design_key: str, request: dict) -> Path | None:
+        """Leave a request (``request``: JSON, what the preparing job needs to rebuild the data) that the
+        warm runner for the shape after ``design_key``'s be prepared (:meth:`prepare`); one file per
+        design, so fits of one shape leave one request. None without a program cache."""
+        if self.program_cache is None or not design_key:
+            return None
+        from evalpipeline.lake import write_bytes_atomic
+
+        path = self.program_cache / PREPARATION_REQUESTS / f"{design_key}.json"
+        write_bytes_atomic(json.dumps(request, sort_keys=True).encode(), path)
+        return path
+
+    def prepare(self, name: str, data: GlmData, settings: FitSettings, *, priors: dict | None = None) -> dict:
+        """Make the warm runner a fit of ``name`` to ``data`` would start with ready for any process: traced
+        and stored in the program cache (unless it is there) and its two programs compiled into JAX's
+        persistent compilation cache (``configure_jax(compilation_cache_dir=...)``), for the argument
+        shapes and types :func:`_sample` calls them with. Nothing is sampled.
+
+        A fit whose LLM axis outgrows its padded size needs a runner of the next size: traced, exported
+        and XLA-compiled, ~6 s at 100 LLMs x 200 tasks, in every process that fits such a suite.
+        Prepared ahead (from data with one LLM more, by the nightly job's model stage), a
+        process finds both in the caches. Returns what was done: ``{"stored": already in the program
+        cache, "seconds": ...}``."""
+        started = time.perf_counter()
+        reason = glm.applicability(name, data)
+        if reason:
+            raise ValueError(f"model {name!r} is not applicable: {reason}")
+        design = _design(name, data, settings, priors)
+        chain_method = _effective_chain_method(settings)
+        key = _runner_key(name, design.options, design.arrays, settings, True)
+        stored = self._stored_path(key, chain_method)
+        already = key in self._runners or (stored is not None and stored.exists())
+        runner = self.runner(name, design.options, design.arrays, settings, warm=True)
+        runner.uses -= 1  # prepared, not used
+        data_spec = {k: _spec(v) for k, v in design.arrays.items()}
+        chain_keys = jax.eval_shape(lambda: random.split(random.PRNGKey(0), settings.num_chains))
+        runner.run.lower(chain_keys, data_spec, jax.ShapeDtypeStruct((), jnp.float32),
+                         *_warm_specs(runner, settings.num_chains)).compile()
+        runner.prior_draws.lower(jax.eval_shape(lambda: random.PRNGKey(0)),
+                                 {k: v for k, v in data_spec.items() if k != "k_obs"}).compile()
+        return {"stored": already, "seconds": round(time.perf_counter() - started, 3)}
 
 
     def sample_batch(self, name: str, datasets: list[GlmData], settings: FitSettings, seed_key: str,
@@ -499,6 +552,42 @@ def _effective_chain_method(settings: FitSettings) -> str:
     return settings.chain_method
 
 
+#: The program cache's folder of :meth:`Fitter.request_preparation`'s requests.
+PREPARATION_REQUESTS = "requests"
+
+
+def preparation_requests(program_cache: str | os.PathLike, lake: str | os.PathLike | None = None) -> list[Path]:
+    """The requests :meth:`Fitter.request_preparation` left in ``program_cache``, oldest first; with
+    ``lake``, only those whose ``"lake"`` is that folder (lakes may share a cache), and unreadable ones."""
+    found = []
+    for path in Path(program_cache, PREPARATION_REQUESTS).glob("*.json"):
+        try:
+            found.append((path.stat().st_mtime_ns, path))
+            if lake is not None and json.loads(path.read_text()).get("lake") != str(Path(lake).resolve()):
+                found.pop()
+        except OSError:  # taken meanwhile
+            continue
+        except (ValueError, AttributeError):  # not a request: the preparing job reports and removes it
+            pass
+    return [path for _time, path in sorted(found)]
+
+
+def _runner_key(name: str, options: dict, arrays: dict, settings: FitSettings, warm: bool) -> tuple:
+    """What decides a runner: the model, its static options, the arrays' shapes and types, the sampler
+    settings; a warm runner also its burn-in."""
+    shapes = tuple(sorted((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in arrays.items()))
+    key = (name, tuple(sorted(options.items())), shapes, settings.num_warmup, settings.num_samples,
+           settings.num_chains, settings.max_tree_depth, _effective_chain_method(settings))
+    if warm:  # a key of the old form for cold runners: their stored programs stay valid
+        key = key + ("warm", settings.warm_burn_in)
+    return key
+
+
+def _spec(value) -> jax.ShapeDtypeStruct:
+    """The shape and type an array has on the device (float64 data becomes float32 without x64)."""
+    return jax.ShapeDtypeStruct(np.shape(value), jax.dtypes.canonicalize_dtype(np.asarray(value).dtype))
+
+
 def _program_key(runner_key: tuple) -> str:
     """What decides a traced sampler: the runner's key (model, options, shapes, sampler settings),
     the source of this package (the model and the sampler are traced from it) and the versions
@@ -557,11 +646,8 @@ def _store_runner(runner: _Runner, path: Path, runner_key: tuple, arrays: dict, 
 
     from evalpipeline.lake import write_bytes_atomic
 
-    def spec(value):
-        return jax.ShapeDtypeStruct(np.shape(value), jax.dtypes.canonicalize_dtype(np.asarray(value).dtype))
-
     key_spec = jax.eval_shape(lambda: random.PRNGKey(0))
-    data_spec = {k: spec(v) for k, v in arrays.items()}
+    data_spec = {k: _spec(v) for k, v in arrays.items()}
     extra = _warm_specs(runner, num_chains) if runner.warm else ()
     sampler = export.export(runner.run)(jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
                                         data_spec, jax.ShapeDtypeStruct((), jnp.float32), *extra)
@@ -723,6 +809,11 @@ class GlmFit:
     #: where the final attempt's chains ended (a :class:`~evalpipeline.models.warm.WarmStart` for the
     #: next refit); None when it has none to give (e.g. the fit failed)
     warm_state: WarmStart | None = None
+    #: whether a warm refit to these data with one LLM more would find its runner in the fitter's program
+    #: cache: the LLM axis has a padded slot left and this shape's warm runner is stored (None: no cache)
+    next_llm_ready: bool | None = None
+    #: the program cache's key of this shape's warm runner ("" without a cache): fits of one shape share it
+    design_key: str = ""
 
     def predictive_checks(self, data: GlmData, *, bins: int = 10) -> pd.DataFrame:
         """Prior and posterior predictive success-rate distributions vs observed (Figure 7)."""
@@ -769,32 +860,9 @@ def fit_glm(
         raise ValueError(f"model {name!r} is not applicable: {reason}")
     fitter = fitter or Fitter()
     entry = glm.MODELS[name]
-    options = glm.structure_options(name, data)
-    options["paper_form"] = settings.paper_form
-    if priors:
-        unknown = set(priors) - prior_arguments(name)
-        if unknown:
-            raise ValueError(f"unknown prior argument(s) {sorted(unknown)} for model {name!r}")
-        options.update(priors)
+    design = _design(name, data, settings, priors)
+    options, centring, layout, arrays, cells = design.options, design.centring, design.layout, design.arrays, design.cells
     level_scales = dict(entry.level_scales)
-    used_levels = {lvl: s for lvl, s in level_scales.items() if _level_used(lvl, options, name)}
-    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
-                                   shared_items=name in glm.CROSSED_MODELS)
-    if name in glm.CROSSED_MODELS:
-        options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
-    grid = glm.unit_grid(data) if settings.unit_grid and name in glm.CROSSED_MODELS else None
-    if name in glm.CROSSED_MODELS:
-        options["unit_grid"] = grid is not None
-    layout = glm.layout_for(data, pad=settings.pad, grid=grid is not None)
-    arrays = glm.build_arrays(data, layout, centring)
-    if options.get("group_mean_basis"):
-        arrays.update(glm.crossed_arrays(data, layout))
-    if grid is not None:
-        arrays.update(glm.grid_arrays(data, layout, grid))
-    cells = None
-    if settings.sufficient_cells and glm.samples_on_cells(name, options):
-        cells = glm.cell_arrays(arrays, data.n_units)
-        arrays.update(cells or {})
     started = time.perf_counter()
     attempts: list[dict] = []
     target = settings.target_accept
@@ -872,7 +940,54 @@ def fit_glm(
         idata[group].attrs.pop("created_at", None)
     idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
                                                        sort_keys=True, default=str)
-    return GlmFit(name, idata, summary, diagnostics, passed, attempts, metadata, criteria, warm_state)
+    warm_key = _runner_key(name, options, arrays, settings, True)
+    warm_program = fitter._stored_path(warm_key, runner.chain_method)
+    ready = None if warm_program is None else (
+        glm.room_for_another_llm(data, layout, grid=bool(options.get("unit_grid"))) and warm_program.exists())
+    return GlmFit(name, idata, summary, diagnostics, passed, attempts, metadata, criteria, warm_state,
+                  ready, "" if warm_program is None else _program_key(warm_key))
+
+
+@dataclass(frozen=True)
+class _Design:
+    """How ``name`` is fitted to ``data``: its static options, the centring of each level, the padded
+    layout and the sampler's arrays (with the likelihood's cells when it samples on them)."""
+
+    options: dict
+    centring: dict
+    layout: glm.Layout
+    arrays: dict
+    cells: dict | None
+
+
+def _design(name: str, data: GlmData, settings: FitSettings, priors: dict | None) -> _Design:
+    entry = glm.MODELS[name]
+    options = glm.structure_options(name, data)
+    options["paper_form"] = settings.paper_form
+    if priors:
+        unknown = set(priors) - prior_arguments(name)
+        if unknown:
+            raise ValueError(f"unknown prior argument(s) {sorted(unknown)} for model {name!r}")
+        options.update(priors)
+    used_levels = {lvl: s for lvl, s in entry.level_scales if _level_used(lvl, options, name)}
+    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
+                                   shared_items=name in glm.CROSSED_MODELS)
+    if name in glm.CROSSED_MODELS:
+        options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
+    grid = glm.unit_grid(data) if settings.unit_grid and name in glm.CROSSED_MODELS else None
+    if name in glm.CROSSED_MODELS:
+        options["unit_grid"] = grid is not None
+    layout = glm.layout_for(data, pad=settings.pad, grid=grid is not None)
+    arrays = glm.build_arrays(data, layout, centring)
+    if options.get("group_mean_basis"):
+        arrays.update(glm.crossed_arrays(data, layout))
+    if grid is not None:
+        arrays.update(glm.grid_arrays(data, layout, grid))
+    cells = None
+    if settings.sufficient_cells and glm.samples_on_cells(name, options):
+        cells = glm.cell_arrays(arrays, data.n_units)
+        arrays.update(cells or {})
+    return _Design(options, centring, layout, arrays, cells)
 
 
 def _axis_labels(data: GlmData, axis: str) -> list:

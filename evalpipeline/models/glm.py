@@ -183,6 +183,14 @@ def layout_for(data: GlmData, *, pad: bool = True, grid: bool = False) -> Layout
     )
 
 
+def room_for_another_llm(data: GlmData, layout: Layout, *, grid: bool = False) -> bool:
+    """Whether ``layout`` (of ``data``) would also hold the data with one LLM more, evaluated on as many
+    units as the average LLM here: the nightly refit after a new LLM joins then keeps the compiled shape."""
+    if data.n_models == 0 or padded_models(data.n_models + 1) != layout.models:
+        return False
+    return grid or padded_units(data.n_units + -(-data.n_units // data.n_models)) == layout.units
+
+
 def _pad(values: np.ndarray, size: int, fill=0) -> np.ndarray:
     values = np.asarray(values)
     out = np.full((size,) + values.shape[1:], fill, dtype=values.dtype)
