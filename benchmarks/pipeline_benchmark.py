@@ -24,7 +24,10 @@ vs ``reused`` (a no-op rerun must fit nothing).
 model, suite, domain, subdomain, item_id, score; planted accuracies
 ``logit p = ability(model) - hardness(suite)``), runs the full rebuild, then adds
 one model's file and runs ``only_changed=True``. It prints both wall times, the
-per-stage and per-asset cost, and peak RSS. When ``--models`` is below the
+per-stage and per-asset cost, and peak RSS. A night whose suite fits asked for a sampler to be
+prepared for a later night (``prepare_samplers``, run beside the lake-wide tables) prints two
+times: to its last output, on which the targets are judged, and to the end of the preparation.
+When ``--models`` is below the
 leaderboard size (100) the 100-model numbers are extrapolated per asset (linear
 in the models, quadratic for the pairwise comparison) and labelled EXTRAPOLATED;
 everything else is MEASURED. ``add-model`` and ``rerun`` work in the folder a
@@ -59,7 +62,11 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
-STAGES = ("ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports")
+STAGES = ("ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports",
+          "prepare_samplers")
+#: The job that writes no output: it compiles the sampler a later night will need (evalpipeline.fits.
+#: prepare_requested_samplers), beside the last outputs. A night's outputs are complete without it.
+PREPARE_JOB = "prepare_samplers"
 LEADERBOARD = {"models": 100, "suites": 6, "items": 200}
 TARGET_FULL_S, TARGET_NEW_MODEL_S = 600.0, 60.0
 
@@ -151,11 +158,16 @@ class Timed:
         self.runs: list[tuple[str, str, float, bool]] = []  # (job, label, seconds, ok)
         self.lines: list[str] = []
 
+        #: seconds until the last run that writes outputs ended (all of them but PREPARE_JOB's)
+        self.outputs_seconds = 0.0
+
         def echo(line: str) -> None:
             self.lines.append(line)
             match = RUN_LINE.match(line)
             if match:
                 self.runs.append((match[3], match[4], float(match[6]), match[5] == "ok"))
+                if match[3] != PREPARE_JOB:
+                    self.outputs_seconds = time.perf_counter() - started
             if verbose:  # every line, with the seconds since the call began: the gaps between runs show
                 print(f"   {time.perf_counter() - started:7.1f}s {line}", flush=True)
 
@@ -163,12 +175,20 @@ class Timed:
         with TreeMemory() as memory:
             self.returncode = run_main_job(instance=instance, echo=echo, only_changed=only_changed, workers=workers)
         self.seconds = time.perf_counter() - started
+        self.outputs_seconds = self.outputs_seconds or self.seconds
         self.peak_tree_mib = memory.peak_mib
         self.run_ids = [r.run_id for r in instance.get_runs() if r.run_id not in before]
         failed = [r for r in self.runs if not r[3]]
         if self.returncode or failed:
             print(f"!! {label}: run_main_job returned {self.returncode}; failed runs: {failed}")
             print("\n".join(self.lines[-40:]))
+
+    def took(self) -> str:
+        """The wall time; when the run also prepared a sampler, first the time to its last output."""
+        if any(job == PREPARE_JOB for job, *_rest in self.runs):
+            return (f"{self.outputs_seconds:.1f} s to the last output, {self.seconds:.1f} s with the sampler the "
+                    "suite fits asked for prepared beside it")
+        return f"{self.seconds:.1f} s"
 
     def per_stage(self) -> dict[str, list[float]]:
         stages: dict[str, list[float]] = defaultdict(list)
@@ -265,7 +285,7 @@ def timed_nightly(heading: str, instance, verbose: bool, workers: int) -> tuple[
     """Run the nightly (`only_changed=True`) and print its wall time, GLM statuses, stages and assets."""
     run = Timed(heading, instance, only_changed=True, verbose=verbose, workers=workers)
     counts = glm_statuses(instance, run.run_ids)
-    print(f"\n{heading} (MEASURED; {load()}): {run.seconds:.1f} s, {len(run.run_ids)} run(s); "
+    print(f"\n{heading} (MEASURED; {load()}): {run.took()}, {len(run.run_ids)} run(s); "
           f"GLM materialisations {counts}")
     print_stages(run)
     print()
@@ -449,7 +469,7 @@ def run_scale(args, work: Path) -> int:
           f"{partitions} partitions; --glm {args.glm} {args.glm_models or ''}; {load()}", flush=True)
 
     full = Timed("full", instance, verbose=args.verbose, workers=args.workers)
-    print(f"\nfull rebuild, {args.models} models (MEASURED; {load()}): {full.seconds:.1f} s")
+    print(f"\nfull rebuild, {args.models} models (MEASURED; {load()}): {full.took()}")
     print_stages(full)
     print()
     print_assets(instance, full.run_ids)
@@ -465,9 +485,10 @@ def run_scale(args, work: Path) -> int:
     if (args.models, args.suites) != (LEADERBOARD["models"], LEADERBOARD["suites"]) or args.items != LEADERBOARD["items"]:
         extrapolate(args, full, new, instance)
     else:
-        print(f"\ntargets (MEASURED): full rebuild {full.seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
-              f"({'met' if full.seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.seconds:.0f} s vs "
-              f"{TARGET_NEW_MODEL_S:.0f} s ({'met' if new.seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
+        # judged on the time to the last output: a sampler prepared beside it is for a later night's model
+        print(f"\ntargets (MEASURED, to the last output): full rebuild {full.outputs_seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
+              f"({'met' if full.outputs_seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.outputs_seconds:.0f} s "
+              f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
     return 1 if (full.returncode or new.returncode) else 0
 
 
@@ -497,7 +518,7 @@ def run_add_model(args, work: Path) -> int:
     warn_if_code_changed(version)
     print(f"\npeak memory (MEASURED): {new.peak_tree_mib:.0f} MiB, this process and its {args.workers} worker(s) "
           f"(and their forkserver) together; target for one new model {TARGET_NEW_MODEL_S:.0f} s "
-          f"({'met' if new.seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
+          f"({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'}, {new.outputs_seconds:.1f} s to the last output)")
     return 1 if new.returncode else 0
 
 

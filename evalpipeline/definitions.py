@@ -213,7 +213,10 @@ def run_main_job(
     model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites
     (leaderboard, GLMs), the suites' comparisons (a run of their own, so that a suite GLM failing
     its blocking checks is excluded from them rather than skipping them), the models, then the
-    lake-wide tables. Returns 0 when every run succeeded, 1 otherwise.
+    lake-wide tables. When a suite fit asked for the warm sampler of one LLM more to be compiled
+    ahead (evalpipeline.fits.prepare_requested_samplers), ``prepare_samplers`` runs beside the
+    lake-wide tables, after every other output is written. Returns 0 when every run succeeded, 1
+    otherwise.
 
     Each stage runs its partitions in batches: one Dagster run per range of up to
     ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
@@ -361,14 +364,14 @@ def run_main_job(
         return ([single(job_name, key, name, unfinished) for key, name in zip(keys, names) if key in failing],
                 runs_of(job_name, rest, unfinished, per_run(len(rest))) if rest else [])
 
-    model_stage = stages[3]
+    lake_stage = stages[-1]
     try:
         for stage in stages:
-            if stage is model_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
-                                                             store.root):
+            if stage is lake_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
+                                                            store.root):
                 # a suite fit asked for the sampler of one LLM more (evalpipeline.fits.prepare_requested_samplers):
-                # first in the model stage, whose short runs the other worker takes meanwhile
-                stage = [(prepare_samplers.name, None, "warm samplers the suite fits asked for", [], None), *stage]
+                # beside the lake-wide tables, the night's last outputs, so that it delays none of them
+                stage = [*stage, (prepare_samplers.name, None, "warm samplers the suite fits asked for", [], None)]
                 total += 1
             numbered = [(next(numbers), job_name, keys, label, assets) for job_name, keys, label, _names, assets in stage]
             outcomes = execute(numbered, total)
