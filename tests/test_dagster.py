@@ -1357,3 +1357,63 @@ def test_the_main_job_prepares_the_samplers_suite_fits_ask_for(tmp_path, monkeyp
     assert "FAILED" not in out and "prepare_samplers" not in out, out
     refit = read_outcome(fit_dir)
     assert refit.metadata["start"] == "warm" and "delta" in set(refit.summary["model"].dropna())
+
+
+def test_the_sampler_sensor_requests_one_preparation_per_set_of_this_lakes_requests(tmp_path):
+    """The daemon's path to `prepare_samplers`: no request, no run; this lake's requests, one run per
+    set of them (the run key), and none for another lake's requests in a shared cache."""
+    from dagster import RunRequest, SkipReason
+
+    from assets.samplers import sampler_requests
+    from resources.fit import GlmSettings
+
+    lake = tmp_path / "lake"
+    settings = GlmSettings(compilation_cache_dir=str(tmp_path / "cache"))
+    resources = {"lake": LakeResource(root=str(lake)), "glm_settings": settings}
+
+    def evaluate():
+        with build_sensor_context(instance=DagsterInstance.ephemeral(), resources=resources) as context:
+            return sampler_requests(context)
+
+    assert isinstance(evaluate(), SkipReason)
+    requests = settings.program_cache(lake) / "requests"
+    requests.mkdir(parents=True)
+    (requests / "other.json").write_text(json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(tmp_path / "x")}))
+    assert isinstance(evaluate(), SkipReason)
+    (requests / "ours.json").write_text(json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    first = evaluate()
+    assert isinstance(first, RunRequest) and first.run_key == evaluate().run_key  # the same requests: one run
+    (requests / "ours.json").write_text(json.dumps({"suite": "t", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    os.utime(requests / "ours.json", ns=(10**18, 10**18))
+    assert evaluate().run_key != first.run_key  # asked again (a later fit): another run
+
+
+def test_a_preparation_that_fails_fails_its_run_and_says_which(tmp_path):
+    """`prepare_samplers` lists what it did in its metadata; a request it cannot prepare is removed (a fit
+    that still needs one asks again) and fails the run, naming the suite, the GLM and the error."""
+    import numpy as np
+
+    from assets.samplers import prepare_samplers
+    from evalpipeline.lake import Lake
+    from resources.fit import GlmSettings
+    from tests.test_comparison import planted_scores, write_samples
+
+    lake = tmp_path / "lake"
+    write_samples(Lake(lake), "m1", "quiz", planted_scores(np.random.default_rng(1), np.zeros(5), 0.0))
+    settings = GlmSettings(compilation_cache_dir=str(tmp_path / "cache"))
+    requests = settings.program_cache(lake) / "requests"
+    requests.mkdir(parents=True)
+    (requests / "a.json").write_text(json.dumps({"suite": "quiz", "glm": "no_such_glm", "lake": str(lake.resolve())}))
+    resources = {"lake": LakeResource(root=str(lake)), "glm_settings": settings}
+    result = prepare_samplers.execute_in_process(resources=resources, raise_on_error=False,
+                                                 instance=DagsterInstance.ephemeral())
+    assert not result.success and not list(requests.iterdir())
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "1 of 1 sampler(s) could not be prepared: no_such_glm on suite quiz: failed:" in message, message
+    (requests / "b.json").write_text(json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    result = prepare_samplers.execute_in_process(resources=resources, instance=DagsterInstance.ephemeral())
+    assert result.output_for_node("prepare_warm_samplers") == 1 and not list(requests.iterdir())  # handled: skipped
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    table = output.event_specific_data.metadata["samplers"].value
+    assert "| gone | suite_binomial |" in table and "skipped: no sample tables for suite 'gone'" in table, table
