@@ -293,8 +293,10 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
     its sampler traced and compiled (:meth:`~evalpipeline.models.Fitter.prepare`) instead of paying
     ~6 s in each process that refits the suite. Only the requests of fits in ``lake`` are handled (lakes
     may share a cache); each is removed once handled, prepared or not (a fit that still needs one asks
-    again). Returns one record per request: suite, glm, what was
-    done (``prepared``, ``already stored``, ``skipped: <why>``, ``failed: <error>``) and seconds."""
+    again). Returns one record per request: suite, glm, why it was asked, what was done (``prepared``;
+    ``already stored, compiled``: traced before, its programs compiled or found in the compilation
+    cache; ``skipped: <why>``; ``failed: <error>``), seconds and, when prepared, the LLMs it was
+    prepared for."""
     from evalpipeline.models.fit import preparation_requests
 
     say = progress or (lambda _m: None)
