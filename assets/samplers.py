@@ -1,9 +1,9 @@
-"""Job ``prepare_samplers`` and sensor ``prepare_requested_samplers``: compile ahead the warm samplers
+"""Job ``prepare_samplers`` and sensor ``sampler_requests``: compile ahead the warm samplers
 that suite fits asked for (evalpipeline.fits.prepare_requested_samplers), so that the night a new LLM
 makes a suite outgrow its sampler's padded size does not trace and compile one in every worker.
 
-``evalpipeline run`` runs the job itself, beside the model stage, when a suite fit asked; under the
-daemon the sensor launches it. The job writes nothing to the lake: it fills the program and
+``evalpipeline run`` runs the job itself, beside the lake-wide tables (its last stage), when a
+suite fit asked; under the daemon the sensor launches it. The job writes nothing to the lake: it fills the program and
 compilation caches, so it is a job of one op rather than an asset."""
 
 
@@ -66,8 +66,7 @@ def prepare_samplers():
     default_status=DefaultSensorStatus.RUNNING,
     description="Launches `prepare_samplers` when suite fits have asked for a warm sampler to be prepared.",
 )
-def sampler_requests(context: SensorEvaluationContext, lake: LakeResource,
-                                      glm_settings: GlmSettings):
+def sampler_requests(context: SensorEvaluationContext, lake: LakeResource, glm_settings: GlmSettings):
     root = lake.lake().root
     requests = preparation_requests(glm_settings.program_cache(root), root)
     if not requests:
