@@ -14,7 +14,8 @@ model x suite partition that
   (staged records, tables) changed after it was recorded.
 
 Unchanged partitions get no run, so a night without new logs launches no
-fits. The per-suite, per-model and lake-wide assets downstream refresh by
+fits; nor does a partition whose sample table failed a blocking check while
+its logs and the table's code are unchanged (:func:`rejected_and_unchanged`). The per-suite, per-model and lake-wide assets downstream refresh by
 their automation conditions once these runs update their inputs.
 
 Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
@@ -63,6 +64,16 @@ def partition_run_selection(changed: bool, stale_assets, failed_validation: list
     if changed or failed_validation or not stale_assets or SAMPLES in stale_assets:
         return None
     return sorted(stale_assets, key=str)
+
+
+def rejected_and_unchanged(changed: bool, stale_assets, failed_validation: list[str]) -> bool:
+    """Whether the nightly leaves a partition alone: its sample table failed blocking checks
+    (``failed_validation``) and neither its logs (``changed``) nor the table's code and settings
+    (``eval_samples`` among ``stale_assets``) changed since. Its other assets are missing, but a run
+    would only meet the same checks again, add a failure row a night and refresh its suite and that
+    suite's models for nothing. The failure row of the run that rejected it stays unresolved until a
+    fixed or replaced log passes."""
+    return bool(failed_validation) and not changed and SAMPLES not in stale_assets
 
 
 def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: Discovery) -> dict[str, list[str]]:
@@ -270,6 +281,11 @@ def build_nightly_schedule(job, partition_assets):
                 context.log.info(f"{key}: a run for it is queued or running; not requested again")
                 continue
             stale_assets = stale.get(str(key), {})
+            failed_validation = store.failed_validation(*pair)
+            if rejected_and_unchanged(pair in discovery.changed, stale_assets, failed_validation):
+                context.log.info(f"{key}: its sample table failed {', '.join(failed_validation)} and its logs are "
+                                 "unchanged since; not requested (fix or replace the log)")
+                continue
             why = ([f"{len(discovery.changed_sources[pair])} new or changed source(s)"] if pair in discovery.changed else [])
             why += list(stale_assets.values())
             if not why:
@@ -280,7 +296,7 @@ def build_nightly_schedule(job, partition_assets):
                     run_key=hashlib.sha256(identity.encode()).hexdigest()[:32],
                     partition_key=key,
                     asset_selection=partition_run_selection(pair in discovery.changed, stale_assets,
-                                                            store.failed_validation(*pair)),
+                                                            failed_validation),
                     tags={"evalpipeline/reason": "; ".join(why)[:200]},
                 )
             )

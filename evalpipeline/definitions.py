@@ -55,6 +55,7 @@ from assets.schedules import (
     current_files_states,
     input_partitions,
     partition_run_selection,
+    rejected_and_unchanged,
     stale_partitions,
     sync_dynamic_partitions,
 )
@@ -248,7 +249,8 @@ def run_main_job(
     for error in discovery.unreadable:
         echo(printable(f"skipped (unreadable, recorded under file_errors/): {error.error}"))
     stale = (_stale(instance, discovery) if only_changed
-             else {"pairs": set(), "suites": set(), "models": set(), "pair_assets": {}})
+             else {"pairs": set(), "suites": set(), "models": set(), "pair_assets": {}, "rejected": {},
+                   "rejected_models": set()})
     pairs = sorted(discovery.changed | stale["pairs"] if only_changed else discovery.partitions)
     # only the suites the rerun partitions feed, and the models on those suites (a new model moves every
     # rank and P(best) on its suites); all of them on a full run
@@ -256,8 +258,8 @@ def run_main_job(
     # model, where they have other partitions, with one model or suite fewer to compare
     retired_from = ({s for _, s in discovery.retiring} & discovery.suites, {m for m, _ in discovery.retiring} & discovery.models)
     suites = sorted({s for _, s in pairs} | stale["suites"] | retired_from[0] if only_changed else discovery.suites)
-    models = sorted({m for m, s in discovery.partitions if s in suites} | stale["models"] | retired_from[1]
-                    if only_changed else discovery.models)
+    models = sorted(({m for m, s in discovery.partitions if s in suites} - stale["rejected_models"])
+                    | stale["models"] | retired_from[1] if only_changed else discovery.models)
     # a model with a rerun partition gets the whole model stage; the others on those suites their profile only
     profile_only = (sorted(set(models) - {m for m, _ in pairs} - stale["models"] - retired_from[1])
                     if only_changed else [])
@@ -273,6 +275,11 @@ def run_main_job(
     if any(stale[k] for k in labels):
         echo("to redo as well (an output missing, or made by other code or settings): "
              + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k]))
+    if stale["rejected"]:
+        shown = [printable(f"{m} x {s} ({', '.join(checks)})") for (m, s), checks in sorted(stale["rejected"].items())]
+        echo(f"not rerun: {len(shown)} model x suite partition(s) whose sample table failed blocking checks, with "
+             f"logs unchanged since (fix or replace the log; the failure stays in run_status/): "
+             + ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else ""))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
     def per_run(count: int) -> int:
@@ -415,7 +422,7 @@ def run_main_job(
     if report_page.exists():
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
-    return 1 if failures else 0
+    return 1 if failures or stale["rejected"] else 0
 
 
 class StepOutcome(NamedTuple):
@@ -493,10 +500,13 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
     suites and models one of whose assets has no materialisation yet (a failure, say), was last
     materialised under another code version (edited code, priors, score map, taxonomy), is older
     than one of its inputs, or (eval_samples) recorded other files than the lake holds: the last
-    two are what a killed run leaves. Only what new or changed logs do not bring in already.
+    two are what a killed run leaves. Only what new or changed logs do not bring in already, and
+    not a partition whose sample table failed a blocking check, unchanged since
+    (:func:`~assets.schedules.rejected_and_unchanged`).
 
     ``pairs``, ``suites`` and ``models`` are sets of names; ``pair_assets`` maps each stale pair
-    to the set of its assets (``AssetKey``) that are stale."""
+    to the set of its assets (``AssetKey``) that are stale; ``rejected`` each pair left so to the
+    checks its table failed, and ``rejected_models`` names the models all of whose pairs are."""
     partition_assets = partition_assets or PARTITION_ASSETS
     store = defs.resources["lake"].lake()
     inputs = input_partitions([*partition_assets, *SUITE_ASSETS, *MODEL_ASSETS], discovery.partitions)
@@ -515,13 +525,21 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
     pair_assets = {pair: keys for pair, keys in stale_assets(
         partition_assets, pairs, files_states=current_files_states(store, discovery.partitions)).items()
         if pair not in discovery.changed}
+    rejected = {pair: store.failed_validation(*pair) for pair in pair_assets}
+    rejected = {pair: checks for pair, checks in rejected.items()
+                if rejected_and_unchanged(False, pair_assets[pair], checks)}
+    pair_assets = {pair: keys for pair, keys in pair_assets.items() if pair not in rejected}
+    # a model or suite whose every partition is so has no data: its outputs stay missing, not failing nightly
+    only_rejected = [{p[i] for p in rejected} - {p[i] for p in discovery.partitions - set(rejected)} for i in (0, 1)]
     return {
         "pairs": set(pair_assets),
         "pair_assets": pair_assets,
+        "rejected": rejected,
+        "rejected_models": only_rejected[0],
         "suites": stale_names(SUITE_ASSETS, {to_partition_key(s): s for s in discovery.suites})
-        - {s for _, s in discovery.changed},
+        - {s for _, s in discovery.changed} - only_rejected[1],
         "models": stale_names(MODEL_ASSETS, {to_partition_key(m): m for m in discovery.models})
-        - {m for m, _ in discovery.changed},
+        - {m for m, _ in discovery.changed} - only_rejected[0],
     }
 
 

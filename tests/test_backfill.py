@@ -275,7 +275,8 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     from evalpipeline.settings import load_ingest_options
 
     discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
-    assert _stale(instance, discovery) == {"pairs": set(), "pair_assets": {}, "suites": set(), "models": set()}
+    assert _stale(instance, discovery) == {"pairs": set(), "pair_assets": {}, "suites": set(), "models": set(),
+                                           "rejected": {}, "rejected_models": set()}
 
     # A prior of the binomial GLM changes: every partition's glm_binomial was made with the old
     # one, so every partition is requested, for that asset alone (the run selects only it).
@@ -288,7 +289,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions}
     assert _stale(instance, discovery, partition_assets) == {
         "pairs": discovery.partitions, "pair_assets": {pair: {edited.key} for pair in discovery.partitions},
-        "suites": set(), "models": set()}
+        "suites": set(), "models": set(), "rejected": {}, "rejected_models": set()}
 
     # Once one partition is refitted with the new prior, only the other three remain stale.
     from dagster import materialize

@@ -16,6 +16,7 @@ from dagster import (
     DagsterInstance,
     Definitions,
     MultiPartitionKey,
+    SkipReason,
     build_schedule_context,
     build_sensor_context,
     materialize,
@@ -800,30 +801,54 @@ def test_a_partition_run_selects_its_stale_assets_only_when_its_table_is_current
     assert partition_run_selection(False, {glm}, ["errored_share_within_bound"]) is None
 
 
+def test_a_rejected_partition_is_left_alone_until_its_logs_or_its_validation_change():
+    from assets.schedules import rejected_and_unchanged
+
+    glm, samples = AssetKey("glm_binomial"), AssetKey("eval_samples")
+    assert rejected_and_unchanged(False, {glm}, ["every_item_scored"])
+    assert not rejected_and_unchanged(True, {glm}, ["every_item_scored"])  # new or changed logs
+    assert not rejected_and_unchanged(False, {glm, samples}, ["every_item_scored"])  # validation code or settings
+    assert not rejected_and_unchanged(False, {glm}, [])  # passed: its stale assets are redone
+
+
 @pytest.mark.slow
 def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monkeypatch, capsys):
     """A sample table failing a blocking check leaves its partition's other assets unmaterialised
     (stale as missing), but --only-changed must not select them alone: run without the checks, they
-    would fit the rejected rows and the run would mark the failure resolved."""
+    would fit the rejected rows and the run would mark the failure resolved. Nor does it rerun the
+    partition while its logs are unchanged: that would fail the same checks every night, add a
+    failure row each time and refresh its suite and models for nothing. A fixed log is rerun."""
     from assets.schedules import latest_materialisations
     from evalpipeline.definitions import local_instance
 
     rows = [f"good,s,q{i},{i % 2}," for i in range(20)]
-    rows += [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
-    _small_project(tmp_path, monkeypatch, logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows) + "\n"})
+    bad_rows = [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
+    landing = _small_project(tmp_path, monkeypatch,
+                             logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows + bad_rows) + "\n"})
     assert run_main_job() == 1
     instance = local_instance()
+    failure_rows = lambda: pd.read_parquet(tmp_path / "lake/run_status/failures").query("partition.str.contains('bad')")  # noqa: E731
+    rejected_on_the_first_night = failure_rows()
+    assert len(rejected_on_the_first_night) and (rejected_on_the_first_night["resolved_at"].fillna("") == "").all()
     for attempt in range(2):
         capsys.readouterr()
-        assert run_main_job(only_changed=True) == 1
+        assert run_main_job(only_changed=True) == 1  # the partition is still rejected, and the exit status says so
         out = capsys.readouterr().out
-        assert "ingest_and_fit bad x s: FAILED" in out, out
+        assert "not rerun: 1 model x suite partition(s) whose sample table failed blocking checks" in out, out
+        assert "bad x s (errored_share_within_bound)" in out, out
+        assert "ingest_and_fit" not in out and "model bad" not in out and "FAILED" not in out, out
         for name in ("accuracy_posteriors", "reliability"):
             assert "bad|s" not in latest_materialisations(instance, AssetKey(name)), (attempt, name)
         assert not (tmp_path / "lake/accuracy_posteriors/model=bad").exists()
-    failures = pd.read_parquet(tmp_path / "lake/run_status/failures")
-    mine = failures[failures["partition"].str.contains("bad")]
-    assert len(mine) and (mine["resolved_at"].fillna("") == "").all(), failures  # still failing, as it is
+        pd.testing.assert_frame_equal(failure_rows(), rejected_on_the_first_night)  # still failing, recorded once
+    # the schedule agrees: nothing to request (the good partition is complete)
+    from assets.jobs import ingest_and_fit_job
+    from assets.schedules import build_nightly_schedule
+    from evalpipeline.definitions import PARTITION_ASSETS
+
+    with build_schedule_context(instance=instance, resources=defs.resources) as context:
+        tick = build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)(context)
+    assert isinstance(tick, SkipReason), tick
 
     # Materialised alone (from the UI, or requested by automation), the assets after the table run
     # no checks: each refuses the rejected table itself, naming it and the failed check.
@@ -840,6 +865,15 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
         assert "'bad' x 's': the sample table failed validation (errored_share_within_bound)" in message, message
     assert not (tmp_path / "lake/accuracy_posteriors/model=bad").exists()
     assert not (tmp_path / "lake/reliability/model=bad").exists()
+
+    # the log fixed: the nightly reruns the partition, which passes, and its failures are resolved
+    (landing / "s.csv").write_text("model,suite,item_id,score,error\n"
+                                   + "\n".join(rows + [f"bad,s,q{i},{int(i % 3 == 0)}," for i in range(20)]) + "\n")
+    capsys.readouterr()
+    assert run_main_job(only_changed=True) == 0, capsys.readouterr().out
+    assert "not rerun" not in capsys.readouterr().out
+    assert "bad|s" in latest_materialisations(instance, AssetKey("accuracy_posteriors"))
+    assert (failure_rows()["resolved_at"].fillna("") != "").all(), failure_rows()
 
 
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's
