@@ -445,9 +445,13 @@ def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: Wo
 
     A worker that dies (killed, out of memory) breaks the pool, and the pool ends the runs of its
     healthy siblings with it. Those runs would stay STARTED in Dagster: ``on_lost_workers`` marks
-    them failed (and records them) once the broken pool's processes are gone; then every step the
+    them failed (and records them) once the broken pool's processes are gone. A step the break
+    failed whose worker had finished it all the same (its result not collected yet: the outcome each
+    worker also keeps on disk, :func:`_keep_outcome`) is reported as it ended; every other step the
     break ended is run once more, one at a time in fresh workers, so a sibling's run does not fail
     for another's death. A step whose worker dies again is reported failed."""
+    import tempfile
+
     block = block or _execute_block
     if pool is None or len(steps) < 2:
         in_order = []
@@ -458,36 +462,81 @@ def _run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: Wo
             in_order.append(outcome)
         return in_order
     outcomes: dict[int, StepOutcome] = {}
-    lost = _submit_and_collect(pool, steps, count, echo, instance, block, outcomes)
-    if lost:
-        echo(f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a time "
-             "in fresh workers (a run that kills its worker again then ends no other)")
-        pool.reset()  # joins the broken pool's processes: their runs are now orphans
-        on_lost_workers()
-        for step in lost:
-            if _submit_and_collect(pool, [step], count, echo, instance, block, outcomes):
-                pool.reset()
-                on_lost_workers()
+    with tempfile.TemporaryDirectory(prefix="evalpipeline-outcomes-") as kept:
+        lost = _submit_and_collect(pool, steps, count, echo, instance, block, outcomes, kept)
+        if lost:
+            pool.reset()  # joins the broken pool's processes: their runs are now orphans
+            on_lost_workers()
+            lost = _finished_anyway(lost, count, echo, outcomes, kept)
+        if lost:
+            echo(f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a "
+                 "time in fresh workers (a run that kills its worker again then ends no other)")
+            for step in lost:
+                if _submit_and_collect(pool, [step], count, echo, instance, block, outcomes, kept):
+                    pool.reset()
+                    on_lost_workers()
+                    if not _finished_anyway([step], count, echo, outcomes, kept):
+                        continue
+                    number, job_name, _keys, label, _assets = step
+                    outcomes[number] = StepOutcome(False, 0.0, ["    worker process lost twice: not run again"])
+                    _echo_outcome(echo, count, number, job_name, label, outcomes[number])
     return [outcomes[number] for number, *_rest in steps]  # in the order of ``steps``
 
 
+def _keep_outcome(path: str, block: Callable[..., tuple], *args) -> tuple:
+    """Run ``block(*args)`` in a worker and also keep its outcome at ``path`` (JSON, written atomically).
+    A pool that breaks fails the futures of every step whose result it had not collected, including
+    steps whose worker went on to finish them; what is kept here tells those from the lost ones."""
+    import json
+
+    from evalpipeline.lake import write_bytes_atomic
+
+    outcome = tuple(block(*args))
+    write_bytes_atomic(json.dumps(list(outcome)).encode(), Path(path))
+    return outcome
+
+
+def _finished_anyway(lost: list, count: int, echo: Callable[[str], None], outcomes: dict[int, StepOutcome],
+                     kept: str) -> list:
+    """Of the steps a broken pool ended (once its processes are gone), report those whose worker kept
+    an outcome (:func:`_keep_outcome`) as they ended, into ``outcomes``; return the others."""
+    import json
+
+    still_lost = []
+    for step in lost:
+        number, job_name, _keys, label, _assets = step
+        path = Path(kept) / f"{number}.json"
+        if not path.exists():
+            still_lost.append(step)
+            continue
+        ok, seconds, lines, *rest = json.loads(path.read_text())
+        failing = tuple(rest[0]) if rest and rest[0] is not None else None
+        outcome = StepOutcome(ok, seconds, [*lines, "    (finished before a sibling worker's death broke the pool)"],
+                              failing, tuple(rest[1]) if len(rest) > 1 else ())
+        _echo_outcome(echo, count, number, job_name, label, outcome)
+        outcomes[number] = outcome
+    return still_lost
+
+
 def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callable[[str], None], instance, block,
-                        outcomes: dict[int, StepOutcome]) -> list:
+                        outcomes: dict[int, StepOutcome], kept: str) -> list:
     """Submit ``steps`` to ``pool``, print each outcome as it arrives into ``outcomes`` (by step
-    number), and return the steps a dead worker ended (in step order)."""
+    number), and return the steps a broken pool ended (in step order), neither printed nor in
+    ``outcomes``: whether each finished is known only once the pool's processes are gone."""
     futures = {}
     for step in steps:
         number, job_name, keys, label, assets = step
         echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-        futures[pool.submit(block, job_name, keys, instance.root_directory, assets)] = step
+        futures[pool.submit(_keep_outcome, str(Path(kept) / f"{number}.json"), block, job_name, keys,
+                            instance.root_directory, assets)] = step
     lost = []
     for future in as_completed(futures):
         number, job_name, _keys, label, _assets = futures[future]
         try:
             outcome = StepOutcome(*future.result())
-        except BrokenProcessPool as error:
+        except BrokenProcessPool:
             lost.append(futures[future])
-            outcome = StepOutcome(False, 0.0, [f"    worker process lost: {error}"])
+            continue
         except Exception as error:  # the step's function itself failed outside Dagster
             outcome = StepOutcome(False, 0.0, [f"    worker process failed: {error!r}"])
         _echo_outcome(echo, count, number, job_name, label, outcome)

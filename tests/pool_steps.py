@@ -36,3 +36,26 @@ def preloaded() -> dict:
 def environment(name: str) -> str | None:
     """``$name`` as this worker sees it."""
     return os.environ.get(name)
+
+
+class _SlowToSend(str):
+    """A line whose pickling (the worker sending its result to the pool) takes ten seconds."""
+
+    def __reduce__(self):
+        time.sleep(10)
+        return (str, (str(self),))
+
+
+def finished_unsent(job_name: str, keys: list[str], root: str, assets=None) -> tuple[bool, float, list[str]]:
+    """``job_name`` "finish": succeed, with a result that takes ten seconds to send; "die": exit as if
+    SIGKILLed a second after the sibling finished, while it sends. Each call leaves its pid in ``keys[0]``."""
+    folder = Path(keys[0])
+    (folder / f"{job_name}-{os.getpid()}.pid").write_text(str(os.getpid()))
+    if job_name == "die":
+        deadline = time.monotonic() + 60
+        while not (folder / "finished").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)
+        os._exit(9)
+    (folder / "finished").write_text("")
+    return True, 0.5, [_SlowToSend("    the finished step's own line")]

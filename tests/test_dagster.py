@@ -1331,6 +1331,33 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
     assert lines[-1].startswith("[2/2] finish finishes: ok"), lines
 
 
+def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_ended_not_rerun(tmp_path):
+    """The pool breaks while the sibling sends a finished step's result: the future fails, but the
+    outcome its worker kept says it finished, so it is reported ok (with its own lines) and not run
+    again; the dying step is run once more and fails."""
+    import types
+
+    from evalpipeline.definitions import WorkerPool, _run_steps
+    from tests.pool_steps import finished_unsent
+
+    lines = []
+    steps = [(1, "die", [str(tmp_path)], "dies", None), (2, "finish", [str(tmp_path)], "finishes", None)]
+    pool = WorkerPool(2)
+    try:
+        outcomes = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+                              on_lost_workers=lambda: None, block=finished_unsent)
+    finally:
+        pool.shutdown()
+    assert [outcome.ok for outcome in outcomes] == [False, True], lines
+    assert len(list(tmp_path.glob("finish-*.pid"))) == 1, "the finished step was run again"
+    assert len(list(tmp_path.glob("die-*.pid"))) == 2, lines
+    assert "    the finished step's own line" in outcomes[1].lines, outcomes[1]
+    text = "\n".join(lines)
+    assert "[2/2] finish finishes: ok (0.5s)" in text and "finish finishes: FAILED" not in text, text
+    assert "running the 1 run(s) the break ended once more" in text, text
+    assert lines[-1] == "    worker process lost twice: not run again", lines
+
+
 def test_the_compilation_cache_bound_comes_from_the_resource_or_the_environment(monkeypatch):
     from resources.fit import CACHE_MAX_ENV, DEFAULT_CACHE_MAX_MB, GlmSettings
 
