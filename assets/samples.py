@@ -24,6 +24,7 @@ from evalpipeline.schema import column_docs, samples_schema
 from evalpipeline.settings import load_ingest_options, load_validation_settings
 from evalpipeline.lake import sha256_file
 from evalpipeline.validate import SUITE_NAME, check_names
+from evalpipeline.validate.checks import first_example_line
 from evalpipeline.versions import code_version
 from resources import IngestSettings, LakeResource
 
@@ -130,6 +131,7 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
         metadata = {"partition": partition, "description": outcome.description, "observed": str(outcome.observed)}
         if len(outcome.examples):
             metadata["examples"] = MetadataValue.md(markdown_table(outcome.examples.head(5)))
+            metadata["first_example"] = first_example_line(outcome.examples)
         checks.append(AssetCheckResult(
             check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
         ))

@@ -54,14 +54,49 @@ def run_partitions(tags) -> str:
     return ""
 
 
-def step_failures(step_failure_events, run_failure_message: str) -> list[StepFailure]:
-    """One record per failed step, or one for the whole run when it failed outside any step."""
+def failed_check_details(check_evaluations) -> list[str]:
+    """One line per failed blocking check among ``check_evaluations`` (AssetCheckEvaluation): the check,
+    its partition, what it observed and its first offending row, which names the file and sample
+    (``first_example``: assets/samples.py). A failed check's step error names the check alone."""
+    lines = []
+    for evaluation in check_evaluations:
+        if evaluation.passed or evaluation.severity.value == "WARN":
+            continue
+        metadata = {key: str(getattr(value, "value", value)) for key, value in (evaluation.metadata or {}).items()}
+        line = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        if "partition" in metadata:
+            line += f" on {metadata['partition']}"
+        if "observed" in metadata:
+            line += f": observed {metadata['observed'][:200]}"
+        if metadata.get("first_example"):
+            line += f"; first: {metadata['first_example'][:300]}"
+        lines.append(line)
+    return lines
+
+
+def step_failures(step_failure_events, run_failure_message: str, check_evaluations=()) -> list[StepFailure]:
+    """One record per failed step, or one for the whole run when it failed outside any step. A step
+    that failed blocking checks has what they saw appended to its message (:func:`failed_check_details`
+    of ``check_evaluations``, the run's), on its first line: the failure table's summary."""
+    details = " | ".join(failed_check_details(check_evaluations))
     failures = []
     for event in step_failure_events:
         error_type, message = describe_step_error(event.event_specific_data.error, event.message or "")
+        if details and error_type == "DagsterAssetCheckFailedError":
+            first, _newline, rest = message.partition("\n")
+            message = f"{first} | {details}" + (f"\n{rest}" if rest else "")
         # our assets are single-op: the step key is the asset key
         failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message))
     return failures or [StepFailure(asset="(run)", step="", error_type="", message=run_failure_message)]
+
+
+def check_evaluations(instance, run_id: str) -> list:
+    """The asset check evaluations of a run, from the instance's event log."""
+    from dagster import DagsterEventType
+
+    return [record.dagster_event.event_specific_data
+            for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+            if record.dagster_event is not None]
 
 
 #: Both status sensors: on by default, every 30 s, this code location's runs only.
@@ -86,7 +121,8 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
         run_id=run.run_id,
         job=run.job_name,
         partition=run_partitions(run.tags),
-        failures=step_failures(context.get_step_failure_events(), context.failure_event.message or ""),
+        failures=step_failures(context.get_step_failure_events(), context.failure_event.message or "",
+                               check_evaluations(context.instance, run.run_id)),
         failed_at=_now(),
     )
 

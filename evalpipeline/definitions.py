@@ -61,7 +61,13 @@ from assets.schedules import (
 )
 from assets.samplers import prepare_samplers, sampler_requests
 from assets.sensors import landing_sensor
-from assets.status import record_run_failures, resolve_run_failures, run_partitions, step_failures
+from assets.status import (
+    failed_check_details,
+    record_run_failures,
+    resolve_run_failures,
+    run_partitions,
+    step_failures,
+)
 from evalpipeline.config import LANDING_ENV
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
@@ -791,17 +797,19 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
     """Print why a run failed and (``record``) record it in the lake's run status table, one row per
     failed step, as the failure sensor does for runs the daemon launches (a failed blocking check fails
     its step, whose error names the check: it is not recorded a second time)."""
+    checks = [event.event_specific_data for event in result.all_events
+              if event.event_type_value == "ASSET_CHECK_EVALUATION"]
+    for evaluation in checks:
+        if not evaluation.passed and evaluation.severity.value == "WARN":
+            echo(f"    check warned (does not block): {evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
+    for line in failed_check_details(checks):
+        echo(printable(f"    check failed: {line}"))
     failed = []
     for event in result.all_events:
         if event.is_step_failure:
-            failed += step_failures([event], "")
-            echo(f"    {event.step_key}: {failed[-1].error_type}: {failed[-1].message}")
-        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
-            evaluation = event.event_specific_data
-            if not evaluation.passed:
-                check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                blocks = evaluation.severity.value != "WARN"
-                echo(f"    check failed: {check}" if blocks else f"    check warned (does not block): {check}")
+            failed += step_failures([event], "", checks)
+            # the checks were printed above: the step's error names them again, with what they saw
+            echo(printable(f"    {event.step_key}: {failed[-1].error_type}: {failed[-1].message.split(' | ')[0]}"))
     if not record:
         return
     record_run_failure(

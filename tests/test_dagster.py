@@ -499,6 +499,41 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
     instance.dispose()
 
 
+def test_the_failure_sensor_records_what_a_failed_check_saw_and_the_file_and_sample_behind_it(tmp_path):
+    """A blocking check's step error names the check only; the record adds what it observed and its
+    first offending row, so that the failure table names the file and sample to fix."""
+    from dagster import DagsterEventType, build_run_status_sensor_context
+
+    from assets.status import record_run_failures
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = [f"m,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(10)]  # half errored: a blocking check fails
+    (landing / "half errored.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m"])
+    instance.add_dynamic_partitions("suite", ["s"])
+    resources = _resources(tmp_path / "lake", landing)
+    result = materialize([eval_samples], partition_key=model_suite_key("m", "s"), instance=instance,
+                         resources=resources, raise_on_error=False)
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    failure = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                   e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
+    with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_instance=instance,
+                                         dagster_run=run, dagster_event=failure,
+                                         resources={"lake": resources["lake"]}) as context:
+        record_run_failures(context.for_run_failure())
+    (summary,) = read_run_failures(Lake(tmp_path / "lake"))["error_summary"]
+    assert summary.startswith("1 blocking asset check failed with ERROR severity: eval_samples: "
+                              "errored_share_within_bound | eval_samples:errored_share_within_bound on m x s: "
+                              "observed 0.5; first: item_id=q1; epoch=1; log_path="), summary
+    assert "half errored.csv; sample_index=1; source_line=3; error=timeout" in summary, summary
+    instance.dispose()
+
+
 def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows(landing, tmp_path):
     """What still fails is what the failure table leaves unresolved: the success sensor (and
     `evalpipeline run`) marks a job's rows for a partition resolved once a run of that job succeeds
@@ -556,10 +591,14 @@ def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
     def full_disk():
         raise OSError(28, "No space left on device")
 
-    @asset(check_specs=[AssetCheckSpec("rows_sane", asset="strict", blocking=True)])
+    @asset(check_specs=[AssetCheckSpec("rows_sane", asset="strict", blocking=True),
+                        AssetCheckSpec("rows_few", asset="strict", blocking=True)])
     def strict():
         yield MaterializeResult()
-        yield AssetCheckResult(check_name="rows_sane", passed=False)
+        yield AssetCheckResult(check_name="rows_sane", passed=False, metadata={
+            "partition": "m x s", "observed": "{'items_not_scored': 1}",
+            "first_example": "item_id=q7; log_path=logs/m.eval; sample_index=3; reason=score 1.7 outside [0, 1]"})
+        yield AssetCheckResult(check_name="rows_few", passed=True, metadata={"first_example": "not a failure"})
 
     for assets_def, error_type, words in ((full_disk, "OSError", ["No space left on device", "max_retries of 1"]),
                                           (strict, "DagsterAssetCheckFailedError", ["blocking asset check", "rows_sane"])):
@@ -567,6 +606,16 @@ def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
         (record,) = step_failures([e for e in result.all_events if e.is_step_failure], "")
         assert record.error_type == error_type, record
         assert all(word in record.message for word in words), record
+
+    # with the run's check evaluations, a failed check's record says what it saw and where (first line)
+    from evalpipeline.status import summarise_error
+
+    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    (record,) = step_failures([e for e in result.all_events if e.is_step_failure], "", checks)
+    summary = summarise_error(record.message)
+    assert summary.endswith(" | strict:rows_sane on m x s: observed {'items_not_scored': 1}; first: item_id=q7; "
+                            "log_path=logs/m.eval; sample_index=3; reason=score 1.7 outside [0, 1]"), summary
+    assert "rows_few" not in summary and "not a failure" not in summary
 
 
 def test_sensor_registers_partitions_and_requests_one_run_per_log_content(landing, tmp_path):
@@ -830,6 +879,9 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     failure_rows = lambda: pd.read_parquet(tmp_path / "lake/run_status/failures").query("partition.str.contains('bad')")  # noqa: E731
     rejected_on_the_first_night = failure_rows()
     assert len(rejected_on_the_first_night) and (rejected_on_the_first_night["resolved_at"].fillna("") == "").all()
+    (summary,) = rejected_on_the_first_night.query("asset == 'eval_samples'")["error_summary"]
+    assert "first: " in summary, summary
+    assert "eval_samples:errored_share_within_bound on bad x s: observed" in summary, summary
     for attempt in range(2):
         capsys.readouterr()
         assert run_main_job(only_changed=True) == 1  # the partition is still rejected, and the exit status says so

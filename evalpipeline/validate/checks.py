@@ -58,6 +58,17 @@ def example_rows(frame: pd.DataFrame, index: Iterable[Hashable], extra: Iterable
     return frame.loc[labels, columns]
 
 
+def first_example_line(examples: pd.DataFrame, limit: int = 300) -> str:
+    """The first of a check's example rows on one line (``column=value``, empty values left out): for a
+    failure record or a terminal, where the examples table does not fit, it names the file and sample
+    that made the check fail."""
+    if not len(examples):
+        return ""
+    row = examples.iloc[0]
+    return "; ".join(f"{column}={value}" for column, value in row.items()
+                     if not (value is None or (isinstance(value, float) and pd.isna(value)) or value == ""))[:limit]
+
+
 def every_item_scored(
     samples: pd.DataFrame, failing_rows: Iterable[Hashable], quarantine: pd.DataFrame | None
 ) -> CheckOutcome:
