@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from evalpipeline.lake import Lake, write_parquet_atomic
 
@@ -35,6 +36,10 @@ FAILURE_COLUMNS = {
                    "names the partition any more (empty: it still fails)",
     "resolved_at": "UTC time that run's success (or the retirement) was recorded (ISO 8601; empty: it still fails)",
 }
+
+#: Every column is a string: a file with no resolved row would otherwise type ``resolved_by`` and
+#: ``resolved_at`` as null, and pyarrow cannot read such files and resolved ones as one table.
+FAILURE_SCHEMA = pa.schema([(name, pa.string()) for name in FAILURE_COLUMNS])
 
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -78,10 +83,13 @@ def record_run_failure(
         for f in failures
     ]
     frame = pd.DataFrame(rows, columns=list(FAILURE_COLUMNS))
-    write_parquet_atomic(
-        pa.Table.from_pandas(frame, preserve_index=False), lake.root / "run_status" / "failures" / f"{run_id}.parquet"
-    )
+    write_parquet_atomic(_table(frame), lake.root / "run_status" / "failures" / f"{run_id}.parquet")
     return frame
+
+
+def _table(frame: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(frame[list(FAILURE_COLUMNS)].astype(object), schema=FAILURE_SCHEMA,
+                                preserve_index=False)
 
 
 def read_run_failures(lake: Lake) -> pd.DataFrame:
@@ -126,12 +134,13 @@ def _mark(lake: Lake, select, resolved_by: str, resolved_at: str) -> int:
             if column not in frame:
                 frame[column] = None
         rows = select(frame) & frame["resolved_at"].isna()
-        if not rows.any():
+        # a file of an older release (resolved columns typed null) is rewritten with the string schema
+        if not rows.any() and pq.read_schema(path).remove_metadata().equals(FAILURE_SCHEMA):
             continue
         marked += int(rows.sum())
         frame = frame.astype({"resolved_by": object, "resolved_at": object})
         frame.loc[rows, "resolved_by"], frame.loc[rows, "resolved_at"] = resolved_by, resolved_at
-        write_parquet_atomic(pa.Table.from_pandas(frame[list(FAILURE_COLUMNS)], preserve_index=False), path)
+        write_parquet_atomic(_table(frame), path)
     return marked
 
 

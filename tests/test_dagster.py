@@ -534,6 +534,33 @@ def test_the_failure_sensor_records_what_a_failed_check_saw_and_the_file_and_sam
     instance.dispose()
 
 
+def test_the_failure_table_reads_as_one_table_with_resolved_and_unresolved_files(tmp_path):
+    """The README's reader, ``pd.read_parquet("<lake>/run_status/failures")``, must read a folder where
+    some files have resolved rows and others none; a file an older release wrote with its resolved
+    columns typed null is rewritten with the string schema by the next resolution."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evalpipeline.lake import Lake, write_parquet_atomic
+    from evalpipeline.status import FAILURE_SCHEMA, StepFailure, record_run_failure, resolve_failures
+
+    lake = Lake(tmp_path / "lake")
+    for run_id, partition in (("a1", "p"), ("b1", "q")):
+        record_run_failure(lake, run_id=run_id, job="j", partition=partition,
+                           failures=[StepFailure("x", "x", "E", "m")], failed_at="t")
+    folder = tmp_path / "lake" / "run_status" / "failures"
+    old = pd.DataFrame([{"run_id": "0old", "job": "j", "asset": "x", "partition": "r", "step": "x", "error_type": "E",
+                         "error_summary": "m", "failed_at": "t", "resolved_by": None, "resolved_at": None}])
+    write_parquet_atomic(pa.Table.from_pandas(old, preserve_index=False), folder / "0old.parquet")
+    assert pa.types.is_null(pq.read_schema(folder / "0old.parquet").field("resolved_at").type)
+    assert resolve_failures(lake, job="j", partitions=["q"], run_id="r1", resolved_at="t2") == 1
+    table = pd.read_parquet(folder).sort_values("run_id")
+    assert table["run_id"].tolist() == ["0old", "a1", "b1"]
+    assert table["resolved_by"].fillna("").tolist() == ["", "", "r1"]
+    for path in folder.glob("*.parquet"):
+        assert pq.read_schema(path).remove_metadata().equals(FAILURE_SCHEMA), path
+
+
 def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows(landing, tmp_path):
     """What still fails is what the failure table leaves unresolved: the success sensor (and
     `evalpipeline run`) marks a job's rows for a partition resolved once a run of that job succeeds
