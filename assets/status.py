@@ -6,6 +6,7 @@ import re
 from datetime import datetime, timezone
 
 from dagster import (
+    DagsterEventType,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunFailureSensorContext,
@@ -15,7 +16,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from evalpipeline.status import StepFailure, record_run_failure, resolve_failures
+from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
 from resources import LakeResource
 
 
@@ -87,13 +88,17 @@ def step_failures(step_failure_events, run_failure_message: str, check_evaluatio
             message = f"{first} | {details}" + (f"\n{rest}" if rest else "")
         # our assets are single-op: the step key is the asset key
         failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message))
-    return failures or [StepFailure(asset="(run)", step="", error_type="", message=run_failure_message)]
+    return failures or [StepFailure(asset=RUN_ASSET, step="", error_type="", message=run_failure_message)]
+
+
+def materialised_assets(events) -> set[str]:
+    """The asset keys (user strings) a run's ``events`` (DagsterEvent) materialised."""
+    return {event.asset_key.to_user_string() for event in events
+            if event is not None and event.event_type_value == "ASSET_MATERIALIZATION"}
 
 
 def check_evaluations(instance, run_id: str) -> list:
     """The asset check evaluations of a run, from the instance's event log."""
-    from dagster import DagsterEventType
-
     return [record.dagster_event.event_specific_data
             for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
             if record.dagster_event is not None]
@@ -112,7 +117,7 @@ def _now() -> str:
     **_STATUS_SENSOR,
     description="Records every failed run (run id, asset, partition, error summary) in the lake's "
     "run_status/failures table, so that teams reading the Parquet outputs see what did not refresh "
-    "(resolve_run_failures marks a row resolved once the same job succeeds for its partition).",
+    "(resolve_run_failures marks a row resolved once a later run materialises its asset for its partition).",
 )
 def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
     run = context.dagster_run
@@ -130,11 +135,13 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
 @run_status_sensor(
     run_status=DagsterRunStatus.SUCCESS,
     **_STATUS_SENSOR,
-    description="Marks the rows of a job's failed runs for a partition in the lake's run_status/failures "
-    "table resolved (resolved_by, resolved_at) once a run of the same job succeeds for it: what still "
-    "fails is the rows without resolved_at.",
+    description="Marks the rows of failed steps in the lake's run_status/failures table resolved (resolved_by, "
+    "resolved_at) once a run succeeds that materialised their asset for their partition (rows of a whole "
+    "failed run: a later success of its job): what still fails is the rows without resolved_at.",
 )
 def resolve_run_failures(context: RunStatusSensorContext, lake: LakeResource):
     run = context.dagster_run
-    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags)], run_id=run.run_id,
-                     resolved_at=_now())
+    events = [record.dagster_event for record in
+              context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
+    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags)],
+                     assets=materialised_assets(events), run_id=run.run_id, resolved_at=_now())

@@ -63,6 +63,7 @@ from assets.samplers import prepare_samplers, sampler_requests
 from assets.sensors import landing_sensor
 from assets.status import (
     failed_check_details,
+    materialised_assets,
     record_run_failures,
     resolve_run_failures,
     run_partitions,
@@ -76,7 +77,7 @@ from evalpipeline.pipeline import leaderboard_path
 from evalpipeline.terminal import format_leaderboard
 from evalpipeline.refresh import discover
 from evalpipeline.settings import check_config
-from evalpipeline.status import StepFailure, record_run_failure, resolve_failures
+from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, STEP_PRELOAD_MODULES, configured_executor, limit_step_threads
 from resources.fit import GlmSettings
@@ -724,7 +725,8 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
                         record=not (keys and len(keys) > 1))
     else:  # what failed before for these partitions has refreshed: the failure table says so
         resolved = [*(keys or [""]), *([f"{keys[0]}..{keys[-1]}"] if keys and len(keys) > 1 else [])]
-        resolve_failures(defs.resources["lake"].lake(), job=job_name, partitions=resolved, run_id=result.run_id,
+        resolve_failures(defs.resources["lake"].lake(), job=job_name, partitions=resolved,
+                         assets=materialised_assets(result.all_events), run_id=result.run_id,
                          resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return StepOutcome(result.success, time.perf_counter() - started, lines, failing, succeeded_steps)
 
@@ -786,7 +788,7 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], 
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             record_run_failure(
                 store, run_id=run.run_id, job=run.job_name, partition=run_partitions(run.tags),
-                failures=[StepFailure("(run)", "", "ProcessDied", message)],
+                failures=[StepFailure(RUN_ASSET, "", "ProcessDied", message)],
                 failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             )
             echo(f"marked run {run.run_id} failed: its process {pid} died")

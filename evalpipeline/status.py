@@ -5,8 +5,10 @@
 that recording the same failure twice rewrites the same bytes. Read the
 whole table with ``pd.read_parquet("<lake>/run_status/failures")``.
 
-A later run of the same job that succeeds for the partition resolves the
-rows (:func:`resolve_failures` fills ``resolved_by`` and ``resolved_at``), and so
+A later run that succeeds and materialises a row's asset for its partition
+resolves the row, whichever job it belongs to (:func:`resolve_failures` fills
+``resolved_by`` and ``resolved_at``; a row of a whole run, by a later success of
+its job), and so
 does the partition's retirement, when no log names it any more
 (:func:`resolve_retired`, ``resolved_by = "(retired)"``): what still fails is the
 rows whose ``resolved_at`` is empty.
@@ -32,8 +34,9 @@ FAILURE_COLUMNS = {
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
-    "resolved_by": "run id of the later run of the same job that succeeded for the partition; (retired) when no log "
-                   "names the partition any more (empty: it still fails)",
+    "resolved_by": "run id of the later run that succeeded and materialised the asset for the partition (for a (run) row: "
+                   "a later success of the same job); (retired) when no log names the partition any more (empty: it "
+                   "still fails)",
     "resolved_at": "UTC time that run's success (or the retirement) was recorded (ISO 8601; empty: it still fails)",
 }
 
@@ -101,6 +104,9 @@ def read_run_failures(lake: Lake) -> pd.DataFrame:
     return lake.read_files(files).sort_values(["failed_at", "run_id"], kind="stable").reset_index(drop=True)
 
 
+#: ``asset`` of the row of a run that failed outside any step (or whose process died)
+RUN_ASSET = "(run)"
+
 #: ``resolved_by`` of the rows of a partition retired because no log names it any more
 RETIRED = "(retired)"
 
@@ -144,11 +150,21 @@ def _mark(lake: Lake, select, resolved_by: str, resolved_at: str) -> int:
     return marked
 
 
-def resolve_failures(lake: Lake, *, job: str, partitions: list[str], run_id: str, resolved_at: str) -> int:
-    """Mark the unresolved rows of ``job``'s failed runs for ``partitions`` (keys as the table writes them:
-    a partition key, "first..last" for a range, "" unpartitioned) resolved by ``run_id``, a run of
-    ``job`` over them that has just succeeded: every step of that job materialised them. Returns the
-    number of rows marked."""
+def resolve_failures(lake: Lake, *, job: str, partitions: list[str], assets: set[str] | None, run_id: str,
+                     resolved_at: str) -> int:
+    """Mark resolved by ``run_id``, a run of ``job`` over ``partitions`` (keys as the table writes them: a
+    partition key, "first..last" for a range, "" unpartitioned) that has just succeeded, the unresolved
+    rows it redid: those of a failed step whose asset is among ``assets`` (what the run materialised,
+    whichever job failed it: a UI materialisation redoes a nightly's failure), and those of a whole
+    failed run ((run): it failed outside any step, or its process died) of the same ``job``. A run that
+    materialised other assets of the partition resolves nothing of it. ``assets`` None: every row of
+    ``job`` for the partitions. Returns the number of rows marked."""
     wanted = set(partitions)
-    return _mark(lake, lambda frame: (frame["job"] == job) & frame["partition"].fillna("").isin(wanted), run_id,
-                 resolved_at)
+
+    def redone(frame: pd.DataFrame) -> pd.Series:
+        same_job = frame["job"] == job
+        if assets is not None:
+            same_job = (same_job & (frame["asset"] == RUN_ASSET)) | frame["asset"].isin(set(assets))
+        return same_job & frame["partition"].fillna("").isin(wanted)
+
+    return _mark(lake, redone, run_id, resolved_at)

@@ -553,7 +553,7 @@ def test_the_failure_table_reads_as_one_table_with_resolved_and_unresolved_files
                          "error_summary": "m", "failed_at": "t", "resolved_by": None, "resolved_at": None}])
     write_parquet_atomic(pa.Table.from_pandas(old, preserve_index=False), folder / "0old.parquet")
     assert pa.types.is_null(pq.read_schema(folder / "0old.parquet").field("resolved_at").type)
-    assert resolve_failures(lake, job="j", partitions=["q"], run_id="r1", resolved_at="t2") == 1
+    assert resolve_failures(lake, job="j", partitions=["q"], assets={"x"}, run_id="r1", resolved_at="t2") == 1
     table = pd.read_parquet(folder).sort_values("run_id")
     assert table["run_id"].tolist() == ["0old", "a1", "b1"]
     assert table["resolved_by"].fillna("").tolist() == ["", "", "r1"]
@@ -561,10 +561,11 @@ def test_the_failure_table_reads_as_one_table_with_resolved_and_unresolved_files
         assert pq.read_schema(path).remove_metadata().equals(FAILURE_SCHEMA), path
 
 
-def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows(landing, tmp_path):
+def test_a_later_success_that_redoes_a_failed_asset_resolves_its_failure_rows(landing, tmp_path):
     """What still fails is what the failure table leaves unresolved: the success sensor (and
-    `evalpipeline run`) marks a job's rows for a partition resolved once a run of that job succeeds
-    for it, and touches nothing else."""
+    `evalpipeline run`) marks a row resolved once a run succeeds that materialised the row's asset
+    for its partition, whichever job failed it, and a whole-run row ((run)) once its job succeeds for
+    the partition; it touches nothing else (a success of other assets of the partition included)."""
     from dagster import DagsterEventType, build_run_status_sensor_context
 
     from assets.status import resolve_run_failures
@@ -576,8 +577,11 @@ def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows
     other = model_suite_key("mockllm/beta/v2", "unit suite")
     job = "__ephemeral_asset_job__"  # the job materialize() runs
     steps = [StepFailure("eval_samples", "eval_samples", "OSError", "disk full"), StepFailure("x", "x", "E", "m")]
-    for run_id, run_job, partition in (("a1", job, key), ("a2", job, other), ("b1", "suite_job", key)):
+    for run_id, run_job, partition in (("a1", job, key), ("a2", job, other), ("b1", "ingest_and_fit", key)):
         record_run_failure(lake, run_id=run_id, job=run_job, partition=partition, failures=steps, failed_at="t")
+    for run_id, run_job in (("c1", job), ("c2", "ingest_and_fit")):  # whole runs that failed outside any step
+        record_run_failure(lake, run_id=run_id, job=run_job, partition=key,
+                           failures=[StepFailure("(run)", "", "ProcessDied", "killed")], failed_at="t")
     assert read_run_failures(lake)["resolved_at"].isna().all()
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", [to_partition_key("mockllm/alpha")])
@@ -594,11 +598,21 @@ def test_a_later_success_of_the_same_job_and_partition_resolves_its_failure_rows
         resolve_run_failures(context)
     table = read_run_failures(lake)
     resolved = table[table["resolved_at"].notna()]
-    assert set(resolved["run_id"]) == {"a1"} and len(resolved) == 2 and set(resolved["resolved_by"]) == {run.run_id}
-    assert set(table.loc[table["resolved_at"].isna(), "run_id"]) == {"a2", "b1"}  # another partition, another job
+    # eval_samples of this partition, whichever job failed it, and the whole failed run of this job
+    assert sorted(zip(resolved["run_id"], resolved["asset"])) == [("a1", "eval_samples"), ("b1", "eval_samples"),
+                                                                  ("c1", "(run)")], table
+    assert set(resolved["resolved_by"]) == {run.run_id}
+    unresolved = table[table["resolved_at"].isna()]
+    # another partition; an asset the run did not materialise; a whole run of another job
+    assert sorted(zip(unresolved["run_id"], unresolved["asset"])) == [
+        ("a1", "x"), ("a2", "eval_samples"), ("a2", "x"), ("b1", "x"), ("c2", "(run)")], table
     # resolving again marks nothing: the first resolution stays
-    assert resolve_failures(lake, job=job, partitions=[key], run_id="later", resolved_at="t2") == 0
-    assert resolve_failures(lake, job="suite_job", partitions=[key], run_id="r", resolved_at="t3") == 2
+    assert resolve_failures(lake, job=job, partitions=[key], assets={"eval_samples"}, run_id="later",
+                            resolved_at="t2") == 0
+    assert resolve_failures(lake, job="ingest_and_fit", partitions=[key], assets={"partition_plots"}, run_id="r",
+                            resolved_at="t3") == 1  # its whole-run row only
+    assert resolve_failures(lake, job="ingest_and_fit", partitions=[key], assets={"x"}, run_id="r",
+                            resolved_at="t3") == 2
     instance.dispose()
 
 
