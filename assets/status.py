@@ -104,9 +104,32 @@ def check_evaluations(instance, run_id: str) -> list:
             if record.dagster_event is not None]
 
 
-#: Both status sensors: on by default, every 30 s, this code location's runs only.
+#: Tags of the runs `evalpipeline run` executes itself (evalpipeline.definitions): host and process id.
+HOST_TAG, PID_TAG = "evalpipeline/host", "evalpipeline/pid"
+
+#: Both status sensors: on by default, every 30 s. They see every run of the instance and keep
+#: this code location's (:func:`recorded_here`): Dagster's own filter drops the runs that carry no
+#: code location, those `dagster asset materialize -m evalpipeline.definitions` or a script's
+#: ``execute_job`` launch.
 _STATUS_SENSOR = {"default_status": DefaultSensorStatus.RUNNING, "minimum_interval_seconds": 30,
-                  "monitor_all_code_locations": False}
+                  "monitor_all_code_locations": True}
+
+
+def recorded_here(context: RunStatusSensorContext) -> bool:
+    """Whether the status sensors record (or resolve) the context's run: a run of one of this code
+    location's jobs, or of its assets (an asset job: the UI's or the CLI's materialisations), that
+    `evalpipeline run` did not execute itself (``PID_TAG``: it records and resolves its own runs, and
+    records no failed range it reruns one partition per run)."""
+    run = context.dagster_run
+    if PID_TAG in run.tags:
+        return False
+    repository = context.repository_def
+    if repository is None:  # a test's context: nothing to compare with
+        return True
+    if repository.has_job(run.job_name) and not run.job_name.startswith("__"):
+        return True
+    ours = repository.asset_graph.get_all_asset_keys()
+    return bool(run.asset_selection) and set(run.asset_selection) <= set(ours)
 
 
 def _now() -> str:
@@ -121,6 +144,8 @@ def _now() -> str:
 )
 def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
     run = context.dagster_run
+    if not recorded_here(context):
+        return
     record_run_failure(
         lake.lake(),
         run_id=run.run_id,
@@ -141,6 +166,8 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
 )
 def resolve_run_failures(context: RunStatusSensorContext, lake: LakeResource):
     run = context.dagster_run
+    if not recorded_here(context):
+        return
     events = [record.dagster_event for record in
               context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
     resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags)],

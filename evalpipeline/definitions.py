@@ -61,7 +61,9 @@ from assets.schedules import (
 )
 from assets.samplers import prepare_samplers, sampler_requests
 from assets.sensors import landing_sensor
-from assets.status import (
+from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a run's process died
+    HOST_TAG,
+    PID_TAG,
     failed_check_details,
     materialised_assets,
     record_run_failures,
@@ -128,10 +130,6 @@ def executor_note(choice: str | None) -> str | None:
         note += f". As set, the code location will not load for those: {exc}"
     return note
 
-
-#: Tags of the runs `evalpipeline run` executes in its own process: a later run can tell that
-#: such a run's process died (killed, machine rebooted) and release what it held.
-HOST_TAG, PID_TAG = "evalpipeline/host", "evalpipeline/pid"
 
 #: model x suite assets: what one ingest-and-fit run materialises for one partition
 PARTITION_ASSETS = [eval_samples, accuracy_posteriors, reliability, *PARTITION_GLM_ASSETS]

@@ -561,6 +561,38 @@ def test_the_failure_table_reads_as_one_table_with_resolved_and_unresolved_files
         assert pq.read_schema(path).remove_metadata().equals(FAILURE_SCHEMA), path
 
 
+def test_the_status_sensors_keep_this_locations_runs_and_leave_evalpipeline_runs_own(tmp_path):
+    """The status sensors see every run of the instance (Dagster's filter by code location dropped the
+    runs `dagster asset materialize -m evalpipeline.definitions` launches, which carry none) and keep
+    those of this location's jobs or assets, except the runs `evalpipeline run` executes and records itself."""
+    from dagster import DagsterEventType, asset, build_run_status_sensor_context
+
+    from assets.status import PID_TAG, recorded_here
+    from evalpipeline.definitions import defs
+
+    @asset
+    def someone_elses():
+        return 1
+
+    instance = DagsterInstance.ephemeral()
+    run = instance.get_run_by_id(materialize([someone_elses], instance=instance).run_id)
+    event = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                 e.dagster_event.event_type == DagsterEventType.RUN_SUCCESS).dagster_event
+    cases = [("__ASSET_JOB", {}, {AssetKey("eval_samples")}, True),        # the CLI's or the UI's materialisation
+             ("ingest_and_fit", {}, None, True),                            # the nightly's, a backfill's
+             ("ingest_and_fit", {PID_TAG: "123"}, None, False),             # evalpipeline run's own
+             ("__ASSET_JOB", {}, {AssetKey("someone_elses")}, False),       # another location's assets
+             ("__ASSET_JOB", {}, {AssetKey("eval_samples"), AssetKey("someone_elses")}, False),
+             ("their_job", {}, None, False)]
+    for job, tags, selection, expected in cases:
+        other = run._replace(job_name=job, tags=tags, asset_selection=frozenset(selection) if selection else None)
+        with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_event=event,
+                                             dagster_instance=instance, dagster_run=other,
+                                             repository_def=defs.get_repository_def()) as context:
+            assert recorded_here(context) is expected, (job, tags, selection)
+    instance.dispose()
+
+
 def test_a_later_success_that_redoes_a_failed_asset_resolves_its_failure_rows(landing, tmp_path):
     """What still fails is what the failure table leaves unresolved: the success sensor (and
     `evalpipeline run`) marks a row resolved once a run succeeds that materialised the row's asset
