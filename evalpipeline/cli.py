@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "or made by other code or settings): the nightly behaviour")
     run.add_argument("--partitions-per-run", type=_positive_int, default=60, metavar="N",
                      help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
-                          "orchestration whatever it holds, and a failure fails its whole batch")
+                          "orchestration whatever it holds; a failed run is rerun, its failing partitions "
+                          "one per run")
     run.add_argument("--workers", type=_positive_int, default=available_cores(), metavar="N",
                      help="worker processes that execute a stage's runs side by side (default: the cores "
                           f"available, {available_cores()} here); 1 runs everything in this process")

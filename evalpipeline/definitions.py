@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime, timezone
@@ -31,6 +32,7 @@ from dagster import (
     MultiPartitionKey,
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._utils.warnings import BetaWarning
 
 from assets.accounting import ingest_accounting
 from assets.batch import FAILED_PARTITIONS
@@ -150,6 +152,11 @@ automation_sensor = AutomationConditionSensorDefinition(
     minimum_interval_seconds=30,
     description="Refreshes per-suite, per-model and lake-wide assets when the data they read changed.",
 )
+
+# Dagster 1.13 passes owners=None when it binds a sensor to its job while resolving the repository, and
+# warns that the (unused) parameter is beta in every command that loads the code location
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`",
+                        category=BetaWarning)
 
 defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
@@ -420,9 +427,11 @@ def run_main_job(
         if path.exists():
             echo(f"\nsuite {printable(suite)}: models ranked by posterior mean success rate")
             echo(format_leaderboard(pd.read_parquet(path), LEADERBOARD_LINES, rest=f"every model in {path}"))
-    echo(f"\noutputs in {store.root.resolve()}: samples/, quarantine/, accuracy_posteriors/, glm_fits/, "
-         "glm_suite_fits/, reliability/, model_reliability/, suite_leaderboard/, suite_comparison/, model_profile/, "
-         "waic_rankings/, ingest_accounting/, run_status/")
+    folders = ["samples", "quarantine", "accuracy_posteriors", "glm_fits", "glm_suite_fits", "reliability",
+               "model_reliability", "suite_leaderboard", "suite_comparison", "model_profile", "waic_rankings",
+               "ingest_accounting", "run_status"]
+    echo(f"\noutputs in {store.root.resolve()}: "
+         + ", ".join(f"{name}/" for name in folders if (store.root / name).exists()))
     report_page = store.root / "report" / "index.html"
     if report_page.exists():
         echo(f"report: {report_page.resolve()}")
