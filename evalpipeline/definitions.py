@@ -81,7 +81,7 @@ from evalpipeline.pipeline import leaderboard_path
 from evalpipeline.terminal import format_leaderboard
 from evalpipeline.refresh import discover
 from evalpipeline.settings import check_config
-from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
+from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, STEP_PRELOAD_MODULES, configured_executor, limit_step_threads
 from resources.fit import GlmSettings
@@ -277,6 +277,11 @@ def run_main_job(
                     if only_changed else [])
     models = [m for m in models if m not in profile_only]
     _sync_partitions(instance, store, discovery, echo)
+    if only_changed:  # what a killed run was redoing and is current (not rerun): nothing is left to fail
+        current = ({str(model_suite_key(m, s)) for m, s in discovery.partitions - set(pairs)}
+                   | {to_partition_key(s) for s in discovery.suites - set(suites)}
+                   | {to_partition_key(m) for m in discovery.models - set(models) - set(profile_only)})
+        resolve_up_to_date(store, partitions=current, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     echo(
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
         f"({len(discovery.changed)} new or changed"
@@ -794,11 +799,30 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], 
             instance.report_run_failed(run, message)
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             record_run_failure(
-                store, run_id=run.run_id, job=run.job_name, partition=run_partitions(run.tags),
+                store, run_id=run.run_id, job=run.job_name, partition=_run_partition_keys(run, instance),
                 failures=[StepFailure(RUN_ASSET, "", "ProcessDied", message)],
                 failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             )
             echo(f"marked run {run.run_id} failed: its process {pid} died")
+
+
+def _run_partition_keys(run, instance: DagsterInstance) -> str | list[str]:
+    """A run's partition as the failure table writes it, and for a range run the list of its partitions
+    (so that each row is resolved when its partition is redone or found current); the range
+    "first..last" when its job has no partitions or the keys cannot be listed."""
+    from dagster import PartitionKeyRange
+
+    written = run_partitions(run.tags)
+    if ".." not in written or ASSET_PARTITION_RANGE_START_TAG not in run.tags:
+        return written
+    try:
+        partitions_def = defs.resolve_job_def(run.job_name).partitions_def
+        keys = partitions_def.get_partition_keys_in_range(
+            PartitionKeyRange(run.tags[ASSET_PARTITION_RANGE_START_TAG], run.tags[ASSET_PARTITION_RANGE_END_TAG]),
+            dynamic_partitions_store=instance)
+    except Exception:  # noqa: BLE001 - a job or partitions gone since: the range as the run named it
+        return written
+    return [str(key) for key in keys] or written
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None], *,

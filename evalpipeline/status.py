@@ -29,14 +29,14 @@ FAILURE_COLUMNS = {
     "run_id": "Dagster run id",
     "job": "job name",
     "asset": "asset key of the failed step ((run) when the run failed outside a step)",
-    "partition": "partition key of the run; first..last for a range run whose process was killed or that the daemon launched (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
+    "partition": "partition key of the run, one row per partition of a range run whose process was killed; first..last for a range run the daemon launched (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
     "step": "step key",
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
     "resolved_by": "run id of the later run that succeeded and materialised the asset for the partition (for a (run) row: "
-                   "a later success of the same job); (retired) when no log names the partition any more (empty: it "
-                   "still fails)",
+                   "a later success of the same job, or (up to date) when the nightly found the partition's outputs current); "
+                   "(retired) when no log names the partition any more (empty: it still fails)",
     "resolved_at": "UTC time that run's success (or the retirement) was recorded (ISO 8601; empty: it still fails)",
 }
 
@@ -65,9 +65,11 @@ def summarise_error(message: str, limit: int = 500) -> str:
 
 
 def record_run_failure(
-    lake: Lake, *, run_id: str, job: str, partition: str, failures: list[StepFailure], failed_at: str
+    lake: Lake, *, run_id: str, job: str, partition: str | list[str], failures: list[StepFailure], failed_at: str
 ) -> pd.DataFrame:
-    """Write the failure record of one run (idempotent: one file per run id)."""
+    """Write the failure record of one run (idempotent: one file per run id): a row per failure, or per
+    failure and partition when ``partition`` is a list (a killed range run: each partition is then
+    resolved on its own)."""
     if not _SAFE_RUN_ID.match(run_id):
         raise ValueError(f"run id {run_id!r} is not a Dagster run id")
     rows = [
@@ -75,7 +77,7 @@ def record_run_failure(
             "run_id": run_id,
             "job": job,
             "asset": f.asset,
-            "partition": partition,
+            "partition": key,
             "step": f.step,
             "error_type": f.error_type,
             "error_summary": summarise_error(f.message),
@@ -83,6 +85,7 @@ def record_run_failure(
             "resolved_by": None,
             "resolved_at": None,
         }
+        for key in ([partition] if isinstance(partition, str) else partition)
         for f in failures
     ]
     frame = pd.DataFrame(rows, columns=list(FAILURE_COLUMNS))
@@ -106,6 +109,19 @@ def read_run_failures(lake: Lake) -> pd.DataFrame:
 
 #: ``asset`` of the row of a run that failed outside any step (or whose process died)
 RUN_ASSET = "(run)"
+
+#: ``resolved_by`` of a whole-run row whose partition's outputs the nightly found current
+UP_TO_DATE = "(up to date)"
+
+
+def resolve_up_to_date(lake: Lake, *, partitions: set[str], resolved_at: str) -> int:
+    """Mark resolved (``resolved_by = UP_TO_DATE``) the unresolved whole-run rows ((run): a killed
+    process) of ``partitions``, which the nightly found current and does not rerun: the run was
+    killed while redoing outputs that were already current (or that another run made since), so
+    nothing is left to fail, and no later run would resolve them. Returns the number of rows marked."""
+    return _mark(lake, lambda frame: (frame["asset"] == RUN_ASSET) & frame["partition"].fillna("").isin(partitions),
+                 UP_TO_DATE, resolved_at)
+
 
 #: ``resolved_by`` of the rows of a partition retired because no log names it any more
 RETIRED = "(retired)"

@@ -108,6 +108,8 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     recorded = failures.loc[failures["error_type"] == "ProcessDied"]
     assert set(recorded["run_id"]) == killed_runs, failures
     assert recorded["partition"].str.len().gt(0).all() and recorded["error_summary"].str.contains("is gone").all()
+    assert not recorded["partition"].str.contains(r"\.\.").any(), recorded  # a row per partition of a killed range
+    assert recorded["resolved_by"].notna().all(), recorded  # the rerun redid them
 
     clean_env = _workspace(clean_root)
     clean = _run(clean_env, clean_root)

@@ -593,6 +593,39 @@ def test_the_status_sensors_keep_this_locations_runs_and_leave_evalpipeline_runs
     instance.dispose()
 
 
+def test_a_killed_range_run_is_recorded_per_partition_and_rows_of_current_partitions_are_resolved(tmp_path):
+    """A killed `evalpipeline run` range run gets one whole-run row per partition, so that each is
+    resolved when its partition is redone; the nightly resolves those of partitions it finds current
+    (the run was redoing outputs already current: no later run would resolve them)."""
+    from dagster import DagsterInstance
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from evalpipeline.definitions import _run_partition_keys
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import StepFailure, read_run_failures, record_run_failure, resolve_up_to_date
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["a", "b", "c"])
+    instance.add_dynamic_partitions("suite", ["s"])
+    first, last = str(model_suite_key("a", "s")), str(model_suite_key("b", "s"))
+    run = DagsterRun(job_name="ingest_and_fit", run_id="r1",
+                     tags={ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last})
+    assert _run_partition_keys(run, instance) == [first, last]
+    assert _run_partition_keys(DagsterRun(job_name="lake_reports", run_id="r2", tags={}), instance) == ""
+
+    lake = Lake(tmp_path / "lake")
+    record_run_failure(lake, run_id="r1", job="ingest_and_fit", partition=[first, last],
+                       failures=[StepFailure("(run)", "", "ProcessDied", "gone")], failed_at="t")
+    record_run_failure(lake, run_id="r3", job="ingest_and_fit", partition=first,
+                       failures=[StepFailure("glm_binomial", "glm_binomial", "E", "m")], failed_at="t")
+    assert resolve_up_to_date(lake, partitions={first}, resolved_at="t2") == 1
+    table = read_run_failures(lake)
+    assert sorted(zip(table["run_id"], table["partition"], table["resolved_by"].fillna(""))) == [
+        ("r1", first, "(up to date)"), ("r1", last, ""), ("r3", first, "")], table  # a failed step waits for its rerun
+    instance.dispose()
+
+
 def test_a_later_success_that_redoes_a_failed_asset_resolves_its_failure_rows(landing, tmp_path):
     """What still fails is what the failure table leaves unresolved: the success sensor (and
     `evalpipeline run`) marks a row resolved once a run succeeds that materialised the row's asset
