@@ -228,8 +228,8 @@ def run_main_job(
     its blocking checks is excluded from them rather than skipping them), the models, then the
     lake-wide tables. When a suite fit asked for the warm sampler of one LLM more to be compiled
     ahead (evalpipeline.fits.prepare_requested_samplers), ``prepare_samplers`` runs beside the
-    lake-wide tables, after every other output is written. Returns 0 when every run succeeded, 1
-    otherwise.
+    lake-wide tables, after every other output is written. Returns 0 when every run succeeded (and,
+    with ``only_changed``, no partition is left rejected by its blocking checks), 1 otherwise.
 
     Each stage runs its partitions in batches: one Dagster run per range of up to
     ``partitions_per_run`` adjacent partitions (see ``assets/batch.py``), so the cost of a
@@ -278,7 +278,7 @@ def run_main_job(
     models = [m for m in models if m not in profile_only]
     _sync_partitions(instance, store, discovery, echo)
     if only_changed:  # what a killed run was redoing and is current (not rerun): nothing is left to fail
-        current = ({str(model_suite_key(m, s)) for m, s in discovery.partitions - set(pairs)}
+        current = ({str(model_suite_key(m, s)) for m, s in discovery.partitions - set(pairs) - set(stale["rejected"])}
                    | {to_partition_key(s) for s in discovery.suites - set(suites)}
                    | {to_partition_key(m) for m in discovery.models - set(models) - set(profile_only)})
         resolve_up_to_date(store, partitions=current, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
