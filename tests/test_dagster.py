@@ -468,12 +468,25 @@ def test_rows_in_no_partition_reach_the_accounting_asset(tmp_path):
     instance.dispose()
 
 
-def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_path):
-    """A run that fails (a model x suite with no sources: a permanent error, not retried) ends up in
-    run_status/failures with its run id, asset, partition and error, as people reading Parquet see it."""
+def _record_failed_run(instance, run_id: str, lake_resource):
+    """Run the failure sensor on the failed run ``run_id``, as the daemon would; returns the run."""
     from dagster import DagsterEventType, build_run_status_sensor_context
 
     from assets.status import record_run_failures
+
+    run = instance.get_run_by_id(run_id)
+    failure = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                   e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
+    with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_instance=instance,
+                                         dagster_run=run, dagster_event=failure,
+                                         resources={"lake": lake_resource}) as context:
+        record_run_failures(context.for_run_failure())
+    return run
+
+
+def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_path):
+    """A run that fails (a model x suite with no sources: a permanent error, not retried) ends up in
+    run_status/failures with its run id, asset, partition and error, as people reading Parquet see it."""
     from evalpipeline.lake import Lake
     from evalpipeline.status import read_run_failures
 
@@ -484,13 +497,7 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
     result = materialize([eval_samples], partition_key=model_suite_key("mockllm/ghost", "unit suite"),
                          instance=instance, resources=resources, raise_on_error=False)
     assert not result.success
-    run = instance.get_run_by_id(result.run_id)
-    failure = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
-                   e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
-    with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_instance=instance,
-                                         dagster_run=run, dagster_event=failure,
-                                         resources={"lake": resources["lake"]}) as context:
-        record_run_failures(context.for_run_failure())
+    run = _record_failed_run(instance, result.run_id, resources["lake"])
     table = read_run_failures(Lake(tmp_path / "lake"))
     assert len(table) == 1
     row = table.iloc[0]
@@ -502,9 +509,6 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
 def test_the_failure_sensor_records_what_a_failed_check_saw_and_the_file_and_sample_behind_it(tmp_path):
     """A blocking check's step error names the check only; the record adds what it observed and its
     first offending row, so that the failure table names the file and sample to fix."""
-    from dagster import DagsterEventType, build_run_status_sensor_context
-
-    from assets.status import record_run_failures
     from evalpipeline.lake import Lake
     from evalpipeline.status import read_run_failures
 
@@ -519,13 +523,7 @@ def test_the_failure_sensor_records_what_a_failed_check_saw_and_the_file_and_sam
     result = materialize([eval_samples], partition_key=model_suite_key("m", "s"), instance=instance,
                          resources=resources, raise_on_error=False)
     assert not result.success
-    run = instance.get_run_by_id(result.run_id)
-    failure = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
-                   e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
-    with build_run_status_sensor_context(sensor_name="record_run_failures", dagster_instance=instance,
-                                         dagster_run=run, dagster_event=failure,
-                                         resources={"lake": resources["lake"]}) as context:
-        record_run_failures(context.for_run_failure())
+    run = _record_failed_run(instance, result.run_id, resources["lake"])
     (summary,) = read_run_failures(Lake(tmp_path / "lake"))["error_summary"]
     assert summary.startswith("1 blocking asset check failed with ERROR severity: eval_samples: "
                               "errored_share_within_bound | eval_samples:errored_share_within_bound on m x s: "
