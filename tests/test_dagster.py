@@ -1052,6 +1052,54 @@ def _lake_files(lake):
     return {p: p.read_bytes() for p in lake.rglob("*") if p.is_file() and not skip & set(p.parts)}
 
 
+#: Where each asset with a column schema writes the table the schema describes.
+_SCHEMA_FILES = {
+    "eval_samples": "samples/*/*/samples.parquet", "accuracy_posteriors": "accuracy_posteriors/*/*/posteriors.parquet",
+    "suite_leaderboard": "suite_leaderboard/*/leaderboard.parquet",
+    "suite_comparison": "suite_comparison/*/leaderboard.parquet", "model_profile": "model_profile/*/profile.parquet",
+    "ingest_accounting": "ingest_accounting/accounting.parquet", "waic_rankings": "waic_rankings/rankings.parquet",
+    "reliability": "reliability/*/*/expected_reliability.parquet",
+    "model_reliability": "model_reliability/*/expected_reliability.parquet",
+    **{f"glm_{g}": f"glm_fits/*/*/{g}/summary.parquet" for g in ("binomial", "beta_binomial", "null", "item_difficulty")},
+    **{f"suite_glm_{g}": f"glm_suite_fits/*/suite_{g}/summary.parquet"
+       for g in ("nested", "binomial", "beta_binomial", "null")},
+}
+
+
+def _assert_declared_column_types_match_the_files(lake):
+    """Every column the UI's schema of an asset declares has the type its files hold (a column that is
+    all null in a file says nothing), and the files hold no undeclared column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def kind(arrow_type) -> str | None:
+        for test, name in ((pa.types.is_null, None), (pa.types.is_integer, "int64"), (pa.types.is_floating, "double"),
+                           (pa.types.is_boolean, "bool"), (pa.types.is_string, "string"),
+                           (pa.types.is_large_string, "string")):
+            if test(arrow_type):
+                return name
+        return str(arrow_type)
+
+    schemas = {key.to_user_string(): assets_def.metadata_by_key[key]["dagster/column_schema"]
+               for assets_def in defs.assets for key in assets_def.keys
+               if "dagster/column_schema" in assets_def.metadata_by_key.get(key, {})}
+    assert set(schemas) == set(_SCHEMA_FILES), set(schemas) ^ set(_SCHEMA_FILES)
+    checked = 0
+    for asset, pattern in _SCHEMA_FILES.items():
+        declared = {column.name: column.type for column in schemas[asset].columns}
+        for path in lake.glob(pattern):
+            for field in pq.read_schema(path):
+                if field.name in ("model", "suite") and field.name not in declared:
+                    continue  # hive partition columns, from the folder names
+                assert field.name in declared or field.name.startswith("cov_"), (asset, path, field.name)
+                expected = declared.get(field.name)
+                # eval_samples declares its arrow types exactly (evalpipeline.schema); the others by kind
+                found = kind(field.type) if expected in (None, "int64", "double", "bool", "string") else str(field.type)
+                assert found is None or expected is None or found == expected, (asset, path, field.name, found, expected)
+                checked += found is not None
+    assert checked > 300, checked
+
+
 @pytest.mark.slow
 def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeypatch, capsys):
     landing = tmp_path / "landing"
@@ -1068,6 +1116,7 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert run_main_job() == 0
+    _assert_declared_column_types_match_the_files(tmp_path / "lake")
     out = capsys.readouterr().out
     # one run per stage: the 6 partitions, the 3 suites (twice) and the 2 models are each one range run
     assert "[1/5] ingest_and_fit 6 partitions (mockllm/atlas-large x " in out
