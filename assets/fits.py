@@ -156,9 +156,11 @@ def partition_glm_asset(glm: str):
         **_fit_asset_arguments(name, glm, refresh_partition_when_inputs_change()),
         description=(
             f"HiBayES GLM `{glm}` ({entry.description}) fitted by NUTS to one model on one suite: the "
-            "posterior of the success rate overall, per domain and per subdomain with partial pooling, as "
+            "posterior of its parameters (the success rate overall and the effects the model has, e.g. per "
+            "subdomain with partial pooling, and per domain where the suite has more than one), as "
             "a tidy summary (mean, sd, two HPDIs on logit and probability scales, r-hat, ESS) and the full "
-            "posterior (netCDF). Diagnostics are blocking checks; a failing fit is retried once with a "
+            "posterior (netCDF). Diagnostics are asset checks, the gating ones blocking (each check's "
+            "description says which); a failing fit is retried once with a "
             "higher target acceptance and then excluded from the comparisons. Its trace, forest and "
             "predictive plots are drawn by `partition_plots` on request (`[plots] partitions`), and here "
             "for a fit that fails a blocking check."
@@ -193,7 +195,8 @@ def suite_glm_asset(glm: str):
         **_fit_asset_arguments(name, glm, refresh_when_inputs_change()),
         description=(
             f"Multi-LLM HiBayES GLM `{glm}` ({entry.description}) fitted to every model evaluated on the "
-            "suite, so that model effects are estimated jointly with shared domain and subdomain effects. "
+            "suite, so that model effects are estimated jointly, beside the other effects the model has "
+            "(its description above says which). "
             "Same outputs and blocking diagnostics as the per-partition fits. Its trace, forest and "
             "predictive plots are drawn by `suite_fit_plots` on request (`[plots] suite_fits`), and here "
             "for a fit that fails a blocking check."

@@ -103,7 +103,8 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
     description=(
         "HIP-LLM reliability of one model on one suite: the suite's subdomains pooled in its domain by a "
         "hierarchical Beta-Binomial under a credal set of priors. Lower/upper CDF envelopes of the success "
-        "probability at subdomain and domain level, envelopes of its 5%/50%/95% quantiles, of the expected "
+        "probability at subdomain, domain and LLM level (within one suite the LLM level is its domain's), "
+        "envelopes of its 5%/50%/95% quantiles, of the expected "
         "future reliability E[R(n)] = E[p^n] and of P(R(n) >= r). Tables under reliability/; the column "
         "schema shown is that of expected_reliability.parquet (the others are in the README's output tables). "
         "Its plots are drawn by `partition_plots` on request (`[plots] partitions`)."
@@ -141,7 +142,8 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     description=(
         "HIP-LLM reliability of one model across every suite it was evaluated on: suites mapped to domains "
         "by the taxonomy file (default: one domain per suite), domains combined by the operational profile "
-        "(default: proportional to the number of attempts). Same tables as `reliability`, plus the LLM level; "
+        "(default: proportional to the number of attempts). Same tables as `reliability`, the LLM level "
+        "combining the domains; "
         "the column schema shown is that of expected_reliability.parquet."
     ),
     metadata={"dagster/column_schema": column_schema(EXPECTED_RELIABILITY_COLUMNS)},

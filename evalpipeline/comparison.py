@@ -169,7 +169,7 @@ PAIRWISE_TABLE_COLUMNS = {
 FIT_STATUS_COLUMNS = {
     "suite": "suite display name",
     "glm": "suite GLM",
-    "status": f"fitted, reused, not applicable or {NO_STORED_FIT}",
+    "status": f"reused (the stored fit of the suite GLM asset, read), not applicable or {NO_STORED_FIT}",
     "passed": f"every gating diagnostic passed (null when not applicable or {NO_STORED_FIT})",
     "failed": "the gating diagnostics that failed, comma-separated",
     "reason": "why the GLM does not apply or has no stored fit, if so",

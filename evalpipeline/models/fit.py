@@ -1155,7 +1155,7 @@ SUMMARY_COLUMNS = {
     "parameter": "posterior quantity (site name)",
     "model": "LLM label where the quantity is per LLM",
     "domain": "domain label",
-    "subdomain": "subdomain label (domain/subdomain)",
+    "subdomain": "subdomain name (its domain is in `domain`)",
     "item": "item id where per item",
     "covariate": "covariate name where per covariate",
     "level": "covariate level or slope group",
