@@ -246,7 +246,7 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
     store = lake.lake()
     with permanent_errors():
         table, path = write_waic_rankings(store, pareto_k_threshold=glm_settings.config().thresholds.max_pareto_k)
-    ranked = table[table["excluded"] == ""]
+    ranked, excluded = table[table["excluded"] == ""], table[table["excluded"] != ""]
     plots = {
         f"plot_waic_{suite}": png_markdown(waic_plot_path(store, suite), f"WAIC comparison on {suite}")
         for suite in sorted(ranked.loc[ranked["scope"] == "suite", "suite"].unique())
@@ -258,9 +258,8 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
             **table_metadata(ranked[["scope", "model", "suite", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic",
                                      "waic_dse", "loo_rank", "n_pareto_k_high"]], path),
             "dagster/row_count": len(table),
-            "excluded": MetadataValue.md(
-                markdown_table(table[table["excluded"] != ""][["scope", "model", "suite", "glm", "excluded"]])
-                or "none"
+            "excluded": MetadataValue.md(  # an empty frame renders as a header alone
+                markdown_table(excluded[["scope", "model", "suite", "glm", "excluded"]]) if len(excluded) else "none"
             ),
             **plots,
         },

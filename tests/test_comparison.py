@@ -75,7 +75,7 @@ def test_planted_truth(planted_lake):
     strong = pairs[pairs.model_a == "strong/one"]
     assert len(strong) == 2
     assert (strong["verdict_band"] == "near-certain").all() and (strong["hpdi_verdict"] == "different").all()
-    assert strong["verdict"].str.contains("near-certain better").all()
+    assert strong["verdict"].str.contains("almost certainly better").all()
     assert strong["p_a_better_probit"].notna().all()  # 0/1 scores: the probit model applies
     twins = pairs[pairs.model_b.isin(["twin a", "twin b"]) & pairs.model_a.isin(["twin a", "twin b"])].iloc[0]
     assert twins["p_a_better_independent"] == pytest.approx(0.5, abs=1e-9)

@@ -70,7 +70,7 @@ def test_report_has_every_suite_and_model_and_no_broken_image(report_lake):
     for src in sources:
         assert not src.startswith("/") and "://" not in src
         assert (path.parent / unquote(src)).resolve().is_file(), src
-    assert "near-certain better than" in text  # the planted gap, said in words
+    assert "almost certainly better than" in text  # the planted gap, said in words
     assert "Only one model was evaluated on this suite" in text
     assert "Ingest accounting" not in text  # optional section absent without its table
     # reliability in words and numbers: per suite (the model that has it) and per model
@@ -149,6 +149,6 @@ def test_a_large_suite_shows_the_pairs_that_decide_its_ranking():
 def test_the_report_names_what_it_leaves_out_of_a_large_suite(report_lake):
     text = build_report(report_lake, "2026-01-02T03:04:05", all_pairs_up_to=0).read_text(encoding="utf-8")
     # the two-model suite's one pair is the leader against the next model: shown, with the sentence saying so
-    assert "This suite has 1 pair of models" in text and "(1 pair)" in text and "near-certain better than" in text
+    assert "This suite has 1 pair of models" in text and "(1 pair)" in text and "almost certainly better than" in text
     full = build_report(report_lake, "2026-01-02T03:04:05").read_text(encoding="utf-8")
     assert "pairs of models. Shown here" not in full

@@ -34,6 +34,7 @@ def test_sentences_carry_the_hedge_and_the_direction():
     assert probability_verdict(0.28, "new", "old") == "old is likely better than new (72% probability)"
     assert "too close to call" in probability_verdict(0.55, "new", "old")
     assert "not enough to act on" in probability_verdict(0.65, "new", "old")
-    assert probability_verdict(0.999, "a", "b") == "a is near-certain better than b (99.9% probability)"
+    assert probability_verdict(0.999, "a", "b") == "a is almost certainly better than b (99.9% probability)"
+    assert probability_verdict(0.03, "a", "b") == "b is confidently better than a (97% probability)"
     with pytest.raises(ValueError):
         probability_band(1.2)

@@ -37,6 +37,10 @@ LADDER = (
 )
 """(upper bound, band): a probability ``q = max(p, 1 - p)`` gets the first band whose bound exceeds it."""
 
+#: How a band reads in a verdict sentence ("A is <hedge> better than B"): the band names are labels,
+#: "confident" and "near-certain" are not adverbs.
+HEDGES = {"likely": "likely", "confident": "confidently", "near-certain": "almost certainly"}
+
 DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
 
 
@@ -102,4 +106,4 @@ def probability_verdict(p_a_better: float, name_a: str = "A", name_b: str = "B")
     percent = f"{q:.1%}" if q >= 0.99 else f"{q:.0%}"
     if band == "leaning":
         return f"leaning {leader} over {other} ({percent} probability {leader} is better; not enough to act on)"
-    return f"{leader} is {band} better than {other} ({percent} probability)"
+    return f"{leader} is {HEDGES[band]} better than {other} ({percent} probability)"
