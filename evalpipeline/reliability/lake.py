@@ -33,13 +33,13 @@ from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
-from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
+from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, SUBDOMAIN_LABEL, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
 _WHERE = {
     "level": "subdomain, domain or llm (the operational-profile aggregate)",
     "domain": "HIP-LLM domain ((all) at the LLM level)",
-    "subdomain": "subdomain ((all) above the subdomain level)",
+    "subdomain": f"{SUBDOMAIN_LABEL}; (all) above the subdomain level",
 }
 #: Every table a reliability folder holds, column by column (README "Output tables").
 RELIABILITY_COLUMNS = {
@@ -84,7 +84,7 @@ RELIABILITY_COLUMNS = {
     },
     "weights": {
         "domain": "HIP-LLM domain",
-        "subdomain": "subdomain",
+        "subdomain": SUBDOMAIN_LABEL,
         "n": "trials N_ij",
         "k": "successes C_ij",
         "omega": "Omega_ij: the subdomain's weight within its domain (operational profile)",

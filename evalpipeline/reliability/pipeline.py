@@ -36,9 +36,13 @@ from evalpipeline.reliability.core import ReliabilityResult
 from evalpipeline.reliability.settings import OperationalProfile
 from evalpipeline.stats.posteriors import NONE, countable
 
+#: What a reliability table's ``subdomain`` holds: a model x suite folder has the logged names, a
+#: model's folder spans suites, so its labels lead with the suite (:func:`model_counts`).
+SUBDOMAIN_LABEL = ("subdomain within the domain (model_reliability: <suite>, then /<logged domain> if the suite logs "
+                   "several, then /<subdomain> if it logs subdomains; e.g. arith/addition)")
 COUNTS_COLUMNS = {
     "domain": "HIP-LLM domain",
-    "subdomain": "subdomain within the domain",
+    "subdomain": SUBDOMAIN_LABEL,
     "n": "trials: countable attempts (items x epochs)",
     "k": "successes among them",
     "n_items": "distinct items among the trials",
