@@ -56,13 +56,14 @@ def markdown_text(value) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """``frame.to_markdown(index=False)`` with every text cell and column name taken literally."""
+    """``frame.to_markdown(index=False)`` with every text cell and column name taken literally and
+    missing values (NaN, None, NA) as empty cells, not ``nan`` or ``<NA>``."""
     literal = frame.copy()
     for column in literal.columns:
         if literal[column].dtype == object or isinstance(literal[column].dtype, pd.StringDtype):
             literal[column] = literal[column].map(lambda v: markdown_text(v) if isinstance(v, str) else v)
     literal.columns = [markdown_text(c) for c in literal.columns]
-    return literal.to_markdown(index=False)
+    return literal.astype(object).where(literal.notna(), None).to_markdown(index=False)
 
 
 def table_metadata(frame: pd.DataFrame, path: Path, *, preview_rows: int = 20, digits: int = 3) -> dict:

@@ -68,6 +68,10 @@ def test_a_plot_whose_caption_holds_brackets_is_still_an_image(tmp_path):
     assert "<img " in rendered and 'alt="WAIC comparison on s]x [y] &lt;z&gt;"' in rendered
 
 
-def test_numbers_and_missing_values_are_left_as_they_are():
-    frame = pd.DataFrame({"name": ["a", None], "value": [0.25, float("nan")]})
+def test_numbers_are_left_as_they_are_and_missing_values_are_empty_cells():
+    frame = pd.DataFrame({"name": ["a", "b"], "value": [0.25, 3.0], "count": [1, 2]})
     assert markdown_table(frame) == frame.to_markdown(index=False)
+    missing = pd.DataFrame({"name": ["a", None, float("nan")], "value": [0.25, float("nan"), None],
+                            "flag": pd.array([True, None, False], dtype="boolean")})
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown_table(missing).splitlines()[2:]]
+    assert rows == [["a", "0.25", "True"], ["", "", ""], ["", "", "False"]]
