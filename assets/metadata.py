@@ -15,15 +15,16 @@ from evalpipeline.keys import printable
 #: every table that has it (tests/test_dagster.py compares each declared schema with the files).
 COLUMN_TYPES: dict[str, str] = {
     **dict.fromkeys(["n", "n_items", "n_excluded", "rank", "n_suites", "n_models", "rows_ingested", "rows_errored",
-                     "rows_quarantined", "rows_accounted"], "int64"),
+                     "rows_quarantined", "rows_accounted", "waic_rank", "loo_rank", "n_pareto_k_high",
+                     "n_units"], "int64"),
     **dict.fromkeys(["overlaps_leader", "waic_warning", "loo_warning"], "bool"),
     **dict.fromkeys([
         "k", "observed_mean", "prior_a", "prior_b", "posterior_a", "posterior_b", "posterior_mean", "hpdi_mass",
         "hpdi_low", "hpdi_high", "clt_low", "clt_high", "wilson_low", "wilson_high", "clopper_pearson_low",
         "clopper_pearson_high", "p_best", "expected_rank", "rank_low", "rank_high", "glm_mean", "glm_hpdi_low",
-        "glm_hpdi_high", "glm_hpdi_mass", "glm_p_best", "waic_rank", "elpd_waic", "waic_se", "p_waic", "d_waic",
-        "waic_dse", "waic_weight", "loo_rank", "elpd_loo", "loo_se", "p_loo", "d_loo", "loo_dse", "loo_weight",
-        "n_pareto_k_high", "pareto_k_threshold", "n_units", "lower", "upper", "mean", "sd", "hpdi2_mass",
+        "glm_hpdi_high", "glm_hpdi_mass", "glm_p_best", "elpd_waic", "waic_se", "p_waic", "d_waic",
+        "waic_dse", "waic_weight", "elpd_loo", "loo_se", "p_loo", "d_loo", "loo_dse", "loo_weight",
+        "pareto_k_threshold", "lower", "upper", "mean", "sd", "hpdi2_mass",
         "hpdi2_low", "hpdi2_high", "prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low",
         "prob_hpdi2_high", "r_hat", "ess_bulk", "ess_tail"], "double"),
 }

@@ -43,6 +43,8 @@ RANKING_VERSION = "1"
 
 
 RANKING_COLUMNS = _ranking_columns()
+_WHOLE_NUMBERS = ["waic_rank", "loo_rank", "n_pareto_k_high", "n_units"]
+_FLAGS = ["waic_warning", "loo_warning"]
 
 
 def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
@@ -117,6 +119,9 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
             group.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
         rows += [{**row, "inputs_hash": inputs_hash} for row in group]
     frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+    # Excluded candidates have no ranks or counts: nullable types keep whole numbers int64 and flags
+    # bool in the file (NaN would make them double), also for rows copied from an older file.
+    frame = frame.astype({**dict.fromkeys(_WHOLE_NUMBERS, "Int64"), **dict.fromkeys(_FLAGS, "boolean")})
     frame.attrs.update(groups_computed=computed, groups_reused=reused)
     return frame
 

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from evalpipeline.fits import GlmConfig, fit_partition_glm, fit_suite_glm, read_outcome, suite_fit_dir
@@ -86,6 +87,18 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     assert sorted(suite["glm"]) == ["suite_binomial", "suite_null"]
     assert sorted(suite["waic_rank"]) == [0, 1] and suite["waic_weight"].sum() == pytest.approx(1.0)
     assert waic_plot_path(lake, "quiz").exists()
+    # Ranks and counts are whole numbers in the file, null for excluded candidates; so they stay
+    # when the rows are copied from a file an older release wrote with them as doubles.
+    whole = ["waic_rank", "loo_rank", "n_pareto_k_high", "n_units"]
+    older = pd.read_parquet(path).astype(dict.fromkeys(whole, "float64"))
+    older.to_parquet(path, index=False)
+    for reread in (write_waic_rankings(lake)[0], pd.read_parquet(path)):
+        assert reread.attrs.get("groups_reused", 2) == 2
+        assert all(str(reread[c].dtype) == "Int64" for c in whole), reread.dtypes
+    schema = pq.read_schema(path)
+    assert {c: str(schema.field(c).type) for c in [*whole, "waic_warning"]} == {**dict.fromkeys(whole, "int64"),
+                                                                                 "waic_warning": "bool"}
+    assert pd.read_parquet(path).query("excluded != ''")["waic_rank"].isna().all()
 
     # The rankings come from each fit's stored criteria.parquet, not its posterior: with the suite
     # posteriors unreadable a recompute gives the same table. A fit stored without criteria (written
