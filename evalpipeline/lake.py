@@ -294,13 +294,30 @@ class AtomicParquetWriter:
         return self._writer.schema if self._writer else None
 
     def write(self, table: pa.Table) -> None:
+        """Append ``table``. A table with columns the file lacks widens the file: its earlier rows get
+        them as nulls (a covariate a source's first chunk has no value for, and so no type)."""
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             sweep_orphaned_temporaries(self.path.parent)
             self._tmp = new_temporary(self.path.parent)
             self._writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
+        elif not table.schema.equals(self._writer.schema, check_metadata=False):
+            added = [field for field in table.schema if field.name not in self._writer.schema.names]
+            if added:
+                self._widen(added)
+            table = _conformed(table, self._writer.schema)
         self._writer.write_table(table)
         self.rows += table.num_rows
+
+    def _widen(self, added: list[pa.Field]) -> None:
+        """Rewrite what was written so far with the ``added`` columns, null in every row."""
+        schema = pa.schema([*self._writer.schema, *added], metadata=self._writer.schema.metadata)
+        self._writer.close()
+        old, self._tmp = self._tmp, new_temporary(self.path.parent)
+        self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
+        for batch in pq.ParquetFile(old).iter_batches():
+            self._writer.write_table(_conformed(pa.Table.from_batches([batch]), schema))
+        old.unlink()
 
     def commit(self) -> bool:
         if self._writer is None:
@@ -323,6 +340,17 @@ class AtomicParquetWriter:
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
 
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the columns of ``schema``, in its order and types (null where it lacks one); a
+    column ``schema`` lacks is an error, as a value of the wrong type is."""
+    extra = [name for name in table.schema.names if name not in schema.names]
+    if extra:
+        raise ValueError(f"columns {extra} are not in the file's schema")
+    columns = [table.column(field.name).cast(field.type) if field.name in table.schema.names
+               else pa.nulls(table.num_rows, field.type) for field in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 class RejectedSamplesError(ValueError):

@@ -148,9 +148,13 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None 
     """Conform ``frame`` to ``schema``: select and order columns, cast, and check non-nulls.
 
     Covariate columns (``cov_<name>``) are kept after the canonical ones:
-    typed by ``extra`` where given, else inferred. Raises
-    :class:`SchemaError` naming the missing column or the first row that
-    breaks a non-null constraint.
+    typed by ``extra`` where given, else inferred from their values. One
+    that ``extra`` does not type and that holds no value is left out: it has
+    no type to give, and a column typed null breaks readers of the lake's
+    folders (a partition whose file has it next to one where it holds text)
+    and, being missing in every row, would exclude every row from the GLMs.
+    Raises :class:`SchemaError` naming the missing column or the first row
+    that breaks a non-null constraint.
     """
     missing = [name for name in schema.names if name not in frame.columns]
     if missing:
@@ -160,15 +164,15 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None 
         if not field.nullable and frame[field.name].isna().any():
             row = int(frame.index[frame[field.name].isna()][0])
             raise SchemaError(f"column {field.name!r} must not be null (row {row})")
-    covariates = sorted(c for c in frame.columns if c.startswith(COVARIATE_PREFIX))
-    if extra is not None:
-        covariates = list(extra.names)
-        for name in covariates:
-            if name not in frame.columns:
-                frame[name] = None
+    typed = list(extra.names) if extra is not None else []
+    for name in typed:
+        if name not in frame.columns:
+            frame[name] = None
+    covariates = typed + sorted(c for c in frame.columns if c.startswith(COVARIATE_PREFIX) and c not in typed
+                                and frame[c].notna().any())
     full = schema
     for name in covariates:
-        if extra is not None:
+        if name in typed:
             full = full.append(extra.field(name))
         else:
             try:

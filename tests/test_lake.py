@@ -189,3 +189,26 @@ def test_lake_files_are_as_readable_as_the_umask_allows(tmp_path):
         subprocess.run([sys.executable, "-c", script, str(folder), umask, *again], check=True)
         modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
         assert modes == {"a.json": mode, "b.parquet": mode, "c.parquet": mode}, (umask, {k: oct(v) for k, v in modes.items()})
+
+
+def test_a_streamed_file_widens_for_a_column_a_later_batch_brings(tmp_path):
+    """A source's first chunk may have no value, and so no column, for a covariate its later rows have:
+    the file gains the column (null in the earlier rows) rather than failing the source, and keeps its
+    schema metadata; a batch that changes a column's type is still refused."""
+    import pyarrow.parquet as pq
+
+    from evalpipeline.lake import AtomicParquetWriter
+
+    path = tmp_path / "t.parquet"
+    writer = AtomicParquetWriter(path)
+    writer.write(pa.table({"item": ["a", "b"]}).replace_schema_metadata({"made_by": "test"}))
+    writer.write(pa.table({"item": ["c"], "cov_x": [3.0]}))
+    writer.write(pa.table({"item": ["d"]}))
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError)):
+        writer.write(pa.table({"item": ["e"], "cov_x": ["text"]}))
+    writer.commit()
+    table = pq.read_table(path)
+    assert table.column("item").to_pylist() == ["a", "b", "c", "d"]
+    assert table.column("cov_x").to_pylist() == [None, None, 3.0, None]
+    assert table.schema.metadata == {b"made_by": b"test"} and writer.rows == 4
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temporary left

@@ -767,3 +767,37 @@ def test_a_table_names_its_partitions_as_its_rows_are_placed(tmp_path):
     # A fixed suite (--suite) names the partitions of a file that has no suite column.
     frame.drop(columns="suite").to_parquet(tmp_path / "u.parquet")
     assert _named_partitions(tmp_path / "u.parquet", IngestOptions(suite="fixed")) == {("m", "fixed"), ("n", "fixed")}
+
+
+def test_a_covariate_first_valued_after_the_first_chunk_is_kept(tmp_path):
+    """A covariate whose first chunk of rows has no value had no type there: the file was unreadable
+    ("NumPyConverter doesn't implement <null> conversion")."""
+    lines = [{"model": "m", "suite": "s", "item_id": f"q{i}", "score": i % 2, **({"tok": i} if i >= 3 else {})}
+             for i in range(6)]
+    src = _write(tmp_path / "t.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake, IngestOptions(column_map={"cov_tok": "tok"}, chunk_rows=2))
+    assert report.file_errors == [] and report.rows_ingested == 6
+    values = lake.read_partition("samples", "m", "s").set_index("item_id")["cov_tok"]
+    assert values.isna().tolist() == [True] * 3 + [False] * 3 and values.dropna().tolist() == [3.0, 4.0, 5.0]
+
+
+def test_a_mapped_covariate_without_values_is_left_out_of_the_partitions_tables(tmp_path):
+    """A partition whose rows have no value for a mapped covariate wrote the column typed null: reading
+    the samples folder then failed (null next to text in another partition), and the GLMs, which drop
+    rows lacking a covariate, found no row to fit."""
+    import pyarrow.parquet as pq
+
+    from evalpipeline.models import GlmData
+
+    src = _write(tmp_path / "t.csv", "model,suite,item_id,score,level\nm,s,q1,1,\nm,s,q2,0,\n"
+                                     "m,t,q1,1,easy\nm,t,q2,0,hard\n")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake, IngestOptions(column_map={"cov_level": "level"}))
+    assert report.file_errors == [] and report.rows_ingested == 4
+    empty = lake.table_path("samples", "samples.parquet", "m", "s")
+    assert "cov_level" not in pq.read_schema(empty).names
+    assert "cov_level" not in pq.read_schema(lake.table_path("quarantine", "quarantine.parquet", "m", "s")).names
+    assert len(GlmData.from_samples(lake.read_partition("samples", "m", "s")).units) == 2
+    assert lake.read_partition("samples", "m", "t")["cov_level"].tolist() == ["easy", "hard"]
+    assert len(pd.read_parquet(lake.root / "samples")) == 4
