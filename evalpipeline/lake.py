@@ -165,7 +165,15 @@ def write_bytes_atomic(data: bytes, path: Path) -> bool:
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
-    """Serialise a table to Parquet bytes (deterministic for equal tables)."""
+    """Serialise a table to Parquet bytes (deterministic for equal tables).
+
+    A column with no value in this table (Arrow infers type null for all-None text) is stored as
+    string: a folder or glob of one kind of table (leaderboards' ``clt_flag``, GLM summaries'
+    ``item``) must not mix null and string, which readers refuse to reconcile. Every such column of
+    the lake is text; a numeric one with no value is NaN, typed double."""
+    nulls = [i for i, field in enumerate(table.schema) if pa.types.is_null(field.type)]
+    for i in nulls:
+        table = table.set_column(i, table.schema.field(i).with_type(pa.string()), table.column(i).cast(pa.string()))
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()

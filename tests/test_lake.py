@@ -212,3 +212,17 @@ def test_a_streamed_file_widens_for_a_column_a_later_batch_brings(tmp_path):
     assert table.column("cov_x").to_pylist() == [None, None, 3.0, None]
     assert table.schema.metadata == {b"made_by": b"test"} and writer.rows == 4
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temporary left
+
+
+def test_a_column_with_no_value_is_stored_as_text_not_null(tmp_path):
+    """Leaderboards' clt_flag was typed null in a file where no row is flagged and string where one is:
+    DuckDB, Polars and pyarrow refuse to read such files as one table."""
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame({"flag": [None, None], "value": [0.5, float("nan")]})
+    write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / "a.parquet")
+    write_parquet_atomic(pa.table({"flag": ["outside [0, 1]"], "value": [0.25]}), tmp_path / "b.parquet")
+    assert pq.read_schema(tmp_path / "a.parquet").field("flag").type == pa.string()
+    both = pq.read_table(tmp_path, schema=pq.read_schema(tmp_path / "a.parquet"))
+    assert sorted(both.column("flag").to_pylist(), key=lambda v: (v is None, str(v))) == ["outside [0, 1]", None, None]
+    assert pd.read_parquet(tmp_path / "a.parquet")["flag"].isna().all()
