@@ -60,21 +60,26 @@ def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_pat
 
     from evalpipeline import cli
 
-    (tmp_path / "scores.csv").write_text("model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n")
+    (tmp_path / "scores.csv").write_text("model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n"
+                                         "007,2024,q1,1,\n")  # names a reader would take for numbers
     (tmp_path / "wide.csv").write_text("item_id,gpt-x,claude-y\nq1,1,0\nq2,0,1\n")
     lake = tmp_path / "lake"
     assert cli.main(["ingest", str(tmp_path / "scores.csv"), "--map", "item_id=question,score=correct,cov_level=level",
                      "--lake", str(lake), "--no-validate"]) == 0
     assert cli.main(["ingest", str(tmp_path / "wide.csv"), "--lake", str(lake), "--no-validate"]) == 0
-    readme = (REPO / "README.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "unify_schemas" in b]
-    namespace: dict = {}
-    exec(snippet.replace('"data/lake/', f'"{lake}/'), namespace)
-    samples = namespace["samples"]
-    assert len(samples) == 6 and set(samples["model"]) == {"gpt-x", "claude-y"}
+    (board_snippet, union_snippet) = [b for b in re.findall(r"```python\n(.*?)```", REPO.joinpath("README.md").read_text(),
+                                                            flags=re.S) if "samples" in b and "partitioning" in b]
+    assert "unify_schemas" in union_snippet
+    board_snippet = "\n".join(line for line in board_snippet.splitlines() if "suite_comparison" not in line)
+    for snippet in (board_snippet, board_snippet + "\n" + union_snippet):
+        namespace: dict = {}
+        exec(snippet.replace('"data/lake/', f'"{lake}/'), namespace)
+        samples = namespace["samples"]
+        assert len(samples) == 7 and set(samples["model"]) == {"gpt-x", "claude-y", "007"}
+        assert set(samples["suite"]) == {"arith", "wide", "2024"}
     by_item = samples[(samples["suite"] == "arith")].set_index("item_id")["cov_level"].to_dict()
     assert by_item == {"q1": "easy", "q2": "hard"}
-    assert samples.loc[samples["suite"] == "wide", "cov_level"].isna().all()
+    assert samples.loc[samples["suite"] != "arith", "cov_level"].isna().all()
 
 
 def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):

@@ -33,12 +33,12 @@ from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
-from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, SUBDOMAIN_LABEL, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
+from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, DOMAIN_LABEL, SUBDOMAIN_LABEL, SUCCESSES, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
 _WHERE = {
     "level": "subdomain, domain or llm (the operational-profile aggregate)",
-    "domain": "HIP-LLM domain ((all) at the LLM level)",
+    "domain": f"{DOMAIN_LABEL}; (all) at the LLM level",
     "subdomain": f"{SUBDOMAIN_LABEL}; (all) above the subdomain level",
 }
 #: Every table a reliability folder holds, column by column (README "Output tables").
@@ -72,7 +72,7 @@ RELIABILITY_COLUMNS = {
         "method": "exact or monte_carlo, as for the quantiles",
     },
     "configurations": {
-        "domain": "HIP-LLM domain",
+        "domain": DOMAIN_LABEL,
         "config": "index of the hyperparameter configuration in the domain's credal set",
         "a": "mu ~ Beta(a, b): a",
         "b": "mu ~ Beta(a, b): b",
@@ -83,10 +83,10 @@ RELIABILITY_COLUMNS = {
         "posterior_median": "posterior median of p_i under this configuration",
     },
     "weights": {
-        "domain": "HIP-LLM domain",
+        "domain": DOMAIN_LABEL,
         "subdomain": SUBDOMAIN_LABEL,
         "n": "trials N_ij",
-        "k": "successes C_ij",
+        "k": f"C_ij, {SUCCESSES}",
         "omega": "Omega_ij: the subdomain's weight within its domain (operational profile)",
         "domain_weight": "W_i: the domain's weight at the LLM level",
         "op": "W_i * Omega_ij: the flat operational profile",

@@ -40,11 +40,17 @@ from evalpipeline.stats.posteriors import NONE, countable
 #: model's folder spans suites, so its labels lead with the suite (:func:`model_counts`).
 SUBDOMAIN_LABEL = ("subdomain within the domain (model_reliability: <suite>, then /<logged domain> if the suite logs "
                    "several, then /<subdomain> if it logs subdomains; e.g. arith/addition)")
+#: HIP-LLM counts pass/fail outcomes: a graded score is a success or not, never a fraction of one.
+SUCCESSES = ("successes among them: attempts logged correct, or scored at least [reliability] success_threshold "
+             "(default 1: full marks); the leaderboards' k sums partial scores instead")
+#: The reliability tables' domain is HIP-LLM's, which need not be the logged one.
+DOMAIN_LABEL = ("HIP-LLM domain: the suite's domain in the taxonomy (taxonomy.toml; default the suite itself), "
+                "not the samples' logged domain")
 COUNTS_COLUMNS = {
-    "domain": "HIP-LLM domain",
+    "domain": DOMAIN_LABEL,
     "subdomain": SUBDOMAIN_LABEL,
     "n": "trials: countable attempts (items x epochs)",
-    "k": "successes among them",
+    "k": SUCCESSES,
     "n_items": "distinct items among the trials",
     "n_excluded": "attempts not counted: errored, limit-hit or unscored",
 }
