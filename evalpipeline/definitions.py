@@ -107,7 +107,8 @@ def _console_config() -> dict:
 def check_run_settings() -> None:
     """Raise ValueError, naming the setting, for a bad one that runs read only as they execute
     (the console log level, the compilation cache bound) or that would quietly find nothing (a
-    landing folder named by the variable that does not exist): before any work, not in every step."""
+    landing folder that does not exist): before any work, not in every step. The default landing
+    folder is relative: a cron job started in another folder found no log and exited 0."""
     _console_config()
     defs.resources["glm_settings"].cache_max_bytes()
     check_config()  # a misspelt table or prior fails here, not in every partition's step
@@ -115,6 +116,10 @@ def check_run_settings() -> None:
     if os.environ.get(LANDING_ENV, "").strip() and not landing.is_dir():
         raise ValueError(f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "
                          "volume not mounted?); unset it for the default, data/inspect_logs")
+    if not landing.is_dir():
+        raise ValueError(f"the landing folder {landing} (the default, relative to {Path.cwd()}) is not a folder: run "
+                         f"from the repository root or set {LANDING_ENV} (to an empty folder when every log comes "
+                         "through `evalpipeline ingest`)")
 
 
 def executor_note(choice: str | None) -> str | None:

@@ -134,6 +134,20 @@ def test_cli_run_names_a_bad_setting_in_one_line_before_any_work(tmp_path, envir
     assert not (tmp_path / "lake").exists()  # nothing ran
 
 
+def test_cli_run_started_outside_the_repository_names_the_missing_default_landing_folder(tmp_path):
+    """The default landing folder and lake are relative: a cron job started in its home folder found no
+    log, made an empty lake there and exited 0."""
+    env = {k: v for k, v in os.environ.items() if k not in ("EVALPIPELINE_LANDING", "EVALPIPELINE_LAKE")}
+    done = subprocess.run([sys.executable, "-m", "evalpipeline.cli", "run", "--workers", "1"], cwd=tmp_path,
+                          env={**env, "DAGSTER_HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("evalpipeline run: the landing folder data/inspect_logs (the default, relative to "
+                                  f"{tmp_path}) is not a folder: run from the repository root or set "
+                                  "EVALPIPELINE_LANDING"), done.stderr
+    assert not (tmp_path / "data").exists()  # nothing ran
+
+
 @pytest.mark.parametrize("text, message", [
     ("[glm.priors.suite_binomal]\nsigma_model_scale = 5.0\n", "[glm.priors.suite_binomal]: unknown model 'suite_binomal'"),
     ("[glm.priors.binomial]\nsigma_subdomain_scal = 0.2\n",
