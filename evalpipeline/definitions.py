@@ -446,7 +446,10 @@ def run_main_job(
     if report_page.exists():
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
-    return 1 if failures or stale["rejected"] else 0
+    if discovery.unreadable:  # as a rejected partition: data held back, every night until the file is fixed
+        echo(f"exit 1: {len(discovery.unreadable)} unreadable log(s) in {landing} (the skipped lines above; "
+             "recorded under file_errors/): fix, replace or remove them")
+    return 1 if failures or stale["rejected"] or discovery.unreadable else 0
 
 
 class StepOutcome(NamedTuple):
