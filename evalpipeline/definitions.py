@@ -393,9 +393,35 @@ def run_main_job(
         return ([single(job_name, key, name, unfinished) for key, name in zip(keys, names) if key in failing],
                 runs_of(job_name, rest, unfinished, per_run(len(rest))) if rest else [])
 
+    def with_data(stage: list) -> list:
+        """``stage`` without the suites and models none of whose partitions has a sample table that
+        passed validation (a new model whose only log was cancelled, say): their steps would fail
+        with 'no sample tables' beside the partition's own failure, which says what is wrong."""
+        accepted = {(m, s) for m, s in discovery.partitions
+                    if store.table_path("samples", "samples.parquet", m, s).exists() and not store.failed_validation(m, s)}
+        suites_held, models_held = {to_partition_key(s) for _, s in accepted}, {to_partition_key(m) for m, _ in accepted}
+        held_by_job = {suite_job.name: suites_held, comparison_job.name: suites_held,
+                       model_job.name: models_held, model_profile_job.name: models_held}
+        kept, left_out = [], []
+        for job_name, keys, label, names, assets in stage:
+            held = held_by_job.get(job_name)
+            if held is None or set(keys) <= held:
+                kept.append((job_name, keys, label, names, assets))
+                continue
+            block = [(k, n) for k, n in zip(keys, names) if k in held]
+            left_out += [n for k, n in zip(keys, names) if k not in held]
+            if block:
+                kept.append((job_name, [k for k, _ in block], _label([k for k, _ in block], names_of[job_name])
+                             + _selected(assets), [n for _, n in block], assets))
+        if left_out:
+            echo(f"not run: {', '.join(sorted(set(left_out)))} (no partition's sample table passed validation)")
+        return kept
+
     lake_stage = stages[-1]
     try:
         for stage in stages:
+            if stage is not stages[0] and stage is not lake_stage:
+                stage = with_data(stage)
             if stage is lake_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
                                                             store.root):
                 # a suite fit asked for the sampler of one LLM more (evalpipeline.fits.prepare_requested_samplers):

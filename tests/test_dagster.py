@@ -979,9 +979,15 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     landing = _small_project(tmp_path, monkeypatch,
                              logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows + bad_rows) + "\n"})
     assert run_main_job() == 1
+    # the model has no other partition: its stage is not run (it failed with 'no sample tables', two
+    # more failure rows that nothing resolved, and pages of tracebacks)
+    out = capsys.readouterr().out
+    assert "not run: model bad (no partition's sample table passed validation)" in out, out
+    assert "model_analysis model bad" not in out and "suite_analysis suite s: ok" in out, out
     instance = local_instance()
     failure_rows = lambda: pd.read_parquet(tmp_path / "lake/run_status/failures").query("partition.str.contains('bad')")  # noqa: E731
     rejected_on_the_first_night = failure_rows()
+    assert set(rejected_on_the_first_night["asset"]) == {"eval_samples"}, rejected_on_the_first_night
     assert len(rejected_on_the_first_night) and (rejected_on_the_first_night["resolved_at"].fillna("") == "").all()
     (summary,) = rejected_on_the_first_night.query("asset == 'eval_samples'")["error_summary"]
     assert "first: " in summary, summary
