@@ -265,3 +265,27 @@ def test_a_log_rewritten_under_another_model_retires_the_old_partition_and_its_o
     assert (lake.root / outputs[-1]).exists()  # the suite still has a model: its tables stay
     assert read_samples(lake, "mockllm/new-name", "unit suite").shape[0] == 4
     assert not list(lake.root.rglob(".tmp-*"))
+
+
+def test_model_names_that_differ_only_in_unicode_form_or_surrounding_spaces_are_one_model(tmp_path):
+    """'café' in its two Unicode spellings, and a name with a trailing space, made separate partitions
+    that every listing shows alike (a report said "X is confidently better than X")."""
+    import shutil
+    import unicodedata
+
+    from evalpipeline.refresh import discover
+
+    landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
+    landing.mkdir()
+    composed, decomposed = (unicodedata.normalize(form, "mockllm/café") for form in ("NFC", "NFD"))
+    assert composed != decomposed
+    first = make_log(tmp_path / "a", model=decomposed + " ", suite="unit_suite ", items=4)
+    second = make_log(tmp_path / "b", model=composed, suite="unit_suite", items=4, log_format="json")
+    shutil.copy(first, landing / "a.eval")
+    shutil.copy(second, landing / "b.json")
+    assert discover(lake, landing).changed == {(composed, "unit_suite")}
+    report = ingest_paths(find_log_files(landing), lake)
+    assert report.file_errors == [] and set(report.partitions) == {(composed, "unit_suite")}
+    assert lake.partitions("samples") == [(composed, "unit_suite")]
+    again = discover(lake, landing)
+    assert again.partitions == {(composed, "unit_suite")} and not again.changed and not again.lake_only

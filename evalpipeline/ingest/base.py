@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping, Protocol
@@ -136,6 +137,13 @@ class IngestOptions:
                 )
 
 
+def canonical_name(name: str | None) -> str | None:
+    """A model or suite name as the lake keys it: without surrounding spaces, in Unicode NFC. Two logs
+    naming ``café`` in its two Unicode spellings, or one with a trailing space, made two partitions
+    that every listing shows alike ("X is confidently better than X")."""
+    return unicodedata.normalize("NFC", name).strip() if isinstance(name, str) else name
+
+
 @dataclass(frozen=True)
 class SourcePartition:
     """A (model, suite) a source holds rows for, and the run id naming them in the lake."""
@@ -143,6 +151,10 @@ class SourcePartition:
     model: str
     suite: str
     source_id: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", canonical_name(self.model))
+        object.__setattr__(self, "suite", canonical_name(self.suite))
 
 
 @dataclass
@@ -153,6 +165,9 @@ class Chunk:
     suite: str | None
     source_id: str
     rows: pd.DataFrame
+
+    def __post_init__(self) -> None:
+        self.model, self.suite = canonical_name(self.model), canonical_name(self.suite)
 
 
 def placement_problem(model: str | None, suite: str | None) -> str | None:
