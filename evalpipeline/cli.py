@@ -57,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=_positive_int, default=available_cores(), metavar="N",
                      help="worker processes that execute a stage's runs side by side (default: the cores "
                           f"available, {available_cores()} here); 1 runs everything in this process")
+    forget = sub.add_parser("forget", help="remove what logs gave the lake (or a model's, or a model x suite's), "
+                                           "then refresh what they fed, as `run --only-changed` does")
+    forget.add_argument("paths", nargs="*", metavar="LOG",
+                        help="a log as the lake records it (its log_path, e.g. data/inspect_logs/x.eval); it must no "
+                             "longer be in the landing folder, or the next run would ingest it again")
+    forget.add_argument("--model", default=None, help="every log of this model (with --suite: of this model x suite)")
+    forget.add_argument("--suite", default=None, help="with --model: only this suite's logs of the model")
+    forget.add_argument("--workers", type=_positive_int, default=available_cores(), metavar="N",
+                        help="as for run")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="a log or table (Inspect .eval/.json, lm-evaluation-harness results_*.json, "
                                       "long or wide .csv/.parquet), or a folder searched recursively for them")
@@ -106,7 +115,7 @@ def _lake_label(option: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "forget"):
         # Its runs execute in this process and its workers, never on the executor the daemon's runs
         # use: set the choice aside, so that one this machine cannot load does not stop the run.
         executor = os.environ.pop(EXECUTOR_ENV, None)
@@ -126,11 +135,50 @@ def main(argv: list[str] | None = None) -> int:
         note = executor_note(executor)
         if note:
             print(note)
+        if args.command == "forget":
+            return _forget(args)
         return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run,
                             workers=args.workers)
     if args.command == "plan":
         return args.handler(args)
     return _ingest(args)
+
+
+def _forget(args) -> int:
+    """``evalpipeline forget``: :func:`evalpipeline.ingest.forget`, then the nightly refresh with the
+    suites and models that lost a partition redone (the retired partitions unregistered, their failure
+    rows resolved as retired)."""
+    from evalpipeline.definitions import defs, run_main_job
+    from evalpipeline.ingest import forget
+    from evalpipeline.keys import printable
+
+    if args.suite is not None and args.model is None:
+        print("evalpipeline forget: --suite needs --model", file=sys.stderr)
+        return 2
+    lake = defs.resources["lake"]
+    landing = lake.landing_dir().resolve()
+
+    def in_landing(log_path: str) -> str | None:
+        path = Path(log_path).resolve()
+        if path.exists() and (path == landing or landing in path.parents):
+            return f"still in the landing folder {landing}: the next run would ingest it again; move it out first"
+        return None
+
+    try:
+        found = forget(lake.lake(), args.paths, model=args.model, suite=args.suite, keep_if=in_landing)
+    except ValueError as exc:
+        print(printable(f"evalpipeline forget: {exc}"), file=sys.stderr)
+        return 2
+    for (model, suite), records in sorted(found.records.items()):
+        what = (f"retired: no other log holds it ({found.retired[(model, suite)]} folder(s) removed)"
+                if (model, suite) in found.retired else "its other logs remain: consolidated again below")
+        print(printable(f"forgot {len(records)} ingest record(s), {found.rows[(model, suite)]} rows, of {model} x "
+                        f"{suite}: {what}"))
+    if found.other_records:
+        print(f"forgot {found.other_records} record(s) of rows in no partition or of unreadable files")
+    pairs = set(found.records)
+    return run_main_job(only_changed=True, workers=args.workers,
+                        left=({s for _, s in pairs}, {m for m, _ in pairs}))
 
 
 def _ingest(args) -> int:

@@ -226,6 +226,7 @@ def run_main_job(
     only_changed: bool = False,
     partitions_per_run: int = DEFAULT_PARTITIONS_PER_RUN,
     workers: int = 1,
+    left: tuple[set[str], set[str]] = (set(), set()),
 ) -> int:
     """Materialise the whole graph for the logs in the landing folder, in five stages: the
     model x suite partitions (ingest, conjugate posteriors, GLM fits, reliability), the suites
@@ -252,6 +253,8 @@ def run_main_job(
     without a rerun partition refresh only their profile (their suites' ranks moved; their
     reliability has no new input), so a new model does not rematerialise every model's
     reliability. The lake-wide tables always refresh (cheaply: unchanged fits are reused).
+    ``left``: suites and models that lost a partition since their outputs were made (``evalpipeline
+    forget``), redone by an ``only_changed`` run as those a retired partition leaves are.
     """
     check_run_settings()
     instance = instance or local_instance()
@@ -273,7 +276,8 @@ def run_main_job(
     # rank and P(best) on its suites); all of them on a full run
     # a partition the ingest retires (its log now names another model or suite) leaves its suite and
     # model, where they have other partitions, with one model or suite fewer to compare
-    retired_from = ({s for _, s in discovery.retiring} & discovery.suites, {m for m, _ in discovery.retiring} & discovery.models)
+    retired_from = (({s for _, s in discovery.retiring} | left[0]) & discovery.suites,
+                    ({m for m, _ in discovery.retiring} | left[1]) & discovery.models)
     suites = sorted({s for _, s in pairs} | stale["suites"] | retired_from[0] if only_changed else discovery.suites)
     models = sorted(({m for m, s in discovery.partitions if s in suites} - stale["rejected_models"])
                     | stale["models"] | retired_from[1] if only_changed else discovery.models)
@@ -300,7 +304,8 @@ def run_main_job(
     if stale["rejected"]:
         shown = [printable(f"{m} x {s} ({', '.join(checks)})") for (m, s), checks in sorted(stale["rejected"].items())]
         echo(f"not rerun: {len(shown)} model x suite partition(s) whose sample table failed blocking checks, with "
-             f"logs unchanged since (fix or replace the log; the failure stays in run_status/): "
+             f"logs unchanged since (fix or replace the log, or `evalpipeline forget` one you removed; the failure "
+             f"stays in run_status/): "
              + ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else ""))
 
     model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")

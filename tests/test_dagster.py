@@ -909,6 +909,54 @@ def test_only_changed_refreshes_the_suite_and_model_a_retired_partition_leaves(t
 
 
 @pytest.mark.slow
+def test_forget_takes_a_model_out_of_a_suite_and_clears_a_rejected_partition(tmp_path, monkeypatch, capsys):
+    """The lake keeps a log's rows when the log leaves the landing folder, so a model could not be taken
+    out of a suite, nor a rejected partition whose log is gone cleared (every nightly exited 1, asking
+    to fix a log that no longer exists). `evalpipeline forget` removes the log's records and refreshes
+    what they fed; a log still in the landing folder is refused, an unknown one named."""
+    from evalpipeline import cli
+
+    bad = "\n".join(f"bad,logic,q{i},0,{'timeout' if i % 2 else ''}" for i in range(8))  # half errored: rejected
+    logs = {f"{m}_{s}.csv": "model,suite,item_id,score,domain,subdomain\n"
+            + "\n".join(f"{m},{s},q{i},{(i + len(m)) % 2},d,{s}" for i in range(8)) + "\n"
+            for m in ("alpha", "beta") for s in ("arith", "logic")}
+    landing = _small_project(tmp_path, monkeypatch, logs={**logs, "bad.csv": "model,suite,item_id,score,error\n" + bad})
+    assert run_main_job() == 1  # the rejected partition
+    board = lambda suite: set(pd.read_parquet(f"lake/suite_comparison/suite={suite}/leaderboard.parquet")["model"])  # noqa: E731
+    assert board("logic") == {"alpha", "beta"}
+    records = sorted((tmp_path / "lake" / "ingested").rglob("*.parquet"))
+
+    capsys.readouterr()
+    assert cli.main(["forget", "landing/beta_logic.csv", "--workers", "1"]) == 2
+    assert "landing/beta_logic.csv: still in the landing folder" in capsys.readouterr().err
+    assert cli.main(["forget", "elsewhere/beta_logic.csv", "--workers", "1"]) == 2
+    assert "the lake holds nothing of elsewhere/beta_logic.csv" in capsys.readouterr().err
+    assert sorted((tmp_path / "lake" / "ingested").rglob("*.parquet")) == records  # nothing removed
+
+    (tmp_path / "old").mkdir()
+    (landing / "beta_logic.csv").rename(tmp_path / "old" / "beta_logic.csv")
+    (landing / "bad.csv").rename(tmp_path / "old" / "bad.csv")
+    assert run_main_job(only_changed=True) == 1  # gone from the landing folder, kept by the lake
+    assert board("logic") == {"alpha", "beta"}
+
+    capsys.readouterr()
+    assert cli.main(["forget", "landing/beta_logic.csv", "--workers", "1"]) == 1  # bad x logic is still rejected
+    out = capsys.readouterr().out
+    assert "forgot 1 ingest record(s), 8 rows, of beta x logic: retired: no other log holds it" in out, out
+    assert "ingest_and_fit" not in out and "FAILED" not in out, out
+    assert board("logic") == {"alpha"}
+    assert set(pd.read_parquet("lake/model_profile/model=beta/profile.parquet")["suite"]) == {"arith", "(all)"}
+    assert not (tmp_path / "lake" / "samples" / "model=beta" / "suite=logic").exists()
+
+    assert cli.main(["forget", "--model", "bad", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "of bad x logic: retired" in out and "model(s) no log or lake table holds any more" in out, out
+    failures = pd.read_parquet("lake/run_status/failures")
+    assert set(failures.query("partition.str.contains('bad')")["resolved_by"]) == {"(retired)"}, failures
+    assert run_main_job(only_changed=True) == 0
+
+
+@pytest.mark.slow
 def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are_unchanged(tmp_path, monkeypatch,
                                                                                            capsys):
     """A partition asset made under other code or settings (here: never materialised, after a wipe)

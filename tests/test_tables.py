@@ -801,3 +801,25 @@ def test_a_mapped_covariate_without_values_is_left_out_of_the_partitions_tables(
     assert len(GlmData.from_samples(lake.read_partition("samples", "m", "s")).units) == 2
     assert lake.read_partition("samples", "m", "t")["cov_level"].tolist() == ["easy", "hard"]
     assert len(pd.read_parquet(lake.root / "samples")) == 4
+
+
+def test_forget_removes_a_logs_records_and_retires_what_no_other_log_holds(tmp_path):
+    from evalpipeline.ingest import forget
+
+    lake = Lake(tmp_path / "lake")
+    first = _write(tmp_path / "first.csv", "model,suite,item_id,score\nm,s,q1,1\nm,s,q2,0\nn,s,q1,1\n")
+    second = _write(tmp_path / "second.csv", "model,suite,item_id,score\nm,s,q3,1\n")
+    broken = _write(tmp_path / "broken.csv", 'model,suite,item_id,score\n"m,s,q1,1\n')  # a quote left open
+    report = ingest_paths([first, second, broken], lake)
+    assert report.rows_ingested == 4 and len(report.file_errors) == 1
+    with pytest.raises(ValueError, match="the lake holds nothing of .*other.csv"):
+        forget(lake, [tmp_path / "other.csv"])
+    with pytest.raises(ValueError, match="first.csv: kept for the test"):
+        forget(lake, [first], keep_if=lambda log: "kept for the test")
+    found = forget(lake, [first, broken])
+    assert found.rows == {("m", "s"): 2, ("n", "s"): 1} and set(found.retired) == {("n", "s")}
+    assert found.other_records == 1 and not list((lake.root / "file_errors").glob("*.json"))
+    assert lake.partitions("ingested") == [("m", "s")] and not (lake.root / "samples" / "model=n").exists()
+    assert len(list(lake.partition_dir("ingested", "m", "s").glob("*.parquet"))) == 1  # second.csv's, kept
+    assert forget(lake, model="m").retired.keys() == {("m", "s")}
+    assert lake.partitions("ingested") == []

@@ -25,6 +25,7 @@ checked, not assumed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -746,6 +747,79 @@ def general_reason(reason: str, item_id: str | None = None, epoch: int | None = 
     if reason.startswith("duplicate item "):
         return "duplicate item within one wide table file"
     return reason.removeprefix(f"{sample_label(item_id, epoch)}: ")
+
+
+@dataclass
+class Forgotten:
+    """What :func:`forget` removed from the lake."""
+
+    #: (model, suite) -> the ingest records removed there, and the rows they held
+    records: dict[tuple[str, str], list[Path]] = field(default_factory=dict)
+    rows: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the logs named, as the lake's records spell them
+    logs: set[str] = field(default_factory=set)
+    #: partitions no record is left for: removed with every output made from them (folders removed)
+    retired: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: records of rows in no partition, and of unreadable files, removed
+    other_records: int = 0
+
+
+def _same_path(a: str | Path, b: str | Path) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b)) or _same_file(Path(a), Path(b))
+
+
+def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = None, suite: str | None = None,
+           keep_if: Callable[[str], str | None] | None = None) -> Forgotten:
+    """Remove from ``lake`` what the logs at ``paths`` gave it, or every log of ``model`` (x ``suite``):
+    their ingest records, rows in no partition and unreadable-file records. A partition left with no
+    record is retired (:func:`retire_partition`); one that keeps records of other logs is consolidated
+    again by its next materialisation (its files state changed). The log files are not touched.
+
+    The lake keeps the rows of a log deleted from the landing folder (it may be an inbox that is
+    emptied); this is how a model is taken out of a suite, or a bad rerun undone. ``keep_if(log_path)``
+    may refuse a log with a reason (one still in the landing folder would be ingested again): then
+    ValueError, and nothing is removed. A path or name that matches nothing is a ValueError too."""
+    paths = [str(p) for p in paths]
+    if not paths and model is None:
+        raise ValueError("name the logs to forget, or a model (and a suite)")
+    chosen: dict[tuple[str, str], list[tuple[Path, set[str], int]]] = {}
+    matched: set[str] = set()
+    for record in sorted(lake.root.glob("ingested/model=*/suite=*/*.parquet")):
+        pair = (from_partition_key(record.parent.parent.name.split("=", 1)[1]),
+                from_partition_key(record.parent.name.split("=", 1)[1]))
+        logs = set(pq.read_table(record, columns=["log_path"]).column("log_path").to_pylist())
+        if model is not None and (pair[0] != model or (suite is not None and pair[1] != suite)):
+            continue
+        named = {p for p in paths if any(_same_path(log, p) for log in logs)}
+        if paths and not named:
+            continue
+        matched |= named
+        chosen.setdefault(pair, []).append((record, logs, pq.read_metadata(record).num_rows))
+    other = [f for f in (lake.root / UNPLACED_FOLDER).glob("*.parquet") if any(f.stem == _path_hash(p) for p in paths)]
+    errors = [f for f in (lake.root / "file_errors").glob("*.json")
+              if any(_same_path(json.loads(f.read_text())["path"], p) for p in paths)] if paths else []
+    matched |= {p for p in paths if any(f.stem == _path_hash(p) for f in other)}
+    matched |= {p for p in paths for f in errors if _same_path(json.loads(f.read_text())["path"], p)}
+    unknown = [p for p in paths if p not in matched]
+    if unknown or not (chosen or other or errors):
+        what = ", ".join(unknown) if unknown else f"model {model!r}" + (f" x suite {suite!r}" if suite else "")
+        raise ValueError(f"the lake holds nothing of {what} (ingest_accounting lists what it holds, by log path)")
+    found = Forgotten(logs={log for entries in chosen.values() for _r, logs, _n in entries for log in logs})
+    refusals = [f"{log}: {why}" for log in sorted(found.logs) if keep_if and (why := keep_if(log))]
+    if refusals:
+        raise ValueError("; ".join(refusals))
+    for pair, entries in sorted(chosen.items()):
+        with lake.partition_lock(*pair):
+            for record, _logs, rows in entries:
+                record.unlink(missing_ok=True)
+                found.records.setdefault(pair, []).append(record)
+                found.rows[pair] = found.rows.get(pair, 0) + rows
+            if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")):
+                found.retired[pair] = len(retire_partition(lake, *pair))
+    for path in [*other, *errors]:
+        path.unlink(missing_ok=True)
+        found.other_records += 1
+    return found
 
 
 def record_file_error(lake: Lake, error: FileError) -> None:
