@@ -823,3 +823,8 @@ def test_forget_removes_a_logs_records_and_retires_what_no_other_log_holds(tmp_p
     assert len(list(lake.partition_dir("ingested", "m", "s").glob("*.parquet"))) == 1  # second.csv's, kept
     assert forget(lake, model="m").retired.keys() == {("m", "s")}
     assert lake.partitions("ingested") == []
+    # rows in no partition are kept under unplaced/ by the path's hash: forgotten by any spelling of it
+    loose = _write(tmp_path / "loose.csv", "model,suite,item_id,score\n,s,q1,1\nm,s,q1,1\n")
+    assert ingest_paths([loose], lake).rows_quarantined == 1
+    assert forget(lake, [f"{tmp_path}/./loose.csv"]).other_records == 1
+    assert not list((lake.root / "unplaced").glob("*.parquet")) and lake.partitions("ingested") == []

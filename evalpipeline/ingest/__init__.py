@@ -764,6 +764,10 @@ class Forgotten:
     other_records: int = 0
 
 
+def _logs_of(record: Path) -> set[str]:
+    return set(pq.read_table(record, columns=["log_path"]).column("log_path").to_pylist())
+
+
 def _same_path(a: str | Path, b: str | Path) -> bool:
     return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b)) or _same_file(Path(a), Path(b))
 
@@ -787,7 +791,7 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
     for record in sorted(lake.root.glob("ingested/model=*/suite=*/*.parquet")):
         pair = (from_partition_key(record.parent.parent.name.split("=", 1)[1]),
                 from_partition_key(record.parent.name.split("=", 1)[1]))
-        logs = set(pq.read_table(record, columns=["log_path"]).column("log_path").to_pylist())
+        logs = _logs_of(record)
         if model is not None and (pair[0] != model or (suite is not None and pair[1] != suite)):
             continue
         named = {p for p in paths if any(_same_path(log, p) for log in logs)}
@@ -795,11 +799,13 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
             continue
         matched |= named
         chosen.setdefault(pair, []).append((record, logs, pq.read_metadata(record).num_rows))
-    other = [f for f in (lake.root / UNPLACED_FOLDER).glob("*.parquet") if any(f.stem == _path_hash(p) for p in paths)]
-    errors = [f for f in (lake.root / "file_errors").glob("*.json")
-              if any(_same_path(json.loads(f.read_text())["path"], p) for p in paths)] if paths else []
-    matched |= {p for p in paths if any(f.stem == _path_hash(p) for f in other)}
-    matched |= {p for p in paths for f in errors if _same_path(json.loads(f.read_text())["path"], p)}
+    other, errors = [], []
+    for found_at, logs in [*((f, _logs_of(f)) for f in (lake.root / UNPLACED_FOLDER).glob("*.parquet")),
+                           *((f, {json.loads(f.read_text())["path"]}) for f in (lake.root / "file_errors").glob("*.json"))]:
+        named = {p for p in paths if any(_same_path(log, p) for log in logs)}
+        if named:
+            matched |= named
+            (errors if found_at.suffix == ".json" else other).append(found_at)
     unknown = [p for p in paths if p not in matched]
     if unknown or not (chosen or other or errors):
         what = ", ".join(unknown) if unknown else f"model {model!r}" + (f" x suite {suite!r}" if suite else "")
