@@ -403,7 +403,9 @@ def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
     run(pair_assets, pair_key)
     run(suite_assets, suite_key)
     assert stale() == set()
-    # a second log of the same pair is staged and consolidated, then the run is killed
+    # a second log of the same pair is staged and consolidated, then the run is killed. Inspect records
+    # whole seconds: in the first log's second the two would tie, and which is kept would be arbitrary.
+    time.sleep(1.05 - time.time() % 1)
     make_log(landing, model="mockllm/alpha", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)})
     ingest_partitions(store, landing, [("mockllm/alpha", "unit suite")])
     assert stale() == {"eval_samples its files changed since (an interrupted run, or an ingest outside Dagster)"}
