@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             check_run_settings()
             prepare_lake_root(lake_root(), _lake_label(None))  # last: a bad setting leaves no folder behind
         except ValueError as exc:
-            print(f"evalpipeline run: {exc}", file=sys.stderr)
+            print(f"evalpipeline {args.command}: {exc}", file=sys.stderr)
             return 2
         note = executor_note(executor)
         if note:
@@ -149,7 +149,7 @@ def _forget(args) -> int:
     suites and models that lost a partition redone (the retired partitions unregistered, their failure
     rows resolved as retired)."""
     from evalpipeline.definitions import defs, run_main_job
-    from evalpipeline.ingest import forget
+    from evalpipeline.ingest import find_log_files, forget
     from evalpipeline.keys import printable
 
     if args.suite is not None and args.model is None:
@@ -158,10 +158,13 @@ def _forget(args) -> int:
     lake = defs.resources["lake"]
     landing = lake.landing_dir().resolve()
 
+    # by name too: a log_path is recorded relative to the folder the ingest ran in, maybe not this one
+    landed = {p.resolve() for p in find_log_files(landing)} if landing.is_dir() else set()
+
     def in_landing(log_path: str) -> str | None:
         path = Path(log_path).resolve()
-        if path.exists() and (path == landing or landing in path.parents):
-            return f"still in the landing folder {landing}: the next run would ingest it again; move it out first"
+        if path in landed or any(p.name == path.name for p in landed):
+            return f"a log of that name is in the landing folder {landing}: the next run would ingest it again; move it out first"
         return None
 
     try:

@@ -401,10 +401,14 @@ def run_main_job(
     def with_data(stage: list) -> list:
         """``stage`` without the suites and models none of whose partitions has a sample table that
         passed validation (a new model whose only log was cancelled, say): their steps would fail
-        with 'no sample tables' beside the partition's own failure, which says what is wrong."""
+        with 'no sample tables' beside the partition's own failure, which says what is wrong. One with
+        outputs of an earlier night is run all the same: its step fails, so that those outputs (made
+        from rows a rejected table has since superseded) are not shown as current."""
         accepted = {(m, s) for m, s in discovery.partitions
                     if store.table_path("samples", "samples.parquet", m, s).exists() and not store.failed_validation(m, s)}
-        suites_held, models_held = {to_partition_key(s) for _, s in accepted}, {to_partition_key(m) for m, _ in accepted}
+        made = lambda table, dimension: {p.name.split("=", 1)[1] for p in (store.root / table).glob(f"{dimension}=*")}  # noqa: E731
+        suites_held = {to_partition_key(s) for _, s in accepted} | made("suite_leaderboard", "suite")
+        models_held = {to_partition_key(m) for m, _ in accepted} | made("model_profile", "model")
         held_by_job = {suite_job.name: suites_held, comparison_job.name: suites_held,
                        model_job.name: models_held, model_profile_job.name: models_held}
         kept, left_out = [], []
@@ -418,9 +422,13 @@ def run_main_job(
             if block:
                 kept.append((job_name, [k for k, _ in block], _label([k for k, _ in block], names_of[job_name])
                              + _selected(assets), [n for _, n in block], assets))
-        if left_out:
-            echo(f"not run: {', '.join(sorted(set(left_out)))} (no partition's sample table passed validation)")
+        fresh = sorted(set(left_out) - reported_not_run)  # a suite is in two stages: said once
+        reported_not_run.update(fresh)
+        if fresh:
+            echo(f"not run: {', '.join(fresh)} (no partition's sample table passed validation)")
         return kept
+
+    reported_not_run: set[str] = set()
 
     lake_stage = stages[-1]
     try:
@@ -477,6 +485,9 @@ def run_main_job(
     if report_page.exists():
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
+    if stale["rejected"]:
+        echo(f"exit 1: {len(stale['rejected'])} model x suite partition(s) not rerun, their sample tables rejected "
+             "(the not rerun line above)")
     if discovery.unreadable:  # as a rejected partition: data held back, every night until the file is fixed
         echo(f"exit 1: {len(discovery.unreadable)} unreadable log(s) in {landing} (the skipped lines above; "
              "recorded under file_errors/): fix, replace or remove them")

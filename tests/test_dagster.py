@@ -930,7 +930,15 @@ def test_forget_takes_a_model_out_of_a_suite_and_clears_a_rejected_partition(tmp
 
     capsys.readouterr()
     assert cli.main(["forget", "landing/beta_logic.csv", "--workers", "1"]) == 2
-    assert "landing/beta_logic.csv: still in the landing folder" in capsys.readouterr().err
+    assert "landing/beta_logic.csv: a log of that name is in the landing folder" in capsys.readouterr().err
+    (landing / "broken.eval").write_bytes(b"not a zip")  # unreadable, and still there: refused as well
+    assert run_main_job(only_changed=True) == 1
+    capsys.readouterr()
+    assert cli.main(["forget", "landing/broken.eval", "--workers", "1"]) == 2
+    assert "landing/broken.eval: a log of that name is in the landing folder" in capsys.readouterr().err
+    (landing / "broken.eval").unlink()
+    assert cli.main(["forget", "landing/broken.eval", "--workers", "1"]) == 1  # bad x logic is still rejected
+    assert "forgot 1 record(s) of rows in no partition or of unreadable files" in capsys.readouterr().out
     assert cli.main(["forget", "elsewhere/beta_logic.csv", "--workers", "1"]) == 2
     assert "the lake holds nothing of elsewhere/beta_logic.csv" in capsys.readouterr().err
     assert sorted((tmp_path / "lake" / "ingested").rglob("*.parquet")) == records  # nothing removed
@@ -950,7 +958,7 @@ def test_forget_takes_a_model_out_of_a_suite_and_clears_a_rejected_partition(tmp
     assert set(pd.read_parquet("lake/model_profile/model=beta/profile.parquet")["suite"]) == {"arith", "(all)"}
     assert not (tmp_path / "lake" / "samples" / "model=beta" / "suite=logic").exists()
 
-    assert cli.main(["forget", "--model", "bad", "--workers", "1"]) == 0
+    assert cli.main(["forget", "--model", "bad ", "--workers", "1"]) == 0  # the name as the lake keys it
     out = capsys.readouterr().out
     assert "of bad x logic: retired" in out and "model(s) no log or lake table holds any more" in out, out
     failures = pd.read_parquet("lake/run_status/failures")
@@ -1086,6 +1094,12 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     assert "not rerun" not in capsys.readouterr().out
     assert "bad|s" in latest_materialisations(instance, AssetKey("accuracy_posteriors"))
     assert (failure_rows()["resolved_at"].fillna("") != "").all(), failure_rows()
+    # rejected again, now that the model has a profile: its stage runs and fails, so that the profile
+    # made from the superseded rows is not left looking current
+    (landing / "s.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows + bad_rows) + "\n")
+    assert run_main_job(only_changed=True) == 1
+    out = capsys.readouterr().out
+    assert "not run: model bad" not in out and "model_analysis model bad: FAILED" in out, out
 
 
 #: Short chains and one candidate GLM per scope keep the end-to-end test affordable; the paper's

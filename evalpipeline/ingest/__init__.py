@@ -43,6 +43,7 @@ from evalpipeline.ingest.base import (
     Source,
     SourcePartition,
     SourceReadError,
+    canonical_name,
     placement_problem,
     sample_label,
     short_error,
@@ -784,6 +785,7 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
     may refuse a log with a reason (one still in the landing folder would be ingested again): then
     ValueError, and nothing is removed. A path or name that matches nothing is a ValueError too."""
     paths = [str(p) for p in paths]
+    model, suite = canonical_name(model), canonical_name(suite)  # as the lake keys names
     if not paths and model is None:
         raise ValueError("name the logs to forget, or a model (and a suite)")
     chosen: dict[tuple[str, str], list[tuple[Path, set[str], int]]] = {}
@@ -805,12 +807,14 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
         named = {p for p in paths if any(_same_path(log, p) for log in logs)}
         if named:
             matched |= named
-            (errors if found_at.suffix == ".json" else other).append(found_at)
+            (errors if found_at.suffix == ".json" else other).append((found_at, logs))
     unknown = [p for p in paths if p not in matched]
     if unknown or not (chosen or other or errors):
         what = ", ".join(unknown) if unknown else f"model {model!r}" + (f" x suite {suite!r}" if suite else "")
-        raise ValueError(f"the lake holds nothing of {what} (ingest_accounting lists what it holds, by log path)")
-    found = Forgotten(logs={log for entries in chosen.values() for _r, logs, _n in entries for log in logs})
+        raise ValueError(f"the lake holds nothing of {what} (the log_path column of samples/ and quarantine/ "
+                         "names each row's log; file_errors/ the unreadable ones)")
+    found = Forgotten(logs={log for entries in chosen.values() for _r, logs, _n in entries for log in logs}
+                      | {log for _f, logs in [*other, *errors] for log in logs})
     refusals = [f"{log}: {why}" for log in sorted(found.logs) if keep_if and (why := keep_if(log))]
     if refusals:
         raise ValueError("; ".join(refusals))
@@ -822,7 +826,7 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
                 found.rows[pair] = found.rows.get(pair, 0) + rows
             if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")):
                 found.retired[pair] = len(retire_partition(lake, *pair))
-    for path in [*other, *errors]:
+    for path, _logs in [*other, *errors]:
         path.unlink(missing_ok=True)
         found.other_records += 1
     return found
