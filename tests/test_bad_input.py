@@ -435,6 +435,33 @@ def test_duplicate_across_runs_keeps_the_newer(base, good, landing, tmp_path, or
     assert report.quarantine_reasons == {"superseded by a newer run of the same (item_id, epoch)": 6}
 
 
+@pytest.mark.parametrize("same_run", [True, False])
+def test_two_logs_created_in_one_second_say_why_one_is_kept(base, good, landing, tmp_path, same_run):
+    """Inspect records whole seconds, so two runs may tie on created_at: the reason must not call them one
+    run unless they share an eval_id (a copy of one log)."""
+    created = "2026-02-01T12:00:00+00:00"
+    first = bl.derive(base["eval"], landing / "runs" / "a.eval", suite="tie", created=created)
+    second = bl.derive(base["json"], landing / "runs" / "b.json", suite="tie", created=created,
+                       eval_id=bl.eval_id_of(first) if same_run else None)
+    report, lake, paths = ingest(landing, tmp_path / "lake")
+    check_report(report, lake, paths, good)
+    samples = lake.read_partition("samples", MODEL, "tie")
+    kept = samples["log_path"].iloc[0]
+    assert set(samples["log_path"]) == {kept}
+    kept_id = samples["eval_id"].iloc[0]
+    quarantine = lake.read_partition("quarantine", MODEL, "tie")
+    assert len(quarantine) == 6 and set(quarantine["log_path"]) == {str(first), str(second)} - {kept}
+    why = ("as the later copy of the same run" if same_run else
+           "by eval_id and path order, not as newer: both runs were created at 2026-02-01T12:00:00+00:00 "
+           "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
+           "folder and `evalpipeline forget` it")
+    assert sorted(quarantine["reason"]) == sorted(
+        f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {kept_id} ({kept}), which is kept {why}"
+        for i in bl.ITEMS
+        for e in (1, 2)
+    )
+
+
 # -- 9. model names that are not path-safe --------------------------------------------
 
 

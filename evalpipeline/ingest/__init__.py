@@ -583,15 +583,21 @@ def _run_label(row: pd.Series) -> str:
     return f"eval_id {row['eval_id']} ({row['log_path']})" if pd.notna(row["eval_id"]) else str(row["log_path"])
 
 
-def _why_kept(kept_at, superseded_at) -> str:
+def _why_kept(kept: pd.Series, superseded_at, superseded_eval_id) -> str:
     """Why consolidation's order (created_at, then eval_id, path and position) kept the other row, said
-    as what it is: a row without a created_at (a table without that column) is not known to be newer."""
+    as what it is: a row without a created_at (a table without that column) is not known to be newer, and
+    of two runs created at the same time (Inspect records whole seconds) neither is."""
+    kept_at = kept["created_at"]
     if pd.isna(kept_at) or pd.isna(superseded_at):
         return ("by path order, not as newer: a row without a created_at sorts last, then eval_id and path "
                 "decide (map a created_at column to keep the newer)")
     if kept_at > superseded_at:
         return "as the newer run"
-    return "as the later copy of the same run"
+    if pd.notna(kept["eval_id"]) and kept["eval_id"] == superseded_eval_id:
+        return "as the later copy of the same run"
+    return (f"by eval_id and path order, not as newer: both runs were created at {kept_at.isoformat()} "
+            "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
+            "folder and `evalpipeline forget` it")
 
 
 def consolidate_partition(
@@ -664,8 +670,10 @@ def _candidate_tables(lake: Lake, model: str, suite: str):
         superseded = superseded.copy()
         superseded["reason"] = [
             f"superseded: (item_id {i!r}, epoch {e}) is also in {_run_label(keeper.loc[(i, e)])}, "
-            f"which is kept {_why_kept(keeper.loc[(i, e), 'created_at'], created)}"
-            for i, e, created in zip(superseded["item_id"], superseded["epoch"], superseded["created_at"])
+            f"which is kept {_why_kept(keeper.loc[(i, e)], created, eval_id)}"
+            for i, e, created, eval_id in zip(
+                superseded["item_id"], superseded["epoch"], superseded["created_at"], superseded["eval_id"]
+            )
         ]
     quarantined = pd.concat([staged[staged["reason"].notna()], superseded], ignore_index=True)
     samples = newest.drop(columns=["reason"]).sort_values(["item_id", "epoch"], kind="stable").reset_index(drop=True)
