@@ -732,8 +732,17 @@ def test_wide_model_headers_are_stripped_as_long_model_cells_are(tmp_path):
 def test_wide_model_headers_that_differ_only_in_spaces_are_refused(tmp_path):
     src = _write(tmp_path / "wsuite.csv", "item_id,m1, m1\nq1,1,0\n")
     report = ingest_paths([src], Lake(tmp_path / "lake"))
-    assert report.file_errors[0].error.endswith("model columns ['m1', ' m1'] name one model once stripped of spaces; "
-                                                "rename them")
+    assert report.file_errors[0].error.endswith("model columns ['m1', ' m1'] name one model once stripped of spaces "
+                                                "and in Unicode NFC form; rename them")
+
+
+def test_wide_model_headers_that_differ_only_in_unicode_form_are_refused(tmp_path):
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    src = _write(tmp_path / "wsuite.csv", f"item_id,{composed},{decomposed}\nq1,1,0\n")
+    report = ingest_paths([src], Lake(tmp_path / "lake"))
+    assert not report.partitions and report.rows_read == 0
+    assert report.file_errors[0].error.endswith(f"model columns {[composed, decomposed]} name one model once stripped "
+                                                "of spaces and in Unicode NFC form; rename them")
 
 
 def test_a_wide_table_whose_only_model_header_is_spaces_is_unreadable_in_discovery_and_ingest(tmp_path):

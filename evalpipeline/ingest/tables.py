@@ -49,6 +49,7 @@ from evalpipeline.ingest.base import (
     Source,
     SourcePartition,
     SourceReadError,
+    canonical_name,
     placement_problem,
     sample_label,
     short_error,
@@ -305,8 +306,9 @@ def _json_covariate(value):
 
 
 def _model_name(column) -> str:
-    """A wide table's model, from its column header: stripped of spaces, as a long table's model cells are."""
-    return str(column).strip()
+    """A wide table's model, from its column header, as the lake keys every model name
+    (:func:`canonical_name`: stripped of spaces, in Unicode NFC form)."""
+    return canonical_name(str(column))
 
 
 def _clip(value, limit: int = 40) -> str:
@@ -519,7 +521,8 @@ class WideTableReader:
             by_name.setdefault(_model_name(column), []).append(column)
         clashing = [columns for name, columns in by_name.items() if name and len(columns) > 1]
         if clashing:
-            raise SourceReadError(path, f"model columns {clashing[0]} name one model once stripped of spaces; rename them")
+            raise SourceReadError(path, f"model columns {clashing[0]} name one model once stripped of spaces and in Unicode NFC "
+                                        "form; rename them")
         return item, labels, models
 
     def _suite(self, path: Path, options: IngestOptions) -> str:
