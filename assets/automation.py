@@ -3,7 +3,16 @@
 
 import os
 
-from dagster import AssetSelection, AutomationCondition
+from dagster import AssetKey, AssetSelection, AutomationCondition
+from dagster._core.definitions.declarative_automation.operands.subset_automation_condition import (
+    SubsetAutomationCondition,
+)
+from dagster._record import record
+
+from assets.partitions import model_suite_key
+from evalpipeline.config import lake_root
+from evalpipeline.keys import to_partition_key
+from evalpipeline.lake import Lake
 
 #: The nightly's cron and timezone (``EVALPIPELINE_NIGHTLY_CRON``, ``EVALPIPELINE_TIMEZONE``): the
 #: schedule's, and when automation retries what failed (see :func:`retry_failed_nightly`).
@@ -46,8 +55,47 @@ def retry_failed_nightly() -> AutomationCondition:
             .since_last_handled().with_label("failed or missing at the nightly tick"))
 
 
+@record
+class PassedValidation(SubsetAutomationCondition[AssetKey]):
+    """The partitions of a model x suite, suite or model asset that hold (or, for a suite or model, read)
+    at least one sample table that passed validation, read from the lake (``Lake.sample_tables``).
+
+    Dagster's check conditions cannot say this: a run of a range of partitions records one result per
+    check for all of them. Python, so evaluated on the code server (``use_user_code_server`` of the
+    automation sensor). ``dimension``: ``model_suite``, ``model`` or ``suite``."""
+
+    dimension: str
+
+    @property
+    def name(self) -> str:
+        return f"a sample table of the {self.dimension.replace('_', ' x ')} passed validation"
+
+    def compute_subset(self, context):
+        accepted = Lake(lake_root()).sample_tables()  # without the rejected ones
+        keys = {"model_suite": {str(model_suite_key(m, s)) for m, s, _ in accepted},
+                "model": {to_partition_key(m) for m, _, _ in accepted},
+                "suite": {to_partition_key(s) for _, s, _ in accepted}}[self.dimension]
+        candidates = context.candidate_subset.expensively_compute_partition_keys()
+        return context.asset_graph_view.get_subset_from_partition_keys(
+            context.key, context.partitions_def, [k for k in candidates if k in keys])
+
+
+def has_accepted_samples(dimension: str) -> AutomationCondition:
+    """True for a partition with a sample table that passed validation (:class:`PassedValidation`), or,
+    for a suite or model, with outputs of an earlier night. Without it, automation requested each asset
+    after a rejected table alone (each failed: 'the sample table failed validation'), and a new model's or
+    suite's assets when none of its tables passed ('no sample tables'), at every nightly tick. One with
+    earlier outputs is requested all the same, so that its step fails rather than leave outputs made from
+    since-rejected rows shown as current: the rule of ``evalpipeline run`` (``with_data`` in
+    evalpipeline.definitions.run_main_job)."""
+    if dimension == "model_suite":
+        return PassedValidation(dimension=dimension)
+    return (~AutomationCondition.missing() | PassedValidation(dimension=dimension)).with_label(
+        f"outputs exist, or a sample table of the {dimension} passed validation")
+
+
 def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_missing: bool = True,
-                               retry_nightly: bool = True) -> AutomationCondition:
+                               retry_nightly: bool = True, dimension: str | None = None) -> AutomationCondition:
     """Eager refresh that reacts to changed *data*, not to every rerun upstream.
 
     Like ``AutomationCondition.eager()``, but an upstream materialisation only
@@ -68,7 +116,8 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     model's included): reacting to the samples too would run it before the
     leaderboards are refreshed and again after. ``retry_nightly``: also
     :func:`retry_failed_nightly` (not for the model x suite assets, which the
-    nightly schedule reruns itself).
+    nightly schedule reruns itself). ``dimension`` (``suite`` or ``model``): the
+    asset's partitions, for :func:`has_accepted_samples`, which is then required.
     """
     inputs_changed = AutomationCondition.any_deps_match(AutomationCondition.data_version_changed())
     if ignore is not None:
@@ -84,15 +133,18 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     upstream_about_to_refresh = AutomationCondition.any_deps_match(
         AutomationCondition.any_deps_match(AutomationCondition.newly_updated())
     )
-    return (
+    condition = (
         trigger
         & ~upstream_about_to_refresh
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
     )
+    return condition if dimension is None else condition & has_accepted_samples(dimension)
 
 
 def refresh_partition_when_inputs_change() -> AutomationCondition:
     """:func:`refresh_when_inputs_change` for model x suite assets: never for a combination without
-    samples (a model not evaluated on a suite), which would only fail with 'no data'."""
-    return refresh_when_inputs_change(retry_nightly=False) & ~AutomationCondition.any_deps_missing()
+    samples (a model not evaluated on a suite), which would only fail with 'no data', nor for one whose
+    sample table was rejected, which would only fail with 'failed validation'."""
+    return (refresh_when_inputs_change(retry_nightly=False) & ~AutomationCondition.any_deps_missing()
+            & has_accepted_samples("model_suite"))

@@ -55,7 +55,7 @@ def comparison_version() -> str:
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=comparison_version(),
-    automation_condition=refresh_when_inputs_change(),
+    automation_condition=refresh_when_inputs_change(dimension="suite"),
     description=(
         "Everything needed to compare the models evaluated on one suite. leaderboard.parquet: per model the "
         "Beta posterior mean and 95% HPDI with Wilson, Clopper-Pearson and CLT intervals beside it, "
@@ -126,7 +126,8 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=comparison_version(),
-    automation_condition=refresh_when_inputs_change(ignore=AssetSelection.assets("eval_samples"), when_missing=False),
+    automation_condition=refresh_when_inputs_change(ignore=AssetSelection.assets("eval_samples"), when_missing=False,
+                                                    dimension="model"),
     description=(
         "One model across every suite it was evaluated on: one row per suite (posterior mean, HPDI, "
         "conventional intervals, its rank and P(best) among the suite's models, the suite GLM's estimate) "

@@ -192,7 +192,7 @@ def suite_glm_asset(glm: str):
     @asset(
         partitions_def=suite_partitions,
         deps=[AssetDep("eval_samples", partition_mapping=one_dimension("suite"))],
-        **_fit_asset_arguments(name, glm, refresh_when_inputs_change()),
+        **_fit_asset_arguments(name, glm, refresh_when_inputs_change(dimension="suite")),
         description=(
             f"Multi-LLM HiBayES GLM `{glm}` ({entry.description}) fitted to every model evaluated on the "
             "suite, so that model effects are estimated jointly, beside the other effects the model has "

@@ -85,7 +85,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
     retry_policy=TRANSIENT_RETRY,
     kinds={"parquet"},
     owners=["team:evalpipeline"],
-    automation_condition=refresh_when_inputs_change(),
+    automation_condition=refresh_when_inputs_change(dimension="suite"),
     code_version=code_version(["evalpipeline.stats.posteriors", "evalpipeline.pipeline"]),
     description=(
         "Every model evaluated on the suite, ranked by posterior mean success rate, with HPDI and the "

@@ -138,7 +138,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     kinds={"numpy", "parquet"},
     owners=["team:evalpipeline"],
     code_version=model_version(),
-    automation_condition=refresh_when_inputs_change(),
+    automation_condition=refresh_when_inputs_change(dimension="model"),
     description=(
         "HIP-LLM reliability of one model across every suite it was evaluated on: suites mapped to domains "
         "by the taxonomy file (default: one domain per suite), domains combined by the operational profile "

@@ -149,14 +149,19 @@ LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
 #: assets no job, schedule or automation materialises: drawn when somebody asks, from the UI
 ON_REQUEST_ASSETS = [partition_plots, suite_fit_plots]
 
-#: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs.
-automation_sensor = AutomationConditionSensorDefinition(
-    "refresh_downstream",
-    target=AssetSelection.all(),
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Refreshes per-suite, per-model and lake-wide assets when the data they read changed.",
-)
+#: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs,
+#: on the code server: assets.automation.PassedValidation reads the lake (a beta parameter in Dagster 1.13,
+#: which would warn in every command that loads the code location).
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Parameter `use_user_code_server`", category=BetaWarning)
+    automation_sensor = AutomationConditionSensorDefinition(
+        "refresh_downstream",
+        target=AssetSelection.all(),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        use_user_code_server=True,
+        description="Refreshes per-suite, per-model and lake-wide assets when the data they read changed.",
+    )
 
 # Dagster 1.13 passes owners=None when it binds a sensor to its job while resolving the repository, and
 # warns that the (unused) parameter is beta in every command that loads the code location

@@ -68,7 +68,7 @@ def test_code_location_loads_and_every_asset_is_described():
     assert "evalpipeline" not in {m.split(".")[0] for m in _dagster_importers()}
 
 
-def test_automation_skips_combinations_without_samples_and_profiles_wait_for_leaderboards():
+def test_automation_skips_combinations_without_samples_and_profiles_wait_for_leaderboards(tmp_path, monkeypatch):
     """New samples for 3 of 4 model x suite combinations (a new model on one suite): the partition
     fits are requested for those 3 only (never for the combination without samples, which could only
     fail), and the assets that read the suite GLMs (suite comparison, model profiles, report) wait for
@@ -76,13 +76,19 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
     from dagster import AssetMaterialization, DataVersion, MultiPartitionKey, evaluate_automation_conditions
     from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
+    from evalpipeline.lake import Lake
+
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", ["m1"])
     instance.add_dynamic_partitions("suite", ["s1", "s2"])
     present = [("m1", "s1"), ("m1", "s2"), ("m2", "s1")]
     first = evaluate_automation_conditions(defs, instance)  # the sensor's first tick: a baseline
     instance.add_dynamic_partitions("model", ["m2"])  # a new model, evaluated on s1 only: m2 x s2 newly missing
-    for model, suite in present:
+    for model, suite in present:  # the tables, which passed validation (assets.automation.PassedValidation)
+        table = Lake(tmp_path / "lake").table_path("samples", "samples.parquet", model, suite)
+        table.parent.mkdir(parents=True)
+        table.write_bytes(b"")
         instance.report_runless_asset_event(AssetMaterialization(
             "eval_samples", partition=MultiPartitionKey({"model": model, "suite": suite}),
             tags={DATA_VERSION_TAG: DataVersion(f"{model}{suite}").value}))
@@ -98,7 +104,70 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
     instance.dispose()
 
 
-def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_before(tmp_path, landing):
+def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_path, monkeypatch):
+    """A sample table that failed a blocking check stops its downstream assets in the nightly's run;
+    automation must not then request them one by one (each would fail: 'the sample table failed
+    validation'), nor a new model's or suite's assets when none of its tables passed ('no sample
+    tables'), a failure row every night at the retry tick. An asset with outputs of an earlier night
+    is requested all the same, as `evalpipeline run` runs it: its step fails rather than leave those
+    outputs shown as current. A fixed table is then followed as usual."""
+    from datetime import datetime, timedelta, timezone
+
+    from dagster import AssetMaterialization, DataVersion, evaluate_automation_conditions
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    from evalpipeline.lake import Lake
+
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    lake = Lake(tmp_path / "lake")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m1", "m3"])
+    instance.add_dynamic_partitions("suite", ["s1"])
+    # m3's model-level table exists from an earlier night
+    instance.report_runless_asset_event(AssetMaterialization("model_reliability", partition="m3"))
+    cursor = evaluate_automation_conditions(defs, instance).cursor
+    instance.add_dynamic_partitions("model", ["m2"])  # new, its only table rejected
+    instance.add_dynamic_partitions("suite", ["s2"])  # new, its only table rejected
+
+    def samples(model: str, suite: str, version: str, rejected: bool = False):
+        """What a run of eval_samples leaves: the table, its validation verdict and a materialisation."""
+        lake.table_path("samples", "samples.parquet", model, suite).parent.mkdir(parents=True, exist_ok=True)
+        lake.table_path("samples", "samples.parquet", model, suite).write_bytes(b"")
+        lake.write_json_atomic({"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []},
+                               lake.validation_path(model, suite))
+        instance.report_runless_asset_event(AssetMaterialization(
+            "eval_samples", partition=str(MultiPartitionKey({"model": model, "suite": suite})),
+            tags={DATA_VERSION_TAG: DataVersion(version).value}))
+
+    samples("m1", "s1", "a")
+    samples("m2", "s1", "b", rejected=True)
+    samples("m1", "s2", "c", rejected=True)
+    samples("m3", "s1", "d", rejected=True)  # m3's only table, now rejected
+
+    def requested(result) -> dict[str, set[str]]:
+        return {key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
+                for key in defs.resolve_asset_graph().get_all_asset_keys()}
+
+    result = evaluate_automation_conditions(defs, instance, cursor=cursor)
+    now = requested(result)
+    for asset in ("glm_binomial", "reliability"):  # the accepted table's partition only
+        assert now[asset] == {str(MultiPartitionKey({"model": "m1", "suite": "s1"}))}, (asset, now[asset])
+    assert now["suite_glm_binomial"] == {"s1"}  # s2 holds no table that passed
+    assert now["model_reliability"] == {"m1", "m3"}  # not m2, which has none; m3 has outputs to retire
+    # the nightly tick's retry of what is missing does not request them either
+    tomorrow = datetime.now(timezone.utc).replace(hour=2, minute=1) + timedelta(days=1)
+    nightly = requested(evaluate_automation_conditions(defs, instance, cursor=result.cursor, evaluation_time=tomorrow))
+    assert "m2" not in nightly["model_reliability"] and "m2" not in nightly["model_profile"], nightly
+    assert not {"s2"} & (nightly["suite_glm_binomial"] | nightly["suite_leaderboard"] | nightly["suite_comparison"]), nightly
+    # a fixed log for m2 passes: its assets follow
+    samples("m2", "s1", "e")
+    fixed = requested(evaluate_automation_conditions(defs, instance, cursor=result.cursor))
+    assert str(MultiPartitionKey({"model": "m2", "suite": "s1"})) in fixed["reliability"], fixed["reliability"]
+    assert "m2" in fixed["model_reliability"], fixed["model_reliability"]
+    instance.dispose()
+
+
+def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_before(tmp_path, landing, monkeypatch):
     """Automation requests a downstream partition once per change, handled whether its run succeeds or
     not, and the nightly schedule only launches model x suite runs: a suite comparison whose run failed
     is requested again at the next nightly tick (02:00 UTC by default), once, and not in between."""
@@ -107,7 +176,13 @@ def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_befor
     from dagster import evaluate_automation_conditions
 
     from assets.compare import suite_comparison
+    from evalpipeline.lake import Lake
 
+    # the suite's one sample table passed validation, but is unreadable: its comparison fails
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    table = Lake(tmp_path / "lake").table_path("samples", "samples.parquet", "m1", "s1")
+    table.parent.mkdir(parents=True)
+    table.write_bytes(b"not parquet")
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("suite", ["s1"])
     day = datetime(2026, 11, 23, tzinfo=timezone.utc)
@@ -115,7 +190,7 @@ def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_befor
              "nightly": day + timedelta(hours=2, minutes=1), "after": day + timedelta(hours=2, minutes=2)}
     cursor, requested = None, {}
     for name, when in ticks.items():
-        if name == "before":  # the suite's refresh fails (no samples in this lake)
+        if name == "before":  # the suite's refresh fails
             failed = materialize([suite_comparison], partition_key="s1", instance=instance,
                                  resources=_resources(tmp_path / "lake", landing), raise_on_error=False)
             assert not failed.success
