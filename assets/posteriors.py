@@ -79,7 +79,10 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
         AssetDep(
             "accuracy_posteriors",
             partition_mapping=one_dimension("suite"),
-        )
+        ),
+        # it leaves out the models whose sample table failed validation: a table rejected on a later
+        # night changes no posteriors (the checks stop them), and must refresh the leaderboard all the same
+        AssetDep("eval_samples", partition_mapping=one_dimension("suite")),
     ],
     group_name="compare",
     retry_policy=TRANSIENT_RETRY,

@@ -167,6 +167,50 @@ def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_p
     instance.dispose()
 
 
+def test_a_table_rejected_on_a_later_night_refreshes_its_suite_leaderboard(tmp_path, monkeypatch):
+    """A model's table passed, then a new log makes it fail a blocking check: the check stops its
+    posteriors, so nothing the leaderboard reads from changed. The leaderboard leaves rejected tables out
+    and must refresh on the sample table itself, or it keeps listing the model (found under the daemon:
+    suite_comparison, which reads the samples, dropped it; the leaderboard did not)."""
+    from dagster import AssetMaterialization, DataVersion, evaluate_automation_conditions
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    from evalpipeline.lake import Lake
+
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    lake = Lake(tmp_path / "lake")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m1", "m2"])
+    instance.add_dynamic_partitions("suite", ["s1"])
+
+    def samples(model: str, version: str, rejected: bool = False):
+        table = lake.table_path("samples", "samples.parquet", model, "s1")
+        table.parent.mkdir(parents=True, exist_ok=True)
+        table.write_bytes(b"")
+        lake.write_json_atomic({"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []},
+                               lake.validation_path(model, "s1"))
+        instance.report_runless_asset_event(AssetMaterialization(
+            "eval_samples", partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
+            tags={DATA_VERSION_TAG: DataVersion(version).value}))
+
+    for model in ("m1", "m2"):
+        samples(model, f"{model}-first")
+        instance.report_runless_asset_event(AssetMaterialization(
+            "accuracy_posteriors", partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
+            tags={DATA_VERSION_TAG: DataVersion(f"{model}-posteriors").value}))
+    instance.report_runless_asset_event(AssetMaterialization(
+        "suite_leaderboard", partition="s1", tags={DATA_VERSION_TAG: DataVersion("board").value}))
+    cursor = evaluate_automation_conditions(defs, instance).cursor
+    samples("m2", "m2-second", rejected=True)  # its posteriors are not made again
+    requested = set()
+    for _tick in range(3):  # it may wait a tick while what sits between is expected to refresh
+        result = evaluate_automation_conditions(defs, instance, cursor=cursor)
+        cursor = result.cursor
+        requested |= set(map(str, result.get_requested_partitions(AssetKey("suite_leaderboard"))))
+    assert requested == {"s1"}
+    instance.dispose()
+
+
 def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_before(tmp_path, landing, monkeypatch):
     """Automation requests a downstream partition once per change, handled whether its run succeeds or
     not, and the nightly schedule only launches model x suite runs: a suite comparison whose run failed
@@ -485,9 +529,11 @@ def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
     ingest_partitions(store, landing, [("mockllm/alpha", "unit suite")])
     assert stale() == {"eval_samples its files changed since (an interrupted run, or an ingest outside Dagster)"}
     run([eval_samples], pair_key)  # killed after the sample table, before the posteriors
-    assert stale() == {"accuracy_posteriors older than its input eval_samples"}
+    # the leaderboard reads the sample table's verdict too (a table rejected later leaves it)
+    assert stale() == {"accuracy_posteriors older than its input eval_samples",
+                       "suite_leaderboard older than its input eval_samples"}
     run([accuracy_posteriors], pair_key)  # killed before the suite stage
-    assert stale() == {"suite_leaderboard older than its input accuracy_posteriors"}
+    assert stale() == {"suite_leaderboard older than its input accuracy_posteriors, eval_samples"}
     run(suite_assets, suite_key)
     assert stale() == set()
     board = pd.read_parquet(store.root / "suite_leaderboard/suite=unit%20suite/leaderboard.parquet")
