@@ -409,8 +409,7 @@ def run_main_job(
         with 'no sample tables' beside the partition's own failure, which says what is wrong. One with
         outputs of an earlier night is run all the same: its step fails, so that those outputs (made
         from rows a rejected table has since superseded) are not shown as current."""
-        accepted = {(m, s) for m, s in discovery.partitions
-                    if store.table_path("samples", "samples.parquet", m, s).exists() and not store.failed_validation(m, s)}
+        accepted = [(m, s) for m, s, _path in store.sample_tables()]  # the rule automation follows (PassedValidation)
         made = lambda table, dimension: {p.name.split("=", 1)[1] for p in (store.root / table).glob(f"{dimension}=*")}  # noqa: E731
         suites_held = {to_partition_key(s) for _, s in accepted} | made("suite_leaderboard", "suite")
         models_held = {to_partition_key(m) for m, _ in accepted} | made("model_profile", "model")
