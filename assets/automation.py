@@ -103,8 +103,9 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     and a changed code version counts too. Missing upstream partitions do not
     block: a model never evaluated on a suite is simply absent downstream.
     One evaluation tick folds any number of upstream updates into one
-    request per downstream partition, and an asset waits a tick while an upstream
-    asset's own inputs were just updated: a change of samples reaches ``report``
+    request per downstream partition, and an asset waits while an upstream
+    asset's own inputs were just updated or are being refreshed (the nightly retry
+    of a missing or failed partition too): a change of samples reaches ``report``
     through the suite GLMs, ``suite_comparison`` and ``model_profile`` one tick
     after another, and report runs once, after the last of them.
 
@@ -128,11 +129,13 @@ def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_mis
     trigger = trigger.since_last_handled().with_label("missing, inputs changed or code changed")
     if retry_nightly:
         trigger = trigger | retry_failed_nightly()
-    # an upstream asset whose own inputs were just updated is about to refresh (in another run,
-    # so will_be_requested cannot see it): wait a tick rather than run now and again after it
+    # an upstream asset whose own inputs were just updated, or are being refreshed, is about to refresh
+    # (in another run, so will_be_requested cannot see it): wait rather than run now and again after it.
+    # Without the second, the nightly retry of a new model's missing profile ran while its suites' GLMs
+    # were refitting, before their comparisons had the model (seen under the daemon)
     upstream_about_to_refresh = AutomationCondition.any_deps_match(
-        AutomationCondition.any_deps_match(AutomationCondition.newly_updated())
-    )
+        AutomationCondition.any_deps_match(AutomationCondition.newly_updated() | AutomationCondition.in_progress())
+    ).with_label("an upstream asset's inputs were just updated or are being refreshed")
     condition = (
         trigger
         & ~upstream_about_to_refresh

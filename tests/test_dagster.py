@@ -246,6 +246,59 @@ def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_befor
     instance.dispose()
 
 
+def test_the_nightly_retry_waits_while_an_upstream_assets_inputs_are_being_refreshed(tmp_path, monkeypatch):
+    """A new model's profile and the report are missing, so the nightly tick requests them (the retry of
+    what failed or is missing), but not while the suite GLMs their suite comparison reads are refitting:
+    they would read comparisons without the new model, then run again after them. Seen under the daemon:
+    each model's profile ran twice on the first night. They run once, after the comparison."""
+    from datetime import datetime, timedelta, timezone
+
+    from dagster import AssetMaterialization, DagsterRunStatus, MultiPartitionKey, evaluate_automation_conditions
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    from assets.fits import SUITE_GLM_ASSETS
+    from evalpipeline.lake import Lake
+
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    table = Lake(tmp_path / "lake").table_path("samples", "samples.parquet", "m1", "s1")
+    table.parent.mkdir(parents=True)
+    table.write_bytes(b"")  # passed validation (no verdict file)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m1"])
+    instance.add_dynamic_partitions("suite", ["s1"])
+    day = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    cursor = evaluate_automation_conditions(defs, instance, evaluation_time=day + timedelta(hours=1)).cursor
+
+    def tick(minutes: int) -> dict[str, set[str]]:
+        nonlocal cursor
+        result = evaluate_automation_conditions(defs, instance, cursor=cursor, evaluation_time=day + timedelta(minutes=minutes))
+        cursor = result.cursor
+        return {key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
+                for key in defs.resolve_asset_graph().get_all_asset_keys()}
+
+    def materialised(asset: str, partition, version: str) -> None:
+        instance.report_runless_asset_event(AssetMaterialization(asset, partition=partition, tags={DATA_VERSION_TAG: version}))
+
+    materialised("eval_samples", MultiPartitionKey({"model": "m1", "suite": "s1"}), "samples")
+    assert tick(61)["suite_glm_binomial"] == {"s1"}
+    glms = {spec.key for glm in SUITE_GLM_ASSETS for spec in glm.specs}
+    refit = instance.create_run_for_job(defs.resolve_implicit_global_asset_job_def(), asset_selection=glms,
+                                        status=DagsterRunStatus.STARTED, tags={"dagster/partition": "s1"})
+    tick(62)
+    nightly = tick(121)  # 02:01 UTC, the suite GLMs still refitting
+    assert nightly["model_profile"] == set() and nightly["report"] == set(), nightly
+    for key in glms:
+        materialised(key.to_user_string(), "s1", "refitted")
+    instance.delete_run(refit.run_id)
+    assert tick(122)["suite_comparison"] == {"s1"}
+    materialised("suite_comparison", "s1", "with m1")
+    assert tick(123)["model_profile"] == {"m1"}
+    materialised("model_profile", "m1", "profile")
+    after = tick(124)
+    assert after["report"] == {"None"} and after["model_profile"] == set(), after
+    instance.dispose()
+
+
 def test_the_nightly_does_not_request_a_partition_a_run_is_already_running_for(tmp_path):
     """The landing sensor, automation and the nightly can each want the same partition: a partition
     with a run queued or running is left to it (both runs would fit it)."""
