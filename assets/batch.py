@@ -3,7 +3,8 @@
 `evalpipeline run` materialises many model x suite (and suite, and model)
 partitions per Dagster run -- a run per partition costs seconds of
 orchestration alone, more than most partitions' work -- by giving each run a
-partition range (the ``dagster/asset_partition_range_*`` tags). An asset then
+partition range (the ``dagster/asset_partition_range_*`` tags); the daemon's
+backfills do the same for the assets with a backfill policy (assets.partitions). An asset then
 computes every partition of ``context.partition_keys`` and hands its
 per-partition results to :func:`emit`:
 

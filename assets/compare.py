@@ -20,7 +20,7 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, markdown_text, png_markdown, table_metadata
-from assets.partitions import model_partitions, one_dimension, suite_partitions
+from assets.partitions import RANGE_BACKFILL, model_partitions, one_dimension, suite_partitions
 from evalpipeline.comparison import (
     LEADERBOARD_COLUMNS,
     PAIRWISE_TABLE_COLUMNS,
@@ -115,6 +115,7 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
 
 @asset(
     partitions_def=model_partitions,
+    backfill_policy=RANGE_BACKFILL,
     deps=[
         AssetDep("eval_samples", partition_mapping=one_dimension("model")),
         # rank, P(best) and the GLM columns come from every suite's leaderboard, and they move when any

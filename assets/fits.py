@@ -19,7 +19,7 @@ from assets.automation import refresh_partition_when_inputs_change, refresh_when
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
-from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
+from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.fits import FIT_PLOTS, FitOutcome, fit_partition_glm, fit_suite_glm
 from evalpipeline.glm_rankings import RANKING_COLUMNS, waic_plot_path, write_waic_rankings
 from evalpipeline.keys import from_partition_key
@@ -152,6 +152,7 @@ def partition_glm_asset(glm: str):
 
     @asset(
         partitions_def=model_suite_partitions,
+        backfill_policy=RANGE_BACKFILL,
         deps=["eval_samples"],
         **_fit_asset_arguments(name, glm, refresh_partition_when_inputs_change()),
         description=(

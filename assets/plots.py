@@ -13,7 +13,7 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 from assets.metadata import png_markdown
-from assets.partitions import model_suite_names, model_suite_partitions, suite_partitions
+from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, suite_partitions
 from assets.reliability import _version as reliability_code
 from evalpipeline.lake import sha256_file
 from evalpipeline.keys import from_partition_key
@@ -28,6 +28,7 @@ PLOT_MODULES = ["evalpipeline.plots", "evalpipeline.partition_plots", "evalpipel
 
 @asset(
     partitions_def=model_suite_partitions,
+    backfill_policy=RANGE_BACKFILL,
     deps=[*(a.key for a in PARTITION_GLM_ASSETS), "reliability"],
     group_name="report",
     kinds={"matplotlib", "png"},

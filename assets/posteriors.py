@@ -13,7 +13,7 @@ from assets.automation import refresh_when_inputs_change
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
-from assets.partitions import model_suite_names, model_suite_partitions, one_dimension, suite_partitions
+from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
@@ -31,6 +31,7 @@ def posteriors_version() -> str:
 
 @asset(
     partitions_def=model_suite_partitions,
+    backfill_policy=RANGE_BACKFILL,
     deps=["eval_samples"],
     group_name="fit",
     retry_policy=TRANSIENT_RETRY,

@@ -17,7 +17,7 @@ from assets.automation import refresh_partition_when_inputs_change, refresh_when
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import FIT_POOL
 from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
-from assets.partitions import model_partitions, model_suite_names, model_suite_partitions, one_dimension
+from assets.partitions import RANGE_BACKFILL, model_partitions, model_suite_names, model_suite_partitions, one_dimension
 from evalpipeline.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.reliability.lake import (
@@ -92,6 +92,7 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
 
 @asset(
     partitions_def=model_suite_partitions,
+    backfill_policy=RANGE_BACKFILL,
     deps=["eval_samples"],
     group_name="fit",
     pool=FIT_POOL,
@@ -126,6 +127,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
 
 @asset(
     partitions_def=model_partitions,
+    backfill_policy=RANGE_BACKFILL,
     deps=[
         AssetDep(
             "eval_samples",

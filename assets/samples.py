@@ -17,7 +17,7 @@ from dagster import (
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, markdown_table, markdown_text
-from assets.partitions import model_suite_names, model_suite_partitions
+from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions
 from evalpipeline.ingest import partition_files_state
 from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
@@ -53,6 +53,7 @@ def samples_version() -> str:
 
 @asset(
     partitions_def=model_suite_partitions,
+    backfill_policy=RANGE_BACKFILL,
     group_name="ingest",
     kinds={"parquet", "python"},
     owners=["team:evalpipeline"],

@@ -40,10 +40,12 @@ from dagster import (
     SkipReason,
     schedule,
 )
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG
 
 from assets.automation import nightly_cron
-from assets.partitions import model_suite_key
+from assets.partitions import model_suite_key, model_suite_partitions
 from assets.samples import FILES_STATE
+from assets.status import range_partition_keys
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import Lake
 from evalpipeline.refresh import Discovery, discover, ingested_partitions
@@ -112,10 +114,16 @@ IN_FLIGHT = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.QUEUED, DagsterRunSt
 
 def partitions_in_flight(instance: DagsterInstance) -> set[str]:
     """Partition keys a run of any job (the landing sensor's, automation's, a backfill's) is queued
-    for or running: the nightly does not request them again. Two runs fitting one partition at
-    once would each fit it (a stored fit is reused only once it is written)."""
-    runs = instance.get_runs(RunsFilter(statuses=IN_FLIGHT))
-    return {run.tags["dagster/partition"] for run in runs if "dagster/partition" in run.tags}
+    for or running, each key of a range run's range included: the nightly does not request them
+    again. Two runs fitting one partition at once would each fit it (a stored fit is reused only
+    once it is written)."""
+    keys: set[str] = set()
+    for run in instance.get_runs(RunsFilter(statuses=IN_FLIGHT)):
+        if "dagster/partition" in run.tags:
+            keys.add(run.tags["dagster/partition"])
+        elif "|" in run.tags.get(ASSET_PARTITION_RANGE_START_TAG, ""):  # a model x suite range (a backfill's)
+            keys.update(range_partition_keys(run.tags, model_suite_partitions, instance) or [])
+    return keys
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from dagster import (
     DagsterEventType,
+    PartitionKeyRange,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunFailureSensorContext,
@@ -16,6 +17,7 @@ from dagster import (
 )
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from assets.batch import FAILED_PARTITIONS
 from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
 from resources import LakeResource
 
@@ -53,6 +55,51 @@ def run_partitions(tags) -> str:
     if ASSET_PARTITION_RANGE_START_TAG in tags:
         return f"{tags[ASSET_PARTITION_RANGE_START_TAG]}..{tags[ASSET_PARTITION_RANGE_END_TAG]}"
     return ""
+
+
+def range_partition_keys(tags, partitions_def, instance) -> list[str] | None:
+    """The partition keys of a range run (``dagster/asset_partition_range_*`` tags), in order; None for
+    a run of one partition or none, or when the keys cannot be listed (no partitions definition, or
+    partitions unregistered since)."""
+    if ASSET_PARTITION_RANGE_START_TAG not in tags or partitions_def is None:
+        return None
+    try:
+        keys = partitions_def.get_partition_keys_in_range(
+            PartitionKeyRange(tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]),
+            dynamic_partitions_store=instance)
+    except Exception:  # noqa: BLE001 - a key gone since: the range as the run named it
+        return None
+    return [str(key) for key in keys] or None
+
+
+def run_partitions_def(repository, run):
+    """The partitions definition of a run's assets: its asset selection's (a backfill's or automation's
+    runs are of the implicit asset job), else its job's; None when the repository cannot tell."""
+    if repository is None:
+        return None
+    if run.asset_selection:
+        graph = repository.asset_graph
+        known = [key for key in run.asset_selection if graph.has(key)]
+        return graph.get(known[0]).partitions_def if known else None
+    return repository.get_job(run.job_name).partitions_def if repository.has_job(run.job_name) else None
+
+
+def failing_partitions(failures: list[StepFailure], evaluations) -> tuple[str, ...] | None:
+    """The partitions a failed range run failed for, when its failed steps (``failures``) are all
+    blocking checks and each failed check among ``evaluations`` names them (a range run's check lists
+    its failing partitions: ``assets/batch.py``); None when a step failed otherwise (an error in an
+    asset's code names no partition) or nothing names one."""
+    if any(f.error_type != "DagsterAssetCheckFailedError" for f in failures):
+        return None
+    failing: set[str] = set()
+    for evaluation in evaluations:
+        if evaluation.passed or evaluation.severity.value == "WARN":
+            continue
+        named = (evaluation.metadata or {}).get(FAILED_PARTITIONS)
+        if named is None:
+            return None
+        failing.update(named.value)
+    return tuple(sorted(failing)) or None
 
 
 def failed_check_details(check_evaluations) -> list[str]:
@@ -146,13 +193,17 @@ def record_run_failures(context: RunFailureSensorContext, lake: LakeResource):
     run = context.dagster_run
     if not recorded_here(context):
         return
+    evaluations = check_evaluations(context.instance, run.run_id)
+    failures = step_failures(context.get_step_failure_events(), context.failure_event.message or "", evaluations)
+    # a range run (a backfill's): a row per partition its checks name, else per partition of the range,
+    # each then resolved by whichever later run redoes that partition
+    keys = range_partition_keys(run.tags, run_partitions_def(context.repository_def, run), context.instance)
     record_run_failure(
         lake.lake(),
         run_id=run.run_id,
         job=run.job_name,
-        partition=run_partitions(run.tags),
-        failures=step_failures(context.get_step_failure_events(), context.failure_event.message or "",
-                               check_evaluations(context.instance, run.run_id)),
+        partition=list(failing_partitions(failures, evaluations) or keys) if keys else run_partitions(run.tags),
+        failures=failures,
         failed_at=_now(),
     )
 
@@ -170,5 +221,6 @@ def resolve_run_failures(context: RunStatusSensorContext, lake: LakeResource):
         return
     events = [record.dagster_event for record in
               context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
-    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags)],
+    keys = range_partition_keys(run.tags, run_partitions_def(context.repository_def, run), context.instance)
+    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags), *(keys or [])],
                      assets=materialised_assets(events), run_id=run.run_id, resolved_at=_now())

@@ -35,7 +35,6 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from dagster._utils.warnings import BetaWarning
 
 from assets.accounting import ingest_accounting
-from assets.batch import FAILED_PARTITIONS
 from assets.compare import model_profile, report, suite_comparison
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
 from assets.jobs import (
@@ -47,7 +46,7 @@ from assets.jobs import (
     model_profile_job,
     suite_job,
 )
-from assets.partitions import key_blocks, model_suite_key, model_suite_partitions, range_blocks
+from assets.partitions import PARTITIONS_PER_RUN, key_blocks, model_suite_key, model_suite_partitions, range_blocks
 from assets.plots import partition_plots, suite_fit_plots
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.reliability import model_reliability, reliability
@@ -67,10 +66,13 @@ from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a 
     HOST_TAG,
     PID_TAG,
     failed_check_details,
+    failing_partitions,
     materialised_assets,
+    range_partition_keys,
     record_run_failures,
     resolve_run_failures,
     run_partitions,
+    run_partitions_def,
     step_failures,
 )
 from evalpipeline.config import LANDING_ENV
@@ -190,9 +192,8 @@ def local_instance() -> DagsterInstance:
     return DagsterInstance.from_config(str(home))
 
 
-#: Partitions a run of `evalpipeline run` covers at most: a Dagster run costs seconds of
-#: orchestration whatever it holds, and a failure fails its whole batch.
-DEFAULT_PARTITIONS_PER_RUN = 60
+#: Partitions a run of `evalpipeline run` covers at most (assets.partitions.PARTITIONS_PER_RUN).
+DEFAULT_PARTITIONS_PER_RUN = PARTITIONS_PER_RUN
 
 #: What a model's whole analysis (its reliability across suites, then its profile) costs in profiles
 #: alone: a new-model night at 102 models took 2.0-2.4 s for the new model's run, 0.057-0.065 s a profile.
@@ -783,7 +784,10 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
     lines: list[str] = []
     failing, succeeded_steps = None, ()
     if not result.success:
-        failing = _failing_partitions(result.all_events) if keys and len(keys) > 1 else None
+        if keys and len(keys) > 1:
+            failing = failing_partitions(
+                step_failures([e for e in result.all_events if e.is_step_failure], ""),
+                [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"])
         succeeded_steps = tuple(sorted({e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}))
         # A failed range run is rerun one partition per run (run_main_job), and those runs record what
         # still fails: a record of the range would list partitions that then refreshed as failed.
@@ -795,26 +799,6 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
                          assets=materialised_assets(result.all_events), run_id=result.run_id,
                          resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return StepOutcome(result.success, time.perf_counter() - started, lines, failing, succeeded_steps)
-
-
-def _failing_partitions(events) -> tuple[str, ...] | None:
-    """The partitions a failed range run failed for, when its failures are all blocking checks and
-    each names them (a range run's check lists its failing partitions: ``assets/batch.py``); None when
-    a step failed otherwise (an error in an asset's code names no partition) or nothing names one."""
-    failing: set[str] = set()
-    for event in events:
-        if event.is_step_failure:
-            if step_failures([event], "")[0].error_type != "DagsterAssetCheckFailedError":
-                return None
-        elif event.event_type_value == "ASSET_CHECK_EVALUATION":
-            evaluation = event.event_specific_data
-            if evaluation.passed or evaluation.severity.value == "WARN":
-                continue
-            named = (evaluation.metadata or {}).get(FAILED_PARTITIONS)
-            if named is None:
-                return None
-            failing.update(named.value)
-    return tuple(sorted(failing)) or None
 
 
 def _echo_outcome(echo: Callable[[str], None], total: int, number: int, job_name: str, label: str,
@@ -864,19 +848,8 @@ def _run_partition_keys(run, instance: DagsterInstance) -> str | list[str]:
     """A run's partition as the failure table writes it, and for a range run the list of its partitions
     (so that each row is resolved when its partition is redone or found current); the range
     "first..last" when its job has no partitions or the keys cannot be listed."""
-    from dagster import PartitionKeyRange
-
-    written = run_partitions(run.tags)
-    if ".." not in written or ASSET_PARTITION_RANGE_START_TAG not in run.tags:
-        return written
-    try:
-        partitions_def = defs.resolve_job_def(run.job_name).partitions_def
-        keys = partitions_def.get_partition_keys_in_range(
-            PartitionKeyRange(run.tags[ASSET_PARTITION_RANGE_START_TAG], run.tags[ASSET_PARTITION_RANGE_END_TAG]),
-            dynamic_partitions_store=instance)
-    except Exception:  # noqa: BLE001 - a job or partitions gone since: the range as the run named it
-        return written
-    return [str(key) for key in keys] or written
+    keys = range_partition_keys(run.tags, run_partitions_def(defs.get_repository_def(), run), instance)
+    return keys or run_partitions(run.tags)
 
 
 def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None], *,

@@ -68,6 +68,51 @@ def test_code_location_loads_and_every_asset_is_described():
     assert "evalpipeline" not in {m.split(".")[0] for m in _dagster_importers()}
 
 
+def test_a_backfill_of_many_partitions_runs_them_in_ranges():
+    """Automation requests many partitions of an asset at once as one backfill (a prior edit: every fit
+    it made), and a backfill from the UI is one too; the daemon plans a backfill's runs from the assets'
+    backfill policy, with the planner tested here. Every model x suite and per-model asset has the
+    policy (per-suite ones run a suite per run), so that the runs are ranges of at most PARTITIONS_PER_RUN partitions of one suite (or model) that cover exactly
+    the requested partitions: 5 runs for 139 partitions, not 139 runs of one."""
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+    from dagster._core.definitions.partitions.context import partition_loading_context
+    from dagster._core.definitions.automation_tick_evaluation_context import (
+        build_run_requests_with_backfill_policies,
+    )
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from dagster import PartitionKeyRange
+
+    from assets.partitions import PARTITIONS_PER_RUN, RANGE_BACKFILL, model_partitions, model_suite_partitions
+
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        ranged = node.partitions_def in (model_suite_partitions, model_partitions)  # suites: one per run
+        assert node.backfill_policy == (RANGE_BACKFILL if ranged else None), key
+    assert PARTITIONS_PER_RUN == 60
+    instance = DagsterInstance.ephemeral()
+    models = [f"m{i:02d}" for i in range(70)]
+    instance.add_dynamic_partitions("model", models)
+    instance.add_dynamic_partitions("suite", ["s1", "s2"])
+    wanted = {str(model_suite_key(m, s)) for m in models for s in ("s1", "s2")} - {str(model_suite_key("m05", "s2"))}
+    with partition_loading_context(dynamic_partitions_store=instance):  # as the backfill daemon calls it
+        requests = build_run_requests_with_backfill_policies(
+            [AssetKeyPartitionKey(AssetKey("glm_binomial"), key) for key in wanted], graph, instance)
+    covered, sizes = [], []
+    for request in requests:
+        assert request.asset_selection == [AssetKey("glm_binomial")] and request.partition_key is None
+        keys = model_suite_partitions.get_partition_keys_in_range(
+            PartitionKeyRange(request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]),
+            dynamic_partitions_store=instance)
+        assert 1 <= len(keys) <= PARTITIONS_PER_RUN and len({k.keys_by_dimension["suite"] for k in keys}) == 1
+        covered += [str(k) for k in keys]
+        sizes.append(len(keys))
+    assert sorted(covered) == sorted(wanted)  # each once, and none without a request (m05 x s2)
+    assert sorted(sizes) == [4, 5, 10, 60, 60]  # s1: m00-m69 in 60 + 10; s2: m00-m04, then m06-m69 in 60 + 4
+    instance.dispose()
+
+
 def test_automation_skips_combinations_without_samples_and_profiles_wait_for_leaderboards(tmp_path, monkeypatch):
     """New samples for 3 of 4 model x suite combinations (a new model on one suite): the partition
     fits are requested for those 3 only (never for the combination without samples, which could only
@@ -301,20 +346,25 @@ def test_the_nightly_retry_waits_while_an_upstream_assets_inputs_are_being_refre
 
 def test_the_nightly_does_not_request_a_partition_a_run_is_already_running_for(tmp_path):
     """The landing sensor, automation and the nightly can each want the same partition: a partition
-    with a run queued or running is left to it (both runs would fit it)."""
+    with a run queued or running is left to it (both runs would fit it), also when the run is a
+    range run (a backfill's: automation's or the UI's)."""
     from dagster import DagsterRunStatus
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
     from dagster._core.test_utils import create_run_for_test
 
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "t.csv").write_text("model,suite,item_id,score\nm1,s,a,1\nm2,s,a,0\n")
+    (landing / "t.csv").write_text("model,suite,item_id,score\n" + "".join(f"m{i},s,a,{i % 2}\n" for i in range(1, 6)))
     (tmp_path / "home").mkdir()
     instance = DagsterInstance.local_temp(str(tmp_path / "home"))
     resources = {"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)), "ingest_settings": IngestSettings()}
     create_run_for_test(instance, job_name="ingest_and_fit", status=DagsterRunStatus.STARTED,
                         tags={"dagster/partition": str(model_suite_key("m1", "s"))})
+    create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTING,
+                        tags={ASSET_PARTITION_RANGE_START_TAG: str(model_suite_key("m2", "s")),
+                              ASSET_PARTITION_RANGE_END_TAG: str(model_suite_key("m3", "s"))})
     requests = _nightly_tick(instance, resources)
-    assert [str(r.partition_key) for r in requests] == [str(model_suite_key("m2", "s"))]
+    assert [str(r.partition_key) for r in requests] == [str(model_suite_key(m, "s")) for m in ("m4", "m5")]
 
 
 def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input():
@@ -764,6 +814,70 @@ def test_the_status_sensors_keep_this_locations_runs_and_leave_evalpipeline_runs
                                              dagster_instance=instance, dagster_run=other,
                                              repository_def=defs.get_repository_def()) as context:
             assert recorded_here(context) is expected, (job, tags, selection)
+    instance.dispose()
+
+
+def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_path, monkeypatch):
+    """The daemon runs a backfill's partitions in ranges (the assets' backfill policy). A failed range
+    run gets a row per partition its failed check names (the others refreshed), or, when its error
+    names none, per partition of the range; a range run that succeeds resolves each of its partitions'
+    rows, whichever run recorded them. As the daemon's runs are: the implicit asset job, a selection."""
+    from dagster import DagsterEventType, build_run_status_sensor_context
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from assets.status import record_run_failures, resolve_run_failures
+    from evalpipeline.definitions import defs
+    from evalpipeline.lake import Lake
+    from evalpipeline.status import read_run_failures
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for model in ("m1", "m2", "m3"):
+        errored = model == "m2"  # half its samples errored: a blocking check fails for m2 x s alone
+        rows = [f"{model},s,q{i},{i % 2},{'timeout' if errored and i % 2 else ''}" for i in range(10)]
+        (landing / f"{model}.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", ["m1", "m2", "m3", "m4"])  # m4: no log, an error in the step
+    instance.add_dynamic_partitions("suite", ["s"])
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
+    lake_resource = LakeResource()
+    job = defs.resolve_implicit_global_asset_job_def()
+    key = {m: str(model_suite_key(m, "s")) for m in ("m1", "m2", "m3", "m4")}
+
+    def range_run(first: str, last: str):
+        result = job.execute_in_process(
+            instance=instance, raise_on_error=False, asset_selection=[AssetKey("eval_samples")],
+            tags={ASSET_PARTITION_RANGE_START_TAG: key[first], ASSET_PARTITION_RANGE_END_TAG: key[last]})
+        run = instance.get_run_by_id(result.run_id)
+        status = DagsterEventType.RUN_SUCCESS if result.success else DagsterEventType.RUN_FAILURE
+        event = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                     e.dagster_event.event_type == status).dagster_event
+        with build_run_status_sensor_context(sensor_name="status", dagster_instance=instance, dagster_run=run,
+                                             dagster_event=event, resources={"lake": lake_resource},
+                                             repository_def=defs.get_repository_def()) as context:
+            if result.success:
+                resolve_run_failures(context)
+            else:
+                record_run_failures(context.for_run_failure())
+        return result.success, run.run_id
+
+    lake = Lake(tmp_path / "lake")
+    ok, checked = range_run("m1", "m3")
+    assert not ok
+    table = read_run_failures(lake)
+    assert sorted(zip(table["partition"], table["asset"])) == [(key["m2"], "eval_samples")], table
+    ok, errored = range_run("m3", "m4")
+    assert not ok
+    table = read_run_failures(lake)
+    assert sorted(table.loc[table["run_id"] == errored, "partition"]) == [key["m3"], key["m4"]], table
+
+    (landing / "m2.csv").write_text((landing / "m1.csv").read_text().replace("m1,", "m2,"))  # fixed
+    ok, _run_id = range_run("m1", "m3")
+    assert ok
+    table = read_run_failures(lake)
+    unresolved = table[table["resolved_at"].isna()]
+    assert sorted(zip(unresolved["run_id"], unresolved["partition"])) == [(errored, key["m4"])], table
     instance.dispose()
 
 
