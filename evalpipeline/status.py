@@ -29,7 +29,7 @@ FAILURE_COLUMNS = {
     "run_id": "Dagster run id",
     "job": "job name",
     "asset": "asset key of the failed step ((run) when the run failed outside a step)",
-    "partition": "partition key of the run (model|suite, model or suite as the folders name them, percent-encoded: urllib.parse.unquote gives the display names), one row per partition of a range run whose process was killed; first..last for a range run the daemon launched (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
+    "partition": "partition key of the run (model|suite, model or suite as the folders name them, percent-encoded: urllib.parse.unquote gives the display names), one row per partition of a range run whose process was killed; for a failed range run the daemon launched (a backfill's), one row per partition its failed checks name, else per partition of the range (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
     "step": "step key",
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
