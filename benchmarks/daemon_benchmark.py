@@ -77,9 +77,8 @@ def glm_refits(home: Path, since: float) -> Counter:
     from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
     with DagsterInstance.from_config(str(home)) as instance:
-        records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("glm_binomial")),
-                                                  limit=100_000).records
-    new = [r for r in records if r.timestamp > since]
+        new = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("glm_binomial"), after_timestamp=float(since)), limit=10_000).records
     counts = Counter(str(getattr(r.asset_materialization.metadata.get("status"), "value", "?")) for r in new)
     counts["partitions"] = len({r.partition_key for r in new})
     return counts
@@ -149,13 +148,18 @@ def main() -> int:
             started = time.time()
             print(f"{name}: daemon on {keep} ...", flush=True)
             results[name] = run_tree(code, keep, args.quiet, work / f"daemon-{code.name}.log")
-            print(f"{name}: done in {time.time() - started:.0f} s (daemon log {work / f'daemon-{code.name}.log'})",
-                  flush=True)
+            print(f"{name}: done in {time.time() - started:.0f} s (daemon log {work / f'daemon-{code.name}.log'}): "
+                  f"{results[name]}", flush=True)
     finally:
         restore(pristine, keep)
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
         shutil.rmtree(pristine, ignore_errors=True)
-    print(f"\nprior edit under the daemon on {keep.name} (MEASURED, seconds of wall clock):")
+    report(results, keep.name)
+    return 0
+
+
+def report(results: dict, lake_name: str) -> None:
+    print(f"\nprior edit under the daemon on {lake_name} (MEASURED, seconds of wall clock):")
     for name, r in results.items():
         print(f"  {name}: {r['runs']} runs ({r['failed']} failed; {r['runs_before']} before the edit), "
               f"{r['from_edit']:.0f} s from the edit to the last run's end, {r['from_first_run']:.0f} s from the "
@@ -165,7 +169,6 @@ def main() -> int:
     base, this = results.values()
     print(f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the edit, "
           f"{this['from_first_run'] / base['from_first_run']:.2f} from the first run")
-    return 0
 
 
 if __name__ == "__main__":
