@@ -1,6 +1,6 @@
 """A prior edit under the real Dagster daemon: this checkout against an earlier commit.
 
-    .venv/bin/python benchmarks/daemon_benchmark.py --keep DIR [--baseline-rev REV] [--quiet 120]
+    .venv/bin/python benchmarks/daemon_benchmark.py --keep DIR [--baseline-rev REV] [--quiet 120] [--only baseline|this]
 
 ``DIR`` is a folder ``pipeline_benchmark.py scale --keep DIR`` left (its Dagster instance, lake, landing
 folder and configuration). For each code tree, ``--baseline-rev`` first (checked out in a temporary git
@@ -14,7 +14,8 @@ refreshes what reads them. The benchmark waits until no run or backfill is in fl
 seconds, stops the daemon, and prints per tree: the seconds from the edit to the end of the last run,
 from the first run's creation to that end, the runs by asset selection (a range run or one partition),
 the failed runs, and how many ``glm_binomial`` partitions were refitted; then the ratio of the two trees'
-seconds. DIR is left as it was found. The lake's tables record their logs' absolute paths, so the trees
+seconds (``--only``: one tree, no ratio). DIR is left as it was found; do not open its instance while the
+benchmark restores it between the trees. The lake's tables record their logs' absolute paths, so the trees
 run in DIR itself, one after the other, never side by side.
 """
 
@@ -130,6 +131,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, required=True, help="a folder `pipeline_benchmark.py scale --keep` left")
     parser.add_argument("--baseline-rev", default="cfa9bed", help="the earlier commit (default: before backfill ranges)")
     parser.add_argument("--quiet", type=float, default=120, help="seconds without work in flight that mean idle")
+    parser.add_argument("--only", choices=("baseline", "this"), help="measure one tree (no ratio)")
     args = parser.parse_args()
     keep = args.keep.resolve()
     missing = [p.name for p in (keep / "dagster_home" / "dagster.yaml", keep / "lake", keep / "landing",
@@ -143,7 +145,8 @@ def main() -> int:
                    check=True, capture_output=True)
     results = {}
     try:
-        for name, code in ((f"baseline {args.baseline_rev}", baseline), ("this checkout", REPO)):
+        trees = [(f"baseline {args.baseline_rev}", baseline), ("this checkout", REPO)]
+        for name, code in [t for t, key in zip(trees, ("baseline", "this")) if args.only in (None, key)]:
             restore(pristine, keep)
             started = time.time()
             print(f"{name}: daemon on {keep} ...", flush=True)
@@ -166,6 +169,8 @@ def report(results: dict, lake_name: str) -> None:
               f"first run; glm_binomial refits {dict(r['glm'])}")
         for kind, n in sorted(r["kinds"].items()):
             print(f"      {n:4d} x {kind}")
+    if len(results) < 2:
+        return
     base, this = results.values()
     print(f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the edit, "
           f"{this['from_first_run'] / base['from_first_run']:.2f} from the first run")
