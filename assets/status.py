@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 from dagster import (
     DagsterEventType,
-    PartitionKeyRange,
     DagsterRunStatus,
     DefaultSensorStatus,
+    PartitionKeyRange,
     RunFailureSensorContext,
     RunStatusSensorContext,
     run_failure_sensor,
