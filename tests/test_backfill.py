@@ -96,12 +96,21 @@ def _targets(run) -> set[str]:
     return {key.to_user_string() for key in defs.resolve_job_def(run.job_name).asset_layer.selected_asset_keys}
 
 
-def _runs_per_asset_partition(runs) -> Counter:
-    """(asset, partition) -> number of runs that targeted it."""
+def _runs_per_asset_partition(runs, instance: DagsterInstance | None = None) -> Counter:
+    """(asset, partition) -> number of runs that targeted it; each partition of a range run (the
+    daemon runs a backfill of model x suite or per-model partitions in ranges) when ``instance`` is
+    given to list them."""
+    from assets.status import range_partition_keys, run_partitions_def
+    from evalpipeline.definitions import defs
+
     counts = Counter()
     for run in runs:
+        keys = None
+        if instance is not None:
+            keys = range_partition_keys(run.tags, run_partitions_def(defs.get_repository_def(), run), instance)
         for asset in _targets(run):
-            counts[(asset, run.tags.get("dagster/partition"))] += 1
+            for key in keys or [run.tags.get("dagster/partition")]:
+                counts[(asset, key)] += 1
     return counts
 
 
@@ -345,7 +354,8 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
         downstream = {"suite_leaderboard", "model_reliability", "ingest_accounting", "waic_rankings"}
 
         def refreshed(runs):
-            done = {a for (a, _p) in _runs_per_asset_partition([r for r in runs if r.status == DagsterRunStatus.SUCCESS])}
+            succeeded = [r for r in runs if r.status == DagsterRunStatus.SUCCESS]
+            done = {a for (a, _p) in _runs_per_asset_partition(succeeded, instance)}
             return downstream <= done and all(r.status in FINISHED for r in runs)
 
         _wait(instance, refreshed, "the downstream refresh", daemon_log, budget())
@@ -353,7 +363,7 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
         runs = _wait(instance, lambda rs: all(r.status in FINISHED for r in rs), "quiet", daemon_log, budget())
     finally:
         _stop(daemon)
-    counts = _runs_per_asset_partition(runs)
+    counts = _runs_per_asset_partition(runs, instance)
     for asset in ("eval_samples", "glm_binomial"):
         assert {p: counts[(asset, p)] for p in partitions} == {p: 1 for p in partitions}, counts
     for asset in ("suite_leaderboard", "suite_glm_binomial"):
