@@ -78,7 +78,7 @@ VERDICTS_SHOWN = 50
 
 def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     suite = from_partition_key(key)
-    with permanent_errors():
+    with permanent_errors(partitions=[key]):
         result = build_suite_comparison(lake.lake(), suite, load_comparison_settings())
     board = result.leaderboard
     for model, checks in sorted(result.rejected.items()):
@@ -143,7 +143,7 @@ def model_profile(context: AssetExecutionContext, lake: LakeResource):
 def _profile(lake: LakeResource, key: str) -> MaterializeResult:
     model = from_partition_key(key)
     store = lake.lake()
-    with permanent_errors():
+    with permanent_errors(partitions=[key]):
         profile = build_model_profile(store, model, load_comparison_settings())
     directory = store.root / "model_profile" / f"model={to_partition_key(model)}"
     metadata = {**table_metadata(profile, directory / "profile.parquet"), "model": model}

@@ -175,7 +175,7 @@ def partition_glm_asset(glm: str):
         progress = _per_fit_progress(context, glm, config)
         for key in context.partition_keys:
             model, suite = model_suite_names(key)
-            with permanent_errors():
+            with permanent_errors(partitions=[key]):
                 store.require_passed_validation(model, suite)
                 outcome = fit_partition_glm(store, model, suite, glm, config, version=glm_version(glm),
                                             fitter=fitter, progress=progress, draw_plots=draw_plots)
@@ -211,7 +211,7 @@ def suite_glm_asset(glm: str):
         progress = _per_fit_progress(context, glm, config)
         for key in context.partition_keys:
             suite = from_partition_key(key)
-            with permanent_errors():
+            with permanent_errors(partitions=[key]):
                 outcome = fit_suite_glm(store, suite, glm, config, version=glm_version(glm),
                                         fitter=fitter, progress=progress, draw_plots=draw_plots)
             results.append(PartitionResult(key, _materialization(outcome, suite), list(_check_results(outcome, suite))))

@@ -50,7 +50,7 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
     results = []
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
-        with permanent_errors():
+        with permanent_errors(partitions=[key]):
             paths = draw_partition_plots(lake.lake(), model, suite, config, code)
         results.append(PartitionResult(key, _figures_result(paths, f"{model} x {suite}")))
     yield from emit(context, results)
@@ -77,7 +77,7 @@ def suite_fit_plots(context: AssetExecutionContext, lake: LakeResource):
     results = []
     for key in context.partition_keys:
         suite = from_partition_key(key)
-        with permanent_errors():
+        with permanent_errors(partitions=[key]):
             paths = draw_suite_fit_plots(lake.lake(), suite)
         results.append(PartitionResult(key, _figures_result(paths, suite)))
     yield from emit(context, results)

@@ -52,7 +52,7 @@ def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, post
 
 def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
     model, suite = model_suite_names(key)
-    with permanent_errors():
+    with permanent_errors(partitions=[key]):
         lake.lake().require_passed_validation(model, suite)
         settings = posterior_settings.values()
         table, path = write_accuracy_posteriors(
@@ -103,7 +103,7 @@ def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource):
 
 def _leaderboard(lake: LakeResource, key: str) -> MaterializeResult:
     suite = from_partition_key(key)
-    with permanent_errors():
+    with permanent_errors(partitions=[key]):
         board, path = write_suite_leaderboard(lake.lake(), suite)
     return MaterializeResult(
         data_version=DataVersion(sha256_file(path)[:16]),

@@ -118,7 +118,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     results = []
     for key in context.partition_keys:
         model, suite = model_suite_names(key)
-        with permanent_errors():
+        with permanent_errors(partitions=[key]):
             lake.lake().require_passed_validation(model, suite)
             output = assess_partition(lake.lake(), model, suite, config, code=code, plots=plots)
         results.append(PartitionResult(key, _result(output)))
@@ -155,7 +155,7 @@ def model_reliability(context: AssetExecutionContext, lake: LakeResource):
     results = []
     for key in context.partition_keys:
         model = from_partition_key(key)
-        with permanent_errors():
+        with permanent_errors(partitions=[key]):
             output = assess_model(lake.lake(), model, config, code=code)
         results.append(PartitionResult(key, _result(output)))
     yield from emit(context, results)

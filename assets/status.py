@@ -85,13 +85,20 @@ def run_partitions_def(repository, run):
 
 
 def failing_partitions(failures: list[StepFailure], evaluations) -> tuple[str, ...] | None:
-    """The partitions a failed range run failed for, when its failed steps (``failures``) are all
-    blocking checks and each failed check among ``evaluations`` names them (a range run's check lists
-    its failing partitions: ``assets/batch.py``); None when a step failed otherwise (an error in an
-    asset's code names no partition) or nothing names one."""
-    if any(f.error_type != "DagsterAssetCheckFailedError" for f in failures):
-        return None
+    """The partitions a failed range run failed for, when each of its failed steps (``failures``) names
+    them: its error does (``StepFailure.partitions``: a step that found no data for some partitions, or
+    whose computation of one raised: ``assets/errors.py``), or it failed blocking checks and each failed
+    check among ``evaluations`` names them (a range run's check lists its failing partitions:
+    ``assets/batch.py``). None when a step failed otherwise (an error outside any partition's
+    computation) or nothing names one."""
     failing: set[str] = set()
+    for failure in failures:
+        if failure.partitions:
+            failing.update(failure.partitions)
+        elif failure.error_type != "DagsterAssetCheckFailedError":
+            return None
+    if not any(f.error_type == "DagsterAssetCheckFailedError" and not f.partitions for f in failures):
+        return tuple(sorted(failing)) or None
     for evaluation in evaluations:
         if evaluation.passed or evaluation.severity.value == "WARN":
             continue
@@ -134,8 +141,17 @@ def step_failures(step_failure_events, run_failure_message: str, check_evaluatio
             first, _newline, rest = message.partition("\n")
             message = f"{first} | {details}" + (f"\n{rest}" if rest else "")
         # our assets are single-op: the step key is the asset key
-        failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message))
+        failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message,
+                                    partitions=_named_partitions(event.event_specific_data)))
     return failures or [StepFailure(asset=RUN_ASSET, step="", error_type="", message=run_failure_message)]
+
+
+def _named_partitions(failure_data) -> tuple[str, ...]:
+    """The partitions a step's ``Failure`` names in its metadata (``FAILED_PARTITIONS``: assets/errors.py)."""
+    user_data = getattr(failure_data, "user_failure_data", None)
+    named = (getattr(user_data, "metadata", None) or {}).get(FAILED_PARTITIONS)
+    value = getattr(named, "value", named)
+    return tuple(str(key) for key in value) if isinstance(value, list) else ()
 
 
 def materialised_assets(events) -> set[str]:

@@ -450,9 +450,9 @@ def run_main_job(
             outcomes = execute(numbered, total)
             # Dagster gates per run: a blocking check or error in one partition of a range run stops the
             # downstream steps of every partition in it. A failed range is rerun so that the failure is
-            # confined to its partition: the partitions its failed checks name one run each, the others in
-            # ranges again for the steps that did not succeed (stored fits and tables are reused); every
-            # partition one run each when no check names the partitions. A range that fails again is split again.
+            # confined to its partition: the partitions its failed checks or errors name one run each, the others
+            # in ranges again for the steps that did not succeed (stored fits and tables are reused); every
+            # partition one run each when nothing names the partitions. A range that fails again is split again.
             while True:
                 failed = [(step, outcome) for step, outcome in zip(stage, outcomes)
                           if not outcome.ok and step[1] and len(step[1]) > 1]
@@ -467,7 +467,7 @@ def run_main_job(
                 echo(f"{len(failed)} range run(s) failed: " + (
                     f"rerunning their {len(alone)} partition(s) one run each, so that a failing partition does "
                     "not hold back the others" if not ranges else
-                    f"rerunning the {len(alone)} partition(s) their checks failed for one run each "
+                    f"rerunning the {len(alone)} partition(s) their checks or errors failed for one run each "
                     f"({', '.join(names[0] for *_s, names, _a in alone[:5])}{', ...' if len(alone) > 5 else ''}) and "
                     f"the other {sum(len(r[1]) for r in ranges)} in {len(ranges)} range run(s)"))
                 stage = ranges + alone  # the ranges first: the longer runs start first
@@ -501,7 +501,8 @@ def run_main_job(
 
 class StepOutcome(NamedTuple):
     """What one run of a stage did. ``failing_partitions``: for a failed range run whose every failed
-    step is a blocking check, the partitions those checks failed for; else None. ``succeeded_steps``:
+    step names its partitions (a blocking check, an error in one partition's computation), those
+    partitions (assets.status.failing_partitions); else None. ``succeeded_steps``:
     the steps (asset keys) of a failed run that succeeded, for every partition of its range."""
 
     ok: bool

@@ -30,7 +30,12 @@ from evalpipeline.stats.posteriors import accuracy_posteriors, suite_leaderboard
 
 
 class NoDataError(LookupError):
-    """A partition asked for that has no data anywhere."""
+    """A partition asked for that has no data anywhere. ``pairs``: the (model, suite) pairs it names
+    when it lacks several at once (:func:`ingest_partitions`), so that a caller can tell which."""
+
+    def __init__(self, message: str, pairs: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.pairs = tuple(pairs)
 
 
 def ingest_partition(
@@ -92,7 +97,7 @@ def ingest_partitions(
                      if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")))
     if missing:
         names = ", ".join(f"model {m!r} x suite {s!r}" for m, s in missing)
-        raise NoDataError(f"no sources for {names} in {landing} or in the lake {lake.root}")
+        raise NoDataError(f"no sources for {names} in {landing} or in the lake {lake.root}", pairs=tuple(missing))
     # a run beside this one (given other partitions of the same source) may stage it first
     report = ingest_paths(to_stage, lake, options, progress=progress, validator=validator,
                           stage_if=lambda path: not already_ingested(lake, *scanned[path], options))

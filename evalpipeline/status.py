@@ -29,7 +29,7 @@ FAILURE_COLUMNS = {
     "run_id": "Dagster run id",
     "job": "job name",
     "asset": "asset key of the failed step ((run) when the run failed outside a step)",
-    "partition": "partition key of the run (model|suite, model or suite as the folders name them, percent-encoded: urllib.parse.unquote gives the display names), one row per partition of a range run whose process was killed; for a failed range run the daemon launched (a backfill's), one row per partition its failed checks name, else per partition of the range (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
+    "partition": "partition key of the run (model|suite, model or suite as the folders name them, percent-encoded: urllib.parse.unquote gives the display names), one row per partition of a range run whose process was killed; for a failed range run the daemon launched (a backfill's), one row per partition its failed checks or its error name (a model x suite without samples, the partition whose computation raised), else per partition of the range (a failed range of `evalpipeline run` is not recorded: it is rerun, its failing partitions one per run, and those runs are); empty when unpartitioned",
     "step": "step key",
     "error_type": "exception class the step raised (under Dagster's retry or Failure wrapper; ProcessDied for a killed run)",
     "error_summary": "first line of the error message, at most 500 characters",
@@ -53,6 +53,9 @@ class StepFailure:
     step: str
     error_type: str
     message: str
+    #: the partitions of a range run that the step's error names (those it found no data for, or the one
+    #: whose computation raised); empty when it names none. Not a column: the rows are per partition.
+    partitions: tuple[str, ...] = ()
 
 
 def summarise_error(message: str, limit: int = 500) -> str:

@@ -819,9 +819,11 @@ def test_the_status_sensors_keep_this_locations_runs_and_leave_evalpipeline_runs
 
 def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_path, monkeypatch):
     """The daemon runs a backfill's partitions in ranges (the assets' backfill policy). A failed range
-    run gets a row per partition its failed check names (the others refreshed), or, when its error
-    names none, per partition of the range; a range run that succeeds resolves each of its partitions'
-    rows, whichever run recorded them. As the daemon's runs are: the implicit asset job, a selection."""
+    run gets a row per partition its failed check or its error names (the others refreshed, or were not
+    for want of data elsewhere), or, when its error names none, per partition of the range; a range run
+    that succeeds resolves each of its partitions' rows, whichever run recorded them. As the daemon's
+    runs are: the implicit asset job, a selection."""
+    import assets.samples
     from dagster import DagsterEventType, build_run_status_sensor_context
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
@@ -837,7 +839,7 @@ def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_pa
         rows = [f"{model},s,q{i},{i % 2},{'timeout' if errored and i % 2 else ''}" for i in range(10)]
         (landing / f"{model}.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("model", ["m1", "m2", "m3", "m4"])  # m4: no log, an error in the step
+    instance.add_dynamic_partitions("model", ["m1", "m2", "m3", "m4"])  # m4: no log, the step's error names it
     instance.add_dynamic_partitions("suite", ["s"])
     monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
     monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
@@ -867,17 +869,26 @@ def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_pa
     assert not ok
     table = read_run_failures(lake)
     assert sorted(zip(table["partition"], table["asset"])) == [(key["m2"], "eval_samples")], table
-    ok, errored = range_run("m3", "m4")
+    ok, no_data = range_run("m3", "m4")
     assert not ok
     table = read_run_failures(lake)
-    assert sorted(table.loc[table["run_id"] == errored, "partition"]) == [key["m3"], key["m4"]], table
+    rows = table[table["run_id"] == no_data]
+    assert list(zip(rows["partition"], rows["error_type"])) == [(key["m4"], "NoDataError")], table
+    with monkeypatch.context() as patched:  # an error that names no partition: every one of the range
+        def broken(*_args, **_kwargs):
+            raise ValueError("the reader broke")
+        patched.setattr(assets.samples, "ingest_partitions", broken)
+        ok, errored = range_run("m1", "m3")
+    assert not ok
+    table = read_run_failures(lake)
+    assert sorted(table.loc[table["run_id"] == errored, "partition"]) == [key["m1"], key["m2"], key["m3"]], table
 
     (landing / "m2.csv").write_text((landing / "m1.csv").read_text().replace("m1,", "m2,"))  # fixed
     ok, _run_id = range_run("m1", "m3")
     assert ok
     table = read_run_failures(lake)
     unresolved = table[table["resolved_at"].isna()]
-    assert sorted(zip(unresolved["run_id"], unresolved["partition"])) == [(errored, key["m4"])], table
+    assert sorted(zip(unresolved["run_id"], unresolved["partition"])) == [(no_data, key["m4"])], table
     instance.dispose()
 
 
@@ -1639,7 +1650,7 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     out = capsys.readouterr().out
     assert "[2/5] suite_analysis 3 partitions (suite " in out
     # its check names the suite: that one alone, the others together for the step that did not succeed
-    assert "1 range run(s) failed: rerunning the 1 partition(s) their checks failed for one run each (suite reading)" in out
+    assert "1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each (suite reading)" in out
     reruns = [line for line in out.splitlines()
               if line.startswith("[") and "suite_analysis" in line and "[suite_glm_binomial]: " in line]
     assert len(reruns) == 2 and "suite_analysis suite reading [suite_glm_binomial]: FAILED (" in reruns[1], reruns
@@ -1696,7 +1707,7 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     assert run_main_job() == 1
     out = capsys.readouterr().out
     assert "[1/5] ingest_and_fit 6 partitions (" in out
-    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks failed for one run each "
+    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
             "(mockllm/cirrus 7b x reading) and the other 5 in ") in out
     outcomes = [line for line in out.splitlines() if line.startswith("[") and " ingest_and_fit " in line
                 and (": ok (" in line or ": FAILED (" in line)]
@@ -1721,7 +1732,7 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     # every stage went on, the culprit's model and suite included
     assert "[2/5] suite_analysis" in out and "[5/5] lake_reports lake-wide tables: ok" in out
 
-    # An error in an asset's code names no partition: every partition of the range, one run each.
+    # An error in one partition's computation names that partition, as the failed check did.
     def fails_for_the_culprit(store, model, suite, glm, config, **kwargs):
         if (model, suite) == culprit and glm == "binomial":
             raise ValueError("the culprit's fit broke")  # deterministic: failed at once, not retried
@@ -1730,9 +1741,22 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     monkeypatch.setattr(fit_assets, "fit_partition_glm", fails_for_the_culprit)
     assert run_main_job() == 1
     out = capsys.readouterr().out
-    assert "1 range run(s) failed: rerunning their 6 partition(s) one run each" in out
+    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
+            "(mockllm/cirrus 7b x reading) and the other 5 in ") in out
     assert out.count("ingest_and_fit mockllm/cirrus 7b x reading [glm_binomial]: FAILED") == 1
-    assert out.count("ingest_and_fit mockllm/atlas-large x ") == 3 * 2  # each a start and an outcome line
+    failures = read_run_failures(Lake(tmp_path / "lake"))
+    rows = failures[failures["resolved_at"].isna() & (failures["error_type"] == "ValueError")]
+    assert list(rows["partition"]) == [row.partition], failures
+
+    # An error outside any partition's computation (a setting the step reads) names none: every
+    # partition of the range, one run each.
+    monkeypatch.setattr(fit_assets, "fit_partition_glm", real_fit)
+    monkeypatch.setattr(fit_assets, "load_plot_settings", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad [plots]")))
+    assert run_main_job() == 1
+    out = capsys.readouterr().out
+    assert "1 range run(s) failed: rerunning their 6 partition(s) one run each" in out
+    failed = [line for line in out.splitlines() if " ingest_and_fit " in line and ": FAILED (" in line]
+    assert len(failed) == 1 + 6, out  # the range, then each partition alone
 
 
 def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
