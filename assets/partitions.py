@@ -125,3 +125,15 @@ def key_blocks(keys, order: list[str], max_per_run: int) -> list[list[str]]:
             blocks.append([])
         blocks[-1].append(key)
     return [b for b in blocks if b]
+
+
+def partition_blocks(keys: list[str], partitions_def, instance) -> list[list[str]]:
+    """Cover partition ``keys`` of ``partitions_def`` (model x suite, or one dynamic dimension) with
+    ranges of at most ``PARTITIONS_PER_RUN`` partitions (:func:`range_blocks`, :func:`key_blocks`), in
+    the order of the instance's dynamic partitions: the ranges of runs that redo them."""
+    if partitions_def == model_suite_partitions:
+        dimensions = [model_suite_partitions.get_partition_key_from_str(key).keys_by_dimension for key in keys]
+        blocks = range_blocks([(d["model"], d["suite"]) for d in dimensions], instance.get_dynamic_partitions("model"),
+                              instance.get_dynamic_partitions("suite"), PARTITIONS_PER_RUN)
+        return [[str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block] for block in blocks]
+    return key_blocks(keys, instance.get_dynamic_partitions(partitions_def.name), PARTITIONS_PER_RUN)

@@ -60,6 +60,7 @@ from assets.schedules import (
     stale_partitions,
     sync_dynamic_partitions,
 )
+from assets.redo import rerun_rest_of_failed_ranges
 from assets.samplers import prepare_samplers, sampler_requests
 from assets.sensors import landing_sensor
 from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a run's process died
@@ -174,7 +175,8 @@ defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
     jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job, prepare_samplers],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
-    sensors=[landing_sensor, record_run_failures, resolve_run_failures, automation_sensor, sampler_requests],
+    sensors=[landing_sensor, record_run_failures, resolve_run_failures, rerun_rest_of_failed_ranges, automation_sensor,
+             sampler_requests],
     resources={
         "lake": LakeResource(),
         "ingest_settings": IngestSettings(),

@@ -369,3 +369,104 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
     for asset in ("suite_leaderboard", "suite_glm_binomial"):
         assert {p: counts[(asset, p)] for p in suites} == {p: 1 for p in suites}, counts
     assert {p: counts[("model_reliability", p)] for p in models} == {p: 1 for p in models}, counts
+
+
+@pytest.mark.skipif(os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
+                    reason="the live daemon takes minutes; set EVALPIPELINE_DAEMON_TESTS=1")
+def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
+    """A backfill of every model x suite partition of ``eval_samples`` and ``glm_binomial``, as the UI's
+    "Materialize all" submits it, on a grid with a combination that has no log (2 models x 3 suites, one
+    missing): the daemon runs it in ranges (a model's suites), the range that holds the empty combination
+    fails naming it, and ``rerun_rest_of_failed_ranges`` reruns the rest of that range as one range run.
+    Every combination with samples ends materialised and fitted once; the failure table holds one
+    unresolved row, for the empty one."""
+    from dagster import MultiPartitionKey
+    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    from assets.partitions import model_suite_partitions
+    from assets.redo import REST_OF_TAG
+    from assets.status import range_partition_keys
+    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake import Lake
+    from evalpipeline.refresh import discover
+    from evalpipeline.settings import load_ingest_options
+    from evalpipeline.status import read_run_failures
+
+    root, workspace = daemon_env
+    landing = root / "landing"
+    for log in DEMO_LOGS.iterdir():  # a third suite: each model's range of suites holds three
+        if any(f"_reading_{model}_" in log.name for model in MODELS):
+            shutil.copy(log, landing / log.name)
+    (empty_log,) = [log for log in landing.iterdir() if f"_{SUITES[1]}_{MODELS[1]}_" in log.name]
+    empty_log.unlink()  # the first of its model's suites in their order: the rest of its range is a range
+    snapshot = root / "code"
+    for package in ("evalpipeline", "assets", "resources"):
+        shutil.copytree(REPO / package, snapshot / package, ignore=shutil.ignore_patterns("__pycache__"))
+    workspace.write_text(workspace.read_text().replace(str(REPO), str(snapshot)))
+    os.environ["PYTHONPATH"] = str(snapshot)
+    try:
+        from evalpipeline.definitions import defs
+
+        instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
+        discovery = discover(Lake(root / "lake"), landing, load_ingest_options())
+        models = sorted(to_partition_key(m) for m in discovery.models)
+        suites = sorted(to_partition_key(s) for s in discovery.suites)
+        assert len(models) == 2 and len(suites) == 3 and len(discovery.partitions) == 5, discovery
+        instance.add_dynamic_partitions("model", models)
+        instance.add_dynamic_partitions("suite", suites)
+        grid = [str(MultiPartitionKey({"model": m, "suite": s})) for m in models for s in suites]
+        (empty,) = set(grid) - {str(MultiPartitionKey({"model": to_partition_key(m), "suite": to_partition_key(s)}))
+                                for m, s in discovery.partitions}
+        for sensor in ("landing_sensor", "refresh_downstream"):  # the backfill alone, and what redoes it
+            _dagster(workspace, "sensor", "stop", sensor)
+        assets = [AssetKey("eval_samples"), AssetKey("glm_binomial")]
+        subset = AssetGraphSubset.from_asset_partition_set(
+            {AssetKeyPartitionKey(a, k) for a in assets for k in grid}, defs.get_repository_def().asset_graph)
+        backfill_id = make_new_backfill_id()
+        instance.add_backfill(PartitionBackfill.from_asset_graph_subset(
+            backfill_id=backfill_id, backfill_timestamp=time.time(), tags={},
+            dynamic_partitions_store=instance, asset_graph_subset=subset, title=None, description=None,
+            run_config=None))
+
+        daemon_log = root / "daemon.log"
+        with open(daemon_log, "w") as log:
+            daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
+                                      cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            started, quiet_since = time.monotonic(), None
+            while True:  # until the backfill and every run ended, and the failure sensor had 90 s to act
+                runs = instance.get_runs()
+                if (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED
+                        and all(r.status in FINISHED for r in runs)):
+                    quiet_since = quiet_since or time.monotonic()
+                    if time.monotonic() - quiet_since > 90:
+                        break
+                else:
+                    quiet_since = None
+                if time.monotonic() - started > DAEMON_DEADLINE_SECONDS:
+                    pytest.fail(f"the backfill did not end; runs: {[(r.tags, r.status.value) for r in runs]}\n"
+                                f"{daemon_log.read_text()[-4000:]}")
+                time.sleep(3)
+        finally:
+            _stop(daemon)
+    finally:
+        os.environ.pop("PYTHONPATH", None)
+    failed = [r for r in runs if r.status == DagsterRunStatus.FAILURE]
+    assert len(failed) == 1 and REST_OF_TAG not in failed[0].tags, [(r.tags, r.status.value) for r in runs]
+    assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r not in failed)
+    (rest,) = [r for r in runs if REST_OF_TAG in r.tags]
+    assert rest.tags[REST_OF_TAG] == failed[0].run_id
+    assert (range_partition_keys(rest.tags, model_suite_partitions, instance)
+            == [k for k in grid if k.split("|")[0] == empty.split("|")[0] and k != empty]), rest.tags
+    for asset in assets:
+        done = set(instance.get_materialized_partitions(asset))
+        assert done == set(grid) - {empty}, (asset, done)
+    fitted = _runs_per_asset_partition([r for r in runs if r.status == DagsterRunStatus.SUCCESS], instance)
+    assert {k: fitted[("glm_binomial", k)] for k in grid} == {k: int(k != empty) for k in grid}, fitted
+    failures = read_run_failures(Lake(root / "lake"))
+    unresolved = failures[failures["resolved_at"].isna()]
+    assert list(zip(unresolved["partition"], unresolved["asset"], unresolved["error_type"])) == [
+        (empty, "eval_samples", "NoDataError")], failures

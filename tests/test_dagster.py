@@ -892,6 +892,78 @@ def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_pa
     instance.dispose()
 
 
+def test_the_rest_of_a_failed_range_is_rerun_without_the_partitions_its_failure_names(tmp_path, monkeypatch):
+    """A backfill of every partition of a sparse grid (m2 has no log on s) runs ranges that hold an
+    empty combination: the range fails, naming it. The sensor requests the others, in ranges (m1 alone,
+    m3..m4), of the steps the failed run selected; those runs materialise them. A failed range that
+    materialised something (automation refreshes what it feeds), whose error names no partition, or a
+    run of one partition gets nothing."""
+    import assets.samples
+    from dagster import DagsterEventType, build_run_status_sensor_context
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from assets.redo import REST_OF_TAG, rerun_rest_of_failed_ranges
+    from evalpipeline.definitions import defs
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    models = ("m1", "m2", "m3", "m4", "m5")
+    for model in ("m1", "m3", "m4", "m5"):
+        errored = model == "m5"  # a blocking check fails for m5 x s
+        rows = [f"{model},s,q{i},{i % 2},{'timeout' if errored and i % 2 else ''}" for i in range(10)]
+        (landing / f"{model}.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("model", list(models))
+    instance.add_dynamic_partitions("suite", ["s"])
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
+    key = {m: str(model_suite_key(m, "s")) for m in models}
+    steps = [AssetKey("eval_samples"), AssetKey("accuracy_posteriors")]
+
+    def rest_of(first: str, last: str | None = None):
+        """Run the steps over first..last as the daemon's backfill does (the implicit asset job), then the
+        sensor on its failure: (the run's success, the sensor's run requests)."""
+        tags = {} if last is None else {ASSET_PARTITION_RANGE_START_TAG: key[first], ASSET_PARTITION_RANGE_END_TAG: key[last]}
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, raise_on_error=False, asset_selection=steps, tags=tags,
+            partition_key=key[first] if last is None else None)
+        run = instance.get_run_by_id(result.run_id)
+        if result.success:
+            return True, []
+        event = next(e for e in instance.all_logs(run.run_id) if e.dagster_event and
+                     e.dagster_event.event_type == DagsterEventType.RUN_FAILURE).dagster_event
+        with build_run_status_sensor_context(sensor_name="rerun_rest_of_failed_ranges", dagster_instance=instance,
+                                             dagster_run=run, dagster_event=event,
+                                             repository_def=defs.get_repository_def()) as context:
+            return False, list(rerun_rest_of_failed_ranges(context.for_run_failure()) or [])
+
+    ok, requests = rest_of("m1", "m4")
+    assert not ok
+    blocks = [(r.partition_key, r.tags.get(ASSET_PARTITION_RANGE_START_TAG), r.tags.get(ASSET_PARTITION_RANGE_END_TAG))
+              for r in requests]
+    assert blocks == [(key["m1"], None, None), (None, key["m3"], key["m4"])], blocks
+    assert {r.job_name for r in requests} == {"ingest_and_fit"}
+    assert all(list(r.asset_selection) == steps and r.tags[REST_OF_TAG] for r in requests)
+    assert len({r.run_key for r in requests}) == 2
+    for request in requests:  # as the daemon launches them
+        result = defs.resolve_job_def(request.job_name).execute_in_process(
+            instance=instance, raise_on_error=False, asset_selection=request.asset_selection,
+            partition_key=request.partition_key, tags=request.tags)
+        assert result.success
+    for step in steps:
+        done = instance.get_materialized_partitions(step)
+        assert {key["m1"], key["m3"], key["m4"]} <= set(done) and key["m2"] not in done, (step, done)
+
+    assert rest_of("m4", "m5") == (False, [])  # the failed check: eval_samples materialised both
+    with monkeypatch.context() as patched:
+        def broken(*_args, **_kwargs):
+            raise ValueError("the reader broke")
+        patched.setattr(assets.samples, "ingest_partitions", broken)
+        assert rest_of("m3", "m4") == (False, [])  # the error names no partition
+    assert rest_of("m2") == (False, [])  # one partition
+    instance.dispose()
+
+
 def test_a_killed_range_run_is_recorded_per_partition_and_rows_of_current_partitions_are_resolved(tmp_path):
     """A killed `evalpipeline run` range run gets one whole-run row per partition, so that each is
     resolved when its partition is redone; the nightly resolves those of partitions it finds current
