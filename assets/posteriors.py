@@ -9,7 +9,7 @@ from dagster import (
     asset,
 )
 
-from assets.automation import refresh_when_inputs_change
+from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
@@ -44,6 +44,9 @@ def posteriors_version() -> str:
     ),
     metadata={"dagster/column_schema": column_schema(POSTERIOR_COLUMNS)},
     code_version=posteriors_version(),
+    # as the partition fits: refreshed when its samples' data changed outside a run of it (a range whose
+    # blocking check failed for another partition), or its code or [posteriors] settings changed
+    automation_condition=refresh_partition_when_inputs_change(),
 )
 def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings):
     yield from emit(context, [PartitionResult(key, _posteriors(lake, key, posterior_settings))

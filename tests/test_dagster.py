@@ -140,7 +140,7 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
     result = evaluate_automation_conditions(defs, instance, cursor=first.cursor)
     requested = {key.to_user_string(): set(map(str, result.get_requested_partitions(key))) for key in defs.resolve_asset_graph().get_all_asset_keys()}
     combos = {str(MultiPartitionKey({"model": m, "suite": s})) for m, s in present}
-    for asset in ("glm_binomial", "reliability"):
+    for asset in ("glm_binomial", "reliability", "accuracy_posteriors"):
         assert requested[asset] == combos, (asset, requested[asset])
     assert requested["suite_glm_binomial"] == {"s1", "s2"}
     # one tick at a time down the graph: what reads the suite GLMs waits while they refresh
@@ -195,7 +195,7 @@ def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_p
 
     result = evaluate_automation_conditions(defs, instance, cursor=cursor)
     now = requested(result)
-    for asset in ("glm_binomial", "reliability"):  # the accepted table's partition only
+    for asset in ("glm_binomial", "reliability", "accuracy_posteriors"):  # the accepted table's partition only
         assert now[asset] == {str(MultiPartitionKey({"model": "m1", "suite": "s1"}))}, (asset, now[asset])
     assert now["suite_glm_binomial"] == {"s1"}  # s2 holds no table that passed
     assert now["model_reliability"] == {"m1", "m3"}  # not m2, which has none; m3 has outputs to retire
