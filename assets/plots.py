@@ -17,7 +17,7 @@ from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_par
 from assets.reliability import _version as reliability_code
 from evalpipeline.lake import sha256_file
 from evalpipeline.keys import from_partition_key
-from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots
+from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
 from evalpipeline.settings import load_reliability_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
@@ -70,7 +70,8 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
         "beside the fit and inline here. The nightly stores the fits without these pictures "
         "(`[plots] suite_fits = \"on_request\"`; a fit that fails a blocking check draws its own): select "
         "suites and materialise this asset to draw them from the stored draws. The suite's comparison "
-        "figures (`suite_comparison`) are drawn every night."
+        "figures (`suite_comparison`) are drawn every night. When no suite GLM applies (each left out of "
+        "`[glm] models`, or the suite has one LLM), it materialises without figures and says why (`not_drawn`)."
     ),
 )
 def suite_fit_plots(context: AssetExecutionContext, lake: LakeResource):
@@ -79,15 +80,22 @@ def suite_fit_plots(context: AssetExecutionContext, lake: LakeResource):
         suite = from_partition_key(key)
         with permanent_errors(partitions=[key]):
             paths = draw_suite_fit_plots(lake.lake(), suite)
-        results.append(PartitionResult(key, _figures_result(paths, suite)))
+            # every suite GLM disabled or not applicable: a success that says so, not a failure
+            not_drawn = suite_fits_not_applicable(lake.lake(), suite) if not paths else {}
+        results.append(PartitionResult(key, _figures_result(paths, suite, not_drawn)))
     yield from emit(context, results)
 
 
-def _figures_result(paths: dict, label: str) -> MaterializeResult:
-    """The figures inline, their folders, and a data version that is the hash of their bytes."""
-    digest = hashlib.sha256("\n".join(f"{n}={sha256_file(p)}" for n, p in sorted(paths.items())).encode())
+def _figures_result(paths: dict, label: str, not_drawn: dict | None = None) -> MaterializeResult:
+    """The figures inline, their folders, and a data version that is the hash of their bytes; with
+    ``not_drawn`` ({fit: reason}), why there are none."""
+    lines = [f"{n}={sha256_file(p)}" for n, p in sorted(paths.items())]
+    lines += [f"{n}: {reason}" for n, reason in sorted((not_drawn or {}).items())]
+    digest = hashlib.sha256("\n".join(lines).encode())
     metadata = {"partition": label, "figures": len(paths),
                 **{f"plot_{name.replace('/', '_')}": png_markdown(path, f"{name}: {label}")
                    for name, path in sorted(paths.items())},
                 "folders": MetadataValue.md("\n".join(sorted({f"- `{p.parent}`" for p in paths.values()})))}
+    if not_drawn:
+        metadata["not_drawn"] = MetadataValue.md("\n".join(f"- `{n}`: {reason}" for n, reason in sorted(not_drawn.items())))
     return MaterializeResult(data_version=DataVersion(digest.hexdigest()[:16]), metadata=metadata)

@@ -84,7 +84,10 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
     As :func:`draw_partition_plots`: each fit is drawn with its own reading of graded scores, and a
     fit made from other sample tables than the suite's current ones (a model joined, a table
     changed) raises :class:`evalpipeline.pipeline.NoDataError` naming the asset to materialise, as
-    does a suite with no fitted suite GLM (none run yet, or none applicable or enabled).
+    does a suite with no fitted suite GLM while one has not run yet for its current tables.
+    Returns ``{}`` when every suite GLM is recorded as not applicable (left out of ``[glm] models``,
+    or not applicable to these tables): there is nothing to draw, and nothing to do first;
+    :func:`suite_fits_not_applicable` says why.
     """
     from evalpipeline.models import GlmData, SUITE_MODELS
 
@@ -102,10 +105,31 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
         graded, threshold = record["config"]["graded"]
         data = GlmData.from_samples(samples, graded=graded, graded_threshold=threshold)
         drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
-    if not drawn:  # an empty success would read as "nothing to show" when nothing was fitted yet
+    # an empty success would read as "nothing to show" when nothing was fitted yet, so it is only
+    # returned when every suite GLM says, for the current tables, that it does not apply
+    if not drawn and len(_not_applicable(lake, suite, hashes)) < len(SUITE_MODELS):
         raise NoDataError(f"no stored suite GLM fit of suite {suite!r} under {suite_fit_dir(lake, suite, '')}: "
                           "materialise the suite_glm_* assets for the suite first (those in [glm] models)")
     return drawn
+
+
+def suite_fits_not_applicable(lake: Lake, suite: str) -> dict[str, str]:
+    """``{glm: reason}`` of the suite GLMs of ``suite`` recorded as not applicable to its current
+    tables (a GLM left out of ``[glm] models`` is, whatever the tables)."""
+    return _not_applicable(lake, suite, suite_samples(lake, suite)[1])
+
+
+def _not_applicable(lake: Lake, suite: str, hashes) -> dict[str, str]:
+    from evalpipeline.models import SUITE_MODELS
+
+    reasons = {}
+    for glm in SUITE_MODELS:
+        record = _provenance(suite_fit_dir(lake, suite, glm))
+        # a disabled GLM's record holds no inputs (it does not read the data); any other holds the
+        # tables it judged, and is of no use once they changed
+        if record and record.get("status") == "not applicable" and record.get("inputs") in (None, hashes):
+            reasons[glm] = record.get("reason") or "not applicable"
+    return reasons
 
 
 def _provenance(directory: Path) -> dict | None:

@@ -12,8 +12,8 @@ from PIL import Image
 
 from evalpipeline.fits import FIT_PLOTS, GlmConfig, fit_partition_glm, fit_suite_glm
 from evalpipeline.lake import Lake, write_parquet_atomic
-from evalpipeline.models import DiagnosticThresholds, FitSettings
-from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots
+from evalpipeline.models import SUITE_MODELS, DiagnosticThresholds, FitSettings
+from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
 from evalpipeline.pipeline import NoDataError
 from evalpipeline.reliability import ReliabilitySettings
 from evalpipeline.reliability.lake import PLOT_FILES, ReliabilityConfig, assess_partition
@@ -157,6 +157,50 @@ def test_a_suite_fits_figures_on_request_are_those_drawn_with_the_fit_and_never_
     # a suite without tables names what is missing
     with pytest.raises(NoDataError, match="no sample tables for suite 'absent'"):
         draw_suite_fit_plots(lake, "absent")
+
+
+def test_a_suite_whose_glms_do_not_apply_has_no_figures_and_says_why_but_one_not_run_yet_fails(tmp_path, scores):
+    # one model on the suite: the suite GLMs need several, and their records say so for these tables
+    lake = _lake(tmp_path / "one", scores)
+    with pytest.raises(NoDataError, match="materialise the suite_glm_"):
+        draw_suite_fit_plots(lake, "s")  # nothing recorded yet: not run, not "not applicable"
+    enabled = dataclasses.replace(CONFIG, models=SUITE_MODELS)
+    for glm in SUITE_MODELS[:-1]:
+        assert fit_suite_glm(lake, "s", glm, enabled, version="v1").status == "not applicable"
+    with pytest.raises(NoDataError, match="materialise the suite_glm_"):
+        draw_suite_fit_plots(lake, "s")  # one of them has not run
+    assert fit_suite_glm(lake, "s", SUITE_MODELS[-1], enabled, version="v1").status == "not applicable"
+    assert draw_suite_fit_plots(lake, "s") == {}
+    reasons = suite_fits_not_applicable(lake, "s")
+    assert set(reasons) == set(SUITE_MODELS) and all(reasons.values())
+    # a second model joins: the records judged other tables, so the fits must run again first
+    write_samples(lake, "other", "s", 1.0 - scores)
+    assert suite_fits_not_applicable(lake, "s") == {}
+    with pytest.raises(NoDataError, match="materialise the suite_glm_"):
+        draw_suite_fit_plots(lake, "s")
+
+    # every suite GLM left out of [glm] models: not applicable whatever the tables
+    for glm in SUITE_MODELS:
+        assert fit_suite_glm(lake, "s", glm, CONFIG, version="v1").status == "not applicable"
+    assert draw_suite_fit_plots(lake, "s") == {}
+    assert all(reason.startswith("disabled: not in [glm] models") for reason in suite_fits_not_applicable(lake, "s").values())
+    write_samples(lake, "third", "s", scores[::-1].copy())
+    assert draw_suite_fit_plots(lake, "s") == {} and len(suite_fits_not_applicable(lake, "s")) == len(SUITE_MODELS)
+
+    # the asset materialises (not fails) and says why there are no figures
+    from dagster import DagsterInstance, materialize
+
+    from assets.plots import suite_fit_plots
+    from resources import LakeResource
+
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("suite", ["s"])
+        result = materialize([suite_fit_plots], partition_key="s", instance=instance,
+                             resources={"lake": LakeResource(root=str(lake.root))})
+    assert result.success
+    metadata = result.asset_materializations_for_node("suite_fit_plots")[0].metadata
+    assert metadata["figures"].value == 0
+    assert all(f"`{glm}`: disabled: not in [glm] models" in metadata["not_drawn"].value for glm in SUITE_MODELS)
 
 
 def test_the_plot_setting_is_checked_and_on_request_by_default(tmp_path):
