@@ -10,16 +10,28 @@ reverted to an earlier content (A, then B, then A again) is requested again,
 which a key of the content alone would not be (Dagster skips a run key it has
 seen). The ctime rather than the mtime, because a revert by ``cp -p`` or
 ``rsync -t`` restores A's old mtime too; no tool can set a ctime.
+
+The partitions of one tick's new contents are requested in ranges (``evalpipeline run``'s batches:
+assets/batch.py), as many ranges as the run queue starts runs at once, of up to ``PARTITIONS_PER_RUN``
+partitions each: a Dagster run costs seconds of start-up whatever it holds, and a one-partition run for
+each of a new model's logs paid it for every log. A range whose blocking check fails for one log still
+materialised its tables; Dagster skipped the range's later steps, and automation fits the partitions that
+passed at its next tick (``refresh_partition_when_inputs_change``). A range that fails naming partitions
+and materialised nothing is split by ``rerun_rest_of_failed_ranges`` (assets/redo.py).
 """
 
 
+import hashlib
 import json
+import math
+import os
 from pathlib import Path
 
-from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import DefaultSensorStatus, MultiPartitionKey, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.jobs import ingest_and_fit_job
-from assets.partitions import model_partitions, model_suite_key, suite_partitions
+from assets.partitions import PARTITIONS_PER_RUN, model_partitions, range_blocks, suite_partitions
 from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
@@ -31,7 +43,8 @@ from resources import IngestSettings, LakeResource
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
     description="Discovers new or changed eval sources in the landing folder, registers their model and "
-    "suite partitions and requests one ingest-and-fit run per partition of each new content.",
+    "suite partitions and requests ingest-and-fit runs of their partitions, in ranges: as many runs as the "
+    "run queue starts at once, of up to 60 partitions each.",
 )
 def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_settings: IngestSettings):
     landing = lake.landing_dir()
@@ -66,19 +79,45 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     known_suites = set(context.instance.get_dynamic_partitions("suite"))
     new_models = sorted({to_partition_key(p.model) for p in parts} - known_models)
     new_suites = sorted({to_partition_key(p.suite) for p in parts} - known_suites)
-    requests = [
-        RunRequest(
-            run_key=f"{source.sha256}:{to_partition_key(part.model)}|{to_partition_key(part.suite)}"
-            f":{modified[source.path]}",
-            partition_key=model_suite_key(part.model, part.suite),
-            tags={"evalpipeline/source": Path(source.path).name[:200]},
-        )
-        for source, ps in found
-        for part in ps
-    ]
+    # each partition once, whichever of this tick's sources hold it, with what makes its request new
+    wanted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for source, ps in found:
+        for part in ps:
+            pair = (to_partition_key(part.model), to_partition_key(part.suite))
+            wanted.setdefault(pair, []).append((f"{source.sha256}:{modified[source.path]}", Path(source.path).name))
+    # new keys are added after the known ones, in the order of the requests below (Dagster keeps the order)
+    model_order = context.instance.get_dynamic_partitions("model") + new_models
+    suite_order = context.instance.get_dynamic_partitions("suite") + new_suites
+    per_run = min(PARTITIONS_PER_RUN, max(1, math.ceil(len(wanted) / runs_at_once(context.instance))))
+    requests = [_range_request(block, wanted) for block in range_blocks(wanted, model_order, suite_order, per_run)]
     dynamic = []
     if new_models:
         dynamic.append(model_partitions.build_add_request(new_models))
     if new_suites:
         dynamic.append(suite_partitions.build_add_request(new_suites))
     return SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(seen))
+
+
+def runs_at_once(instance) -> int:
+    """How many runs the instance's run queue starts at once (``concurrency: runs: max_concurrent_runs``
+    in dagster.yaml), or the machine's cores when it sets no limit (or has no queue)."""
+    queue = instance.get_concurrency_config().run_queue_config
+    limit = queue.max_concurrent_runs if queue is not None else -1
+    return limit if limit > 0 else (os.cpu_count() or 1)
+
+
+def _range_request(block: list[tuple[str, str]], wanted: dict) -> RunRequest:
+    """One ingest-and-fit run of the (model key, suite key) partitions of ``block`` (a range, in order).
+    Its run key is a digest of each partition's sources, their contents and change times: a log changed
+    again (or reverted to an earlier content) is requested again, an unchanged one never twice."""
+    partition_keys = [MultiPartitionKey({"model": m, "suite": s}) for m, s in block]
+    keys = [str(key) for key in partition_keys]
+    entries = sorted(f"{key}={stamp}" for key, pair in zip(keys, block) for stamp, _name in wanted[pair])
+    digest = hashlib.sha256("\n".join(entries).encode()).hexdigest()[:32]
+    names = sorted({name for pair in block for _stamp, name in wanted[pair]})
+    listed = ", ".join(names)
+    tags = {"evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"}
+    if len(keys) > 1:
+        tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    return RunRequest(run_key=f"{digest}:{keys[0]}..{keys[-1]}", partition_key=partition_keys[0] if len(keys) == 1 else None,
+                      tags=tags)
