@@ -1,6 +1,8 @@
-"""A prior edit under the real Dagster daemon: this checkout against an earlier commit.
+"""A prior edit, or a new model's log landing, under the real Dagster daemon: this checkout against an
+earlier commit.
 
     .venv/bin/python benchmarks/daemon_benchmark.py --keep DIR [--baseline-rev REV] [--quiet 120] [--only baseline|this]
+                                                    [--change prior|new-model] [--item-sd 0]
 
 ``DIR`` is a folder ``pipeline_benchmark.py scale --keep DIR`` left (its Dagster instance, lake, landing
 folder and configuration). For each code tree, ``--baseline-rev`` first (checked out in a temporary git
@@ -15,7 +17,12 @@ seconds, stops the daemon, and prints per tree: the seconds from the edit to the
 from the first run's creation to that end, the runs by asset selection (a range run or one partition),
 the failed runs, and how many ``glm_binomial`` partitions were refitted; then the ratio of the two trees'
 seconds (``--only``: one tree, no ratio). DIR is left as it was found; do not open its instance while the
-benchmark restores it between the trees. The lake's tables record their logs' absolute paths, so the trees
+benchmark restores it between the trees.
+
+``--change new-model``: instead of the edit, the next model's long table (all suites, as ``pipeline_benchmark.py
+add-model`` writes it; pass the lake's ``--item-sd``) is written into the landing folder. The landing sensor
+requests its partitions (one run per partition up to 3776add, ranges since), automation refreshes the suites,
+models and report it feeds, and the same times are printed from the moment the table landed. The lake's tables record their logs' absolute paths, so the trees
 run in DIR itself, one after the other, never side by side.
 """
 
@@ -85,7 +92,22 @@ def glm_refits(home: Path, since: float) -> Counter:
     return counts
 
 
-def run_tree(code: Path, keep: Path, quiet: float, log: Path) -> dict:
+def write_next_model(keep: Path, item_sd: float) -> Path:
+    """The next model's table in DIR's landing folder, generated as `pipeline_benchmark.py add-model` does
+    (its default suites, items and seed; the first model's table must match them)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import pandas as pd
+    from pipeline_benchmark import LEADERBOARD, model_table, write_model_table
+
+    landing = keep / "landing"
+    present = sorted(landing.glob("model-*.parquet"))
+    settings = (LEADERBOARD["suites"], LEADERBOARD["items"], 20261122, item_sd)
+    if not present or not pd.read_parquet(present[0]).equals(model_table(int(present[0].stem.split("-")[1]), *settings)):
+        raise SystemExit(f"{landing}: no model-*.parquet table generated with the default settings and --item-sd {item_sd}")
+    return write_model_table(landing, max(int(p.stem.split("-")[1]) for p in present) + 1, *settings)
+
+
+def run_tree(code: Path, keep: Path, quiet: float, log: Path, change: str = "prior", item_sd: float = 0.0) -> dict:
     home = keep / "dagster_home"
     env = {**os.environ, "PYTHONPATH": str(code), "DAGSTER_HOME": str(home),
            "EVALPIPELINE_LAKE": str(keep / "lake"), "EVALPIPELINE_LANDING": str(keep / "landing"),
@@ -100,8 +122,11 @@ def run_tree(code: Path, keep: Path, quiet: float, log: Path) -> dict:
         time.sleep(90)  # its first ticks: whatever they do on the kept lake happens before the edit
         before = len(wait_quiet(home, None, quiet, deadline))
         edited = time.time()
-        with open(keep / "evalpipeline.toml", "a") as config:
-            config.write(PRIOR_EDIT)
+        if change == "new-model":
+            write_next_model(keep, item_sd)
+        else:
+            with open(keep / "evalpipeline.toml", "a") as config:
+                config.write(PRIOR_EDIT)
         runs = wait_quiet(home, edited, quiet, deadline)
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
@@ -132,6 +157,9 @@ def main() -> int:
     parser.add_argument("--baseline-rev", default="cfa9bed", help="the earlier commit (default: before backfill ranges)")
     parser.add_argument("--quiet", type=float, default=120, help="seconds without work in flight that mean idle")
     parser.add_argument("--only", choices=("baseline", "this"), help="measure one tree (no ratio)")
+    parser.add_argument("--change", choices=("prior", "new-model"), default="prior",
+                        help="what happens once the daemon is idle: a prior edit, or the next model's table landing")
+    parser.add_argument("--item-sd", type=float, default=0.0, help="with --change new-model: the lake's --item-sd")
     args = parser.parse_args()
     keep = args.keep.resolve()
     missing = [p.name for p in (keep / "dagster_home" / "dagster.yaml", keep / "lake", keep / "landing",
@@ -150,29 +178,30 @@ def main() -> int:
             restore(pristine, keep)
             started = time.time()
             print(f"{name}: daemon on {keep} ...", flush=True)
-            results[name] = run_tree(code, keep, args.quiet, work / f"daemon-{code.name}.log")
+            results[name] = run_tree(code, keep, args.quiet, work / f"daemon-{code.name}.log", args.change, args.item_sd)
             print(f"{name}: done in {time.time() - started:.0f} s (daemon log {work / f'daemon-{code.name}.log'}): "
                   f"{results[name]}", flush=True)
     finally:
         restore(pristine, keep)
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
         shutil.rmtree(pristine, ignore_errors=True)
-    report(results, keep.name)
+    report(results, keep.name, args.change)
     return 0
 
 
-def report(results: dict, lake_name: str) -> None:
-    print(f"\nprior edit under the daemon on {lake_name} (MEASURED, seconds of wall clock):")
+def report(results: dict, lake_name: str, change: str = "prior") -> None:
+    what, event = ("a new model's table landing", "landing") if change == "new-model" else ("prior edit", "edit")
+    print(f"\n{what} under the daemon on {lake_name} (MEASURED, seconds of wall clock):")
     for name, r in results.items():
-        print(f"  {name}: {r['runs']} runs ({r['failed']} failed; {r['runs_before']} before the edit), "
-              f"{r['from_edit']:.0f} s from the edit to the last run's end, {r['from_first_run']:.0f} s from the "
-              f"first run; glm_binomial refits {dict(r['glm'])}")
+        print(f"  {name}: {r['runs']} runs ({r['failed']} failed; {r['runs_before']} before the {event}), "
+              f"{r['from_edit']:.0f} s from the {event} to the last run's end, {r['from_first_run']:.0f} s from the "
+              f"first run; glm_binomial fits {dict(r['glm'])}")
         for kind, n in sorted(r["kinds"].items()):
             print(f"      {n:4d} x {kind}")
     if len(results) < 2:
         return
     base, this = results.values()
-    print(f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the edit, "
+    print(f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the {event}, "
           f"{this['from_first_run'] / base['from_first_run']:.2f} from the first run")
 
 
