@@ -336,7 +336,7 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
     instance = DagsterInstance.from_config(os.environ["DAGSTER_HOME"])
     models, suites = _register(instance, root)
     partitions = {f"{m}|{s}" for m in models for s in suites}
-    # The landing sensor (RUNNING by default) would request its own run for each of these logs.
+    # The landing sensor (RUNNING by default) would request its own runs for these logs.
     _dagster(workspace, "sensor", "stop", "landing_sensor")
     _dagster(workspace, "job", "backfill", "-j", "ingest_and_fit", "--all", "--noprompt")
 
