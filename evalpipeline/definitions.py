@@ -669,6 +669,34 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
     }
 
 
+def _start_every_worker(pool: ProcessPoolExecutor, workers: int) -> None:
+    """Start all ``workers`` of ``pool`` now, and have its manager thread watch every one.
+
+    The pool starts a worker in ``submit`` only when none is idle, and after waking its manager thread,
+    which then waits on the workers that exist: it only notices the death of those (CPython 3.11's
+    ``submit``), so a worker started by a later submit could die unnoticed until another run ended (a
+    sibling's run then finished and was reported as finished, instead of being ended by the death and
+    run again). One task per worker that holds its worker until every worker has checked in
+    (:func:`_check_in`) makes each submit start a worker, however late the previous one is scheduled;
+    a submit after the last start wakes the manager thread again, so its next wait includes every worker."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="evalpipeline-workers-") as folder:
+        for started in [pool.submit(_check_in, folder, workers) for _ in range(workers)]:
+            started.result()
+    pool.submit(os.getpid).result()
+
+
+def _check_in(folder: str, workers: int, timeout: float = 60.0) -> int:
+    """A worker's first task (:func:`_start_every_worker`): leave its pid in ``folder`` and wait until
+    ``workers`` workers have (at most ``timeout`` seconds)."""
+    (Path(folder) / str(os.getpid())).touch()
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(folder)) < workers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid()
+
+
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     """Worker initialiser: end this worker when the process that started it is gone (killed, say).
     Otherwise an orphaned worker finishes its run (minutes of a range) while the rerun that follows
@@ -735,11 +763,7 @@ class WorkerPool:
                 self._pool.shutdown(cancel_futures=True)
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context(),
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
-        # Start every worker now: the pool starts them on demand, and its manager thread only notices
-        # the death of workers that existed when it last began waiting (seen on CPython 3.11), so a worker
-        # started by a later submit could die unnoticed until another run ended.
-        for started in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
-            started.result()
+        _start_every_worker(self._pool, self.workers)
         return self._pool.submit(fn, *args)
 
     def prepare(self) -> None:

@@ -2039,6 +2039,33 @@ def test_workers_see_the_environment_of_the_job_that_submits_to_them(monkeypatch
             pool.shutdown()
 
 
+def test_the_worker_pool_starts_every_worker_even_when_the_first_is_idle_before_the_next_submit(monkeypatch):
+    """ProcessPoolExecutor starts a worker in submit only when none is idle, after waking its manager
+    thread, which watches only the workers that exist when it waits: a worker started later could die
+    unnoticed (a CI run saw the sibling's one-minute run finish instead of being ended by the death).
+    On a loaded machine the first worker can finish its start-up task before the next submit: here each
+    submit waits for its task (up to 10 s) before returning. Every worker must be started all the same."""
+    import concurrent.futures
+    from concurrent.futures.process import ProcessPoolExecutor
+
+    from evalpipeline.definitions import WorkerPool
+
+    original = ProcessPoolExecutor.submit
+
+    def late(self, fn, *args, **kwargs):
+        future = original(self, fn, *args, **kwargs)
+        concurrent.futures.wait([future], timeout=10)
+        return future
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", late)
+    pool = WorkerPool(2)
+    try:
+        assert pool.submit(os.getpid).result() > 0
+        assert len(pool._pool._processes) == 2
+    finally:
+        pool.shutdown()
+
+
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
     """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
