@@ -59,3 +59,41 @@ def finished_unsent(job_name: str, keys: list[str], root: str, assets=None) -> t
         os._exit(9)
     (folder / "finished").write_text("")
     return True, 0.5, [_SlowToSend("    the finished step's own line")]
+
+
+def die_and_finish_in_a_pool(folder: str) -> dict:
+    """Run a "die" and a "finish" step (:func:`die_or_finish`) side by side in a fresh ``WorkerPool`` of
+    two, as ``evalpipeline run`` runs its steps; returns the outcomes, the printed lines, the pids each
+    job ran in and, for each call of ``on_lost_workers``, whether those processes were alive.
+    ``python -m tests.pool_steps FOLDER`` prints it as JSON (what the pool test runs)."""
+    import types
+
+    from evalpipeline.definitions import WorkerPool, _run_steps
+    from evalpipeline.lake import process_alive
+
+    def pids(job: str) -> list[int]:
+        return [int(p.read_text()) for p in Path(folder).glob(f"{job}-*.pid")]
+
+    lost_calls, lines = [], []
+
+    def on_lost_workers():  # what the job does here: mark the runs of dead processes failed
+        lost_calls.append([process_alive(pid) for pid in pids("die") + pids("finish")])
+
+    steps = [(1, "die", [folder], "dies", None), (2, "finish", [folder], "finishes", None)]
+    pool = WorkerPool(2)
+    try:
+        outcomes = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+                              on_lost_workers=on_lost_workers, block=die_or_finish)
+    finally:
+        pool.shutdown()
+    return {"ok": [outcome.ok for outcome in outcomes], "lines": lines, "die": pids("die"), "finish": pids("finish"),
+            "lost_calls": lost_calls}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    from tests import pool_steps  # the steps pickled by their module's name, not as __main__'s
+
+    print(json.dumps(pool_steps.die_and_finish_in_a_pool(sys.argv[1])))
