@@ -2071,21 +2071,31 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
     and succeeds, the dying one fails: one lost worker fails its own run only.
 
-    The pool runs in a fresh interpreter, as in `evalpipeline run`. Inside a pytest worker that had run
-    hundreds of tests, two full CI runs on 2026-11-29 saw the pool notice the death only when the
-    sibling's minute-long step ended (its pids: the two steps started at the same instant, the rerun
-    68 s later); in fresh processes, forkserver or spawned workers, it was noticed at once in every try."""
+    The pool runs in a fresh interpreter, as in `evalpipeline run`. On 2026-11-29's host, under the
+    load of the full suite (3 CI runs of 3), ``ProcessPoolExecutor`` noticed the death only when the
+    sibling's minute-long step returned (both steps started at the same instant, the rerun of the dying
+    one 68 s later; the workers do end on SIGTERM, checked): the sibling then finished and is reported
+    as it ended, not run again, the pool's other documented path. Alone, or under CPU hogs, the death
+    was noticed at once in every try. Both paths keep the contract: the dying run fails, the sibling's
+    succeeds once, nothing is left running."""
     result = subprocess.run([sys.executable, "-m", "tests.pool_steps", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     ran = json.loads(result.stdout.strip().splitlines()[-1])
     lines = ran["lines"]
     assert ran["ok"] == [False, True], lines
-    assert len(ran["die"]) == 2 and len(ran["finish"]) == 2, ("both ran, were lost and ran again", ran)
+    assert len(ran["die"]) == 2, ("the dying run ran again and died again", ran)
     # once after the break, once after the dying run's second death; every lost process gone by then
     assert len(ran["lost_calls"]) == 2 and not any(alive for call in ran["lost_calls"] for alive in call), ran
-    assert "a worker process died: running the 2 run(s) the break ended once more" in "\n".join(lines)
-    assert lines[-1].startswith("[2/2] finish finishes: ok"), lines
+    text = "\n".join(lines)
+    if len(ran["finish"]) == 2:  # the break ended the sibling's run, which was run again
+        assert "a worker process died: running the 2 run(s) the break ended once more" in text, lines
+        assert lines[-1].startswith("[2/2] finish finishes: ok"), lines
+    else:  # the death was noticed when the sibling's run had returned: reported as it ended
+        assert len(ran["finish"]) == 1, ran
+        assert "a worker process died: running the 1 run(s) the break ended once more" in text, lines
+        assert "[2/2] finish finishes: ok" in text and "finish finishes: FAILED" not in text, lines
+        assert lines[-1] == "    worker process lost twice: not run again", lines
 
 
 def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_ended_not_rerun(tmp_path):
