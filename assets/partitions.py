@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
+import os
 import warnings
 
-from dagster import BackfillPolicy, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
+from dagster import BackfillPolicy, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, RunRequest
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from evalpipeline.keys import from_partition_key, to_partition_key
 
@@ -137,3 +141,34 @@ def partition_blocks(keys: list[str], partitions_def, instance) -> list[list[str
                               instance.get_dynamic_partitions("suite"), PARTITIONS_PER_RUN)
         return [[str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block] for block in blocks]
     return key_blocks(keys, instance.get_dynamic_partitions(partitions_def.name), PARTITIONS_PER_RUN)
+
+
+def runs_at_once(instance) -> int:
+    """How many runs the instance's run queue starts at once (``concurrency: runs: max_concurrent_runs``
+    in dagster.yaml), or the machine's cores when it sets no limit (or has no queue)."""
+    queue = instance.get_concurrency_config().run_queue_config
+    limit = queue.max_concurrent_runs if queue is not None else -1
+    return limit if limit > 0 else (os.cpu_count() or 1)
+
+
+def requested_range_size(count: int, instance) -> int:
+    """Partitions per run when a sensor or schedule requests ``count`` model x suite partitions at once:
+    as many ranges as the run queue starts at once (one range on one core would leave the others idle),
+    of at most ``PARTITIONS_PER_RUN`` partitions."""
+    return min(PARTITIONS_PER_RUN, max(1, math.ceil(count / runs_at_once(instance))))
+
+
+def range_run_request(block: list[tuple[str, str]], entries, tags: dict[str, str], asset_selection=None) -> RunRequest:
+    """One run of the (model key, suite key) partitions of ``block`` (a range in order, as
+    :func:`range_blocks` gives it: the first and last are the range's ends).
+
+    The run key is a digest of ``entries`` (what makes each partition's request new: its sources'
+    contents and change times, the code versions) and the range's ends. Dagster launches a sensor's
+    run key once ever, a schedule's once per tick (also when a tick is evaluated again)."""
+    partition_keys = [MultiPartitionKey({"model": m, "suite": s}) for m, s in block]
+    keys = [str(key) for key in partition_keys]
+    digest = hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:32]
+    if len(keys) > 1:
+        tags = tags | {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    return RunRequest(run_key=f"{digest}:{keys[0]}..{keys[-1]}", partition_key=partition_keys[0] if len(keys) == 1 else None,
+                      asset_selection=asset_selection, tags=tags)

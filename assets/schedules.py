@@ -2,8 +2,8 @@
 
 At each tick it scans the landing folder (headers only), registers new
 models and suites (and unregisters those neither a log nor the lake holds any
-more: see :func:`sync_dynamic_partitions`), and requests one run of the per-partition job for every
-model x suite partition that
+more: see :func:`sync_dynamic_partitions`), and requests runs of the per-partition job for the
+model x suite partitions that
 
 - has a source whose exact bytes the lake does not hold yet, or
 - misses a materialisation of one of the job's assets, or
@@ -12,6 +12,15 @@ model x suite partition that
 - was left behind by an interrupted run: an asset older than the latest
   ``eval_samples`` of its partition, or an ``eval_samples`` whose files
   (staged records, tables) changed after it was recorded.
+
+The partitions are requested in ranges, as the landing sensor requests them: one group of ranges
+per asset selection (a partition whose logs are unchanged reruns only its stale assets), as many
+ranges as the run queue starts at once, of up to ``PARTITIONS_PER_RUN`` partitions each. A run costs
+seconds of start-up whatever it holds: a prior edit on a leaderboard-sized lake was 600 runs of one
+partition each. A range run's key is a digest of its partitions' inputs (changed sources, code
+versions) and its ends: for a schedule Dagster launches a run key once per tick, also when the
+daemon evaluates the tick again after a crash. Across nights it is the staleness above that keeps an
+unchanged partition quiet, so what a failed run left undone is requested again at the next tick.
 
 Unchanged partitions get no run, so a night without new logs launches no
 fits; nor does a partition whose sample table failed a blocking check while
@@ -23,7 +32,7 @@ Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
 """
 
 
-import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Mapping
@@ -34,7 +43,6 @@ from dagster import (
     DefaultScheduleStatus,
     DagsterInstance,
     DagsterRunStatus,
-    RunRequest,
     RunsFilter,
     ScheduleEvaluationContext,
     SkipReason,
@@ -43,7 +51,7 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG
 
 from assets.automation import nightly_cron
-from assets.partitions import model_suite_key, model_suite_partitions
+from assets.partitions import model_suite_key, model_suite_partitions, range_blocks, range_run_request, requested_range_size
 from assets.samples import FILES_STATE
 from assets.status import range_partition_keys
 from evalpipeline.keys import to_partition_key
@@ -265,8 +273,9 @@ def build_nightly_schedule(job, partition_assets):
         default_status=DefaultScheduleStatus.RUNNING,
         description=(
             "Every night: discover new and changed logs, and materialise the model x suite partitions "
-            "whose sources changed, that miss an asset, or whose code or priors changed. Unchanged "
-            "partitions launch nothing; downstream assets refresh by their automation conditions."
+            "whose sources changed, that miss an asset, or whose code or priors changed, in ranges of up to "
+            "60 partitions (as many runs as the run queue starts at once). Unchanged partitions launch "
+            "nothing; downstream assets refresh by their automation conditions."
         ),
     )
     def nightly_refresh(context: ScheduleEvaluationContext, lake: LakeResource, ingest_settings: IngestSettings):
@@ -282,7 +291,9 @@ def build_nightly_schedule(job, partition_assets):
         stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()],
                                  inputs=input_partitions(partition_assets, discovery.partitions),
                                  files_states=current_files_states(store, discovery.partitions))
-        requests, busy = [], partitions_in_flight(instance)
+        # each partition's assets to run, why, and what makes its request new; one group per selection
+        groups: dict[tuple[str, ...] | None, dict[tuple[str, str], tuple[str, str]]] = {}
+        busy = partitions_in_flight(instance)
         for pair in sorted(discovery.partitions):
             key = keys[pair]
             if str(key) in busy:
@@ -298,18 +309,29 @@ def build_nightly_schedule(job, partition_assets):
             why += list(stale_assets.values())
             if not why:
                 continue
+            selection = partition_run_selection(pair in discovery.changed, stale_assets, failed_validation)
+            group = None if selection is None else tuple(sorted(k.to_user_string() for k in selection))
             identity = "|".join([str(key), *discovery.changed_sources.get(pair, []), *sorted(map(str, code_versions.values()))])
-            requests.append(
-                RunRequest(
-                    run_key=hashlib.sha256(identity.encode()).hexdigest()[:32],
-                    partition_key=key,
-                    asset_selection=partition_run_selection(pair in discovery.changed, stale_assets,
-                                                            failed_validation),
-                    tags={"evalpipeline/reason": "; ".join(why)[:200]},
-                )
-            )
+            groups.setdefault(group, {})[(to_partition_key(pair[0]), to_partition_key(pair[1]))] = (identity, "; ".join(why))
+        per_run = requested_range_size(sum(map(len, groups.values())), instance)
+        model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
+        requests = []
+        for group, wanted in sorted(groups.items(), key=lambda item: item[0] or ()):
+            selection = None if group is None else [AssetKey.from_user_string(k) for k in group]
+            for block in range_blocks(wanted, model_order, suite_order, per_run):
+                requests.append(range_run_request(block, [wanted[pair][0] for pair in block],
+                                                  {"evalpipeline/reason": _range_reason([wanted[pair][1] for pair in block])},
+                                                  selection))
         if not requests:
             return SkipReason(f"{discovery.files} source(s), {len(discovery.partitions)} partition(s): nothing new or stale")
         return requests
 
     return nightly_refresh
+
+
+def _range_reason(reasons: list[str]) -> str:
+    """A range run's reason tag: its partitions' reason when they share one, else each reason with
+    the number of its partitions (at most 200 characters)."""
+    counts = Counter(reasons)
+    text = reasons[0] if len(counts) == 1 else " / ".join(f"{why} ({n} partition(s))" for why, n in counts.items())
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -21,17 +21,13 @@ and materialised nothing is split by ``rerun_rest_of_failed_ranges`` (assets/red
 """
 
 
-import hashlib
 import json
-import math
-import os
 from pathlib import Path
 
 from dagster import DefaultSensorStatus, MultiPartitionKey, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.jobs import ingest_and_fit_job
-from assets.partitions import PARTITIONS_PER_RUN, model_partitions, range_blocks, suite_partitions
+from assets.partitions import model_partitions, range_blocks, range_run_request, requested_range_size, suite_partitions
 from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_sources
 from evalpipeline.keys import to_partition_key
 from evalpipeline.lake import sha256_file
@@ -88,7 +84,7 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     # new keys are added after the known ones, in the order of the requests below (Dagster keeps the order)
     model_order = context.instance.get_dynamic_partitions("model") + new_models
     suite_order = context.instance.get_dynamic_partitions("suite") + new_suites
-    per_run = min(PARTITIONS_PER_RUN, max(1, math.ceil(len(wanted) / runs_at_once(context.instance))))
+    per_run = requested_range_size(len(wanted), context.instance)
     requests = [_range_request(block, wanted) for block in range_blocks(wanted, model_order, suite_order, per_run)]
     dynamic = []
     if new_models:
@@ -98,26 +94,12 @@ def landing_sensor(context: SensorEvaluationContext, lake: LakeResource, ingest_
     return SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(seen))
 
 
-def runs_at_once(instance) -> int:
-    """How many runs the instance's run queue starts at once (``concurrency: runs: max_concurrent_runs``
-    in dagster.yaml), or the machine's cores when it sets no limit (or has no queue)."""
-    queue = instance.get_concurrency_config().run_queue_config
-    limit = queue.max_concurrent_runs if queue is not None else -1
-    return limit if limit > 0 else (os.cpu_count() or 1)
-
-
 def _range_request(block: list[tuple[str, str]], wanted: dict) -> RunRequest:
-    """One ingest-and-fit run of the (model key, suite key) partitions of ``block`` (a range, in order).
-    Its run key is a digest of each partition's sources, their contents and change times: a log changed
-    again (or reverted to an earlier content) is requested again, an unchanged one never twice."""
-    partition_keys = [MultiPartitionKey({"model": m, "suite": s}) for m, s in block]
-    keys = [str(key) for key in partition_keys]
-    entries = sorted(f"{key}={stamp}" for key, pair in zip(keys, block) for stamp, _name in wanted[pair])
-    digest = hashlib.sha256("\n".join(entries).encode()).hexdigest()[:32]
+    """One ingest-and-fit run of the (model key, suite key) partitions of ``block`` (a range, in order),
+    keyed by each partition's sources, their contents and change times: a log changed again (or
+    reverted to an earlier content) is requested again, an unchanged one never twice."""
+    entries = [f"{MultiPartitionKey({'model': m, 'suite': s})}={stamp}" for m, s in block for stamp, _name in wanted[(m, s)]]
     names = sorted({name for pair in block for _stamp, name in wanted[pair]})
     listed = ", ".join(names)
-    tags = {"evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"}
-    if len(keys) > 1:
-        tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
-    return RunRequest(run_key=f"{digest}:{keys[0]}..{keys[-1]}", partition_key=partition_keys[0] if len(keys) == 1 else None,
-                      tags=tags)
+    return range_run_request(block, entries, {
+        "evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"})

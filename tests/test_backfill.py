@@ -159,8 +159,9 @@ def _register(instance: DagsterInstance, root: Path) -> tuple[list[str], list[st
 
 
 def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, str]:
-    """Evaluate the nightly schedule built for ``partition_assets`` now: partition key -> reason
-    (with ``[assets]`` appended when the run is limited to some of the job's assets)."""
+    """Evaluate the nightly schedule built for ``partition_assets`` now: partition key -> reason of its
+    run (with ``[assets]`` appended when the run is limited to some of the job's assets); a range
+    run's partitions each map to the range's reason."""
     from assets.jobs import ingest_and_fit_job
     from assets.schedules import build_nightly_schedule
     from resources import IngestSettings, LakeResource
@@ -173,9 +174,15 @@ def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, 
     ) as context:
         result = schedule(context)  # the evaluation function itself (evaluate_tick needs a repository)
     requests = [] if isinstance(result, SkipReason) else list(result)
-    return {str(r.partition_key): r.tags["evalpipeline/reason"]
+    from assets.partitions import model_suite_partitions
+    from assets.status import range_partition_keys
+
+    requested = [(key, r) for r in requests
+                 for key in range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)]]
+    assert len({key for key, _r in requested}) == len(requested), "a partition requested twice"
+    return {key: r.tags["evalpipeline/reason"]
             + (f" {sorted(k.to_user_string() for k in r.asset_selection)}" if r.asset_selection else "")
-            for r in requests}
+            for key, r in requested}
 
 
 

@@ -364,7 +364,71 @@ def test_the_nightly_does_not_request_a_partition_a_run_is_already_running_for(t
                         tags={ASSET_PARTITION_RANGE_START_TAG: str(model_suite_key("m2", "s")),
                               ASSET_PARTITION_RANGE_END_TAG: str(model_suite_key("m3", "s"))})
     requests = _nightly_tick(instance, resources)
-    assert [str(r.partition_key) for r in requests] == [str(model_suite_key(m, "s")) for m in ("m4", "m5")]
+    assert sorted(key for keys in _requested_partitions(requests, instance) for key in keys) == [
+        str(model_suite_key(m, "s")) for m in ("m4", "m5")]
+
+
+def test_the_nightly_requests_ranges_one_group_per_asset_selection_and_they_run(tmp_path, monkeypatch):
+    """Four models' logs on two suites, two runs at a time: the first tick requests two ranges of four
+    partitions (a run per partition was eight runs). They run as the daemon runs them; then m3's log
+    changes and the tables' downstream asset is missing everywhere: m3's two partitions rerun every
+    asset, the other six only the missing one, each group in ranges of its own. A tick evaluated
+    again gives the same run keys (Dagster launches a key once per tick); once all ran, nothing is stale."""
+    import assets.partitions
+    from assets.jobs import ingest_and_fit_job
+    from assets.schedules import build_nightly_schedule
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+
+    def write_log(model: str, flip: int = 0) -> None:
+        rows = [f"{model},{suite},q{i},{(i + flip) % 2}" for suite in ("s1", "s2") for i in range(10)]
+        (landing / f"{model}.csv").write_text("model,suite,item_id,score\n" + "\n".join(rows) + "\n")
+
+    for model in ("m1", "m2", "m3", "m4"):
+        write_log(model)
+    monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
+    monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
+    monkeypatch.setattr(assets.partitions, "runs_at_once", lambda _instance: 2)
+    (tmp_path / "home").mkdir()
+    instance = DagsterInstance.local_temp(str(tmp_path / "home"))  # a schedule context needs a persistent one
+    resources = {"lake": LakeResource(), "ingest_settings": IngestSettings()}
+    key = {(m, s): str(model_suite_key(m, s)) for m in ("m1", "m2", "m3", "m4") for s in ("s1", "s2")}
+
+    def tick(partition_assets):
+        with build_schedule_context(instance=instance, resources=resources) as context:
+            return build_nightly_schedule(ingest_and_fit_job, partition_assets)(context)
+
+    def run(requests, steps):  # as the daemon launches them: the request's tags and selection
+        return [defs.resolve_job_def("ingest_and_fit").execute_in_process(
+            instance=instance, raise_on_error=False, asset_selection=request.asset_selection or steps,
+            tags=request.tags, partition_key=request.partition_key).success for request in requests]
+
+    first = tick([eval_samples])
+    assert _requested_partitions(first, instance) == [
+        [key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]],
+        [key["m3", "s1"], key["m3", "s2"], key["m4", "s1"], key["m4", "s2"]]]
+    assert [r.asset_selection for r in first] == [None, None]
+    assert {r.tags["evalpipeline/reason"] for r in first} == {"1 new or changed source(s); eval_samples missing"}
+    assert [r.run_key for r in tick([eval_samples])] == [r.run_key for r in first]
+    assert len({r.run_key for r in first}) == 2
+    assert run(first, [AssetKey("eval_samples")]) == [True, True]
+    assert isinstance(tick([eval_samples]), SkipReason)
+
+    write_log("m3", flip=1)
+    second = tick([eval_samples, accuracy_posteriors])
+    requested = {tuple(keys): (None if r.asset_selection is None else [k.to_user_string() for k in r.asset_selection],
+                               r.tags["evalpipeline/reason"])
+                 for keys, r in zip(_requested_partitions(second, instance), second)}
+    missing = "accuracy_posteriors missing"
+    assert requested == {
+        (key["m3", "s1"], key["m3", "s2"]): (None, f"1 new or changed source(s); {missing}"),
+        (key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]): (["accuracy_posteriors"], missing),
+        (key["m4", "s1"], key["m4", "s2"]): (["accuracy_posteriors"], missing)}, requested
+    assert run(second, [AssetKey("eval_samples"), AssetKey("accuracy_posteriors")]) == [True, True, True]
+    assert set(instance.get_materialized_partitions(AssetKey("accuracy_posteriors"))) == set(key.values())
+    assert isinstance(tick([eval_samples, accuracy_posteriors]), SkipReason)
+    instance.dispose()
 
 
 def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input():
@@ -1096,19 +1160,20 @@ def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
 
 
 def _requested_partitions(result, instance) -> list[list[str]]:
-    """The partitions of each run request of a landing sensor result, its new partitions registered as
-    the daemon registers them (a range request names its ends)."""
+    """The partitions of each run request of a landing sensor result (its new partitions registered as
+    the daemon registers them) or of a schedule's list of requests (a range request names its ends)."""
     from assets.partitions import model_suite_partitions
     from assets.status import range_partition_keys
 
-    for request in result.dynamic_partitions_requests:
+    for request in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    requests = result.run_requests if hasattr(result, "run_requests") else result
     return [range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)]
-            for r in result.run_requests]
+            for r in requests]
 
 
 def test_sensor_registers_partitions_and_requests_each_new_contents_partitions_in_ranges(landing, tmp_path):
-    from assets.sensors import runs_at_once
+    from assets.partitions import runs_at_once
 
     instance = DagsterInstance.ephemeral()
     resources = {"lake": LakeResource(root=str(tmp_path), landing=str(landing)), "ingest_settings": IngestSettings()}
@@ -1133,7 +1198,7 @@ def test_sensor_registers_partitions_and_requests_each_new_contents_partitions_i
 
 
 def test_the_landing_sensor_sizes_its_ranges_by_the_run_queue(tmp_path):
-    from assets.sensors import runs_at_once
+    from assets.partitions import runs_at_once
 
     import yaml
 
@@ -1154,7 +1219,7 @@ def test_the_landing_sensors_ranges_run_and_a_range_whose_check_fails_for_one_lo
     s1..s2. Run as the daemon runs them, the first materialises its four; the second materialises its
     sample tables, and Dagster skips its later steps for all four partitions. Automation then requests
     them for the three whose tables passed, and nothing for the rejected one."""
-    import assets.sensors
+    import assets.partitions
     from dagster import evaluate_automation_conditions
 
     landing = tmp_path / "landing"
@@ -1165,7 +1230,7 @@ def test_the_landing_sensors_ranges_run_and_a_range_whose_check_fails_for_one_lo
         (landing / f"{model}.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
     monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
     monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
-    monkeypatch.setattr(assets.sensors, "runs_at_once", lambda _instance: 2)
+    monkeypatch.setattr(assets.partitions, "runs_at_once", lambda _instance: 2)
     instance = DagsterInstance.ephemeral()
     with build_sensor_context(instance=instance, resources={"lake": LakeResource(), "ingest_settings": IngestSettings()}) as context:
         result = landing_sensor(context)
