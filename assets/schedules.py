@@ -16,8 +16,8 @@ model x suite partitions that
 The partitions are requested in ranges, as the landing sensor requests them: one group of ranges
 per asset selection (a partition whose logs are unchanged reruns only its stale assets), as many
 ranges as the run queue starts at once, of up to ``PARTITIONS_PER_RUN`` partitions each. A run costs
-seconds of start-up whatever it holds: a prior edit on a leaderboard-sized lake was 600 runs of one
-partition each. A range run's key is a digest of its partitions' inputs (changed sources, code
+seconds of start-up whatever it holds: a prior edit on a 101-model lake was 606 runs of one partition
+each, now 11. A range run's key is a digest of its partitions' inputs (changed sources, code
 versions) and its ends: for a schedule Dagster launches a run key once per tick, also when the
 daemon evaluates the tick again after a crash. Across nights it is the staleness above that keeps an
 unchanged partition quiet, so what a failed run left undone is requested again at the next tick.
