@@ -21,7 +21,10 @@
 step process gives BLAS and XLA (``limit_step_threads``). The ``fit`` pool runs one fitting step
 per core, so a step that also spread its work over every core (BLAS and XLA's default) would
 oversubscribe them: measured on the 10-model lake with two workers (two runs each), pinning took
-the rebuild from 283 to 252 s and ``reliability`` from 140 to 96 step seconds.
+the rebuild from 283 to 252 s and ``reliability`` from 140 to 96 step seconds. XLA's own pool
+(one thread per CPU, whatever its flags say) is sized when the fits start the backend (see
+``step_threads``): with two such processes side by side, a pool of one thread made a binomial
+partition fit 0.38 s instead of 0.50 s.
 
 ``start_dask_cluster`` starts a scheduler and worker processes on loopback (what
 ``make dask-cluster`` and tests/test_distributed.py use); ``execute_partitions`` runs a job
@@ -66,20 +69,28 @@ _BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_TH
 _XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false"
 
 
+def step_threads(environ: Mapping[str, str] | None = None) -> int:
+    """``$EVALPIPELINE_STEP_THREADS``: the threads a step gives BLAS and XLA (default 1; 0: the libraries'
+    defaults). Raises ValueError naming the variable for anything but a whole number."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get(STEP_THREADS_ENV, "").strip() or "1"
+    if not raw.isdigit():
+        raise ValueError(f"{STEP_THREADS_ENV} must be a whole number of threads (0: the libraries' defaults), "
+                         f"got {raw!r}")
+    return int(raw)
+
+
 def limit_step_threads(environ: dict | None = None) -> dict[str, str]:
     """Give every step process started from here ``$EVALPIPELINE_STEP_THREADS`` threads (default 1)
     for BLAS and XLA, unless the variables are set already; returns what it set.
 
     The variables are read when the libraries load, so they take effect in the processes started
     after this call (the multiprocess executor's steps, `evalpipeline run`'s workers) and, for XLA,
-    in this one if JAX has not initialised its backend yet. XLA is pinned only to one thread (its
-    flags have no count for the Eigen pool); with more, its default is kept."""
+    in this one if JAX has not initialised its backend yet. XLA's flags have no count for its
+    intra-op thread pool: the fits start the backend with a pool of this many threads instead
+    (``GlmSettings.fitter``, ``evalpipeline.models.fit.configure_jax(intra_op_threads=...)``)."""
     environ = os.environ if environ is None else environ
-    raw = environ.get(STEP_THREADS_ENV, "").strip() or "1"
-    if not raw.isdigit():
-        raise ValueError(f"{STEP_THREADS_ENV} must be a whole number of threads (0: the libraries' defaults), "
-                         f"got {raw!r}")
-    threads, applied = int(raw), {}
+    threads, applied = step_threads(environ), {}
     if threads == 0:
         return applied
     for name in _BLAS_THREAD_VARIABLES:

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from evalpipeline.fits import GlmConfig
 from evalpipeline.settings import load_glm_config
+from resources.executors import step_threads
 
 
 #: Default bound of the compilation cache in MiB; the traced programs beside it get an eighth.
@@ -76,6 +77,9 @@ class GlmSettings(ConfigurableResource):
         # and its metadata says so
         parallel = self.config().settings.chain_method == "parallel"
         limit = self.cache_max_bytes()
+        # one fitting step per core: XLA's intra-op pool gets the step's threads, not one per CPU
+        # (resources.executors.step_threads; parallel chains keep XLA's default)
+        threads = step_threads()
         configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None,
-                      cache_max_bytes=limit)
+                      cache_max_bytes=limit, intra_op_threads=None if parallel or threads == 0 else threads)
         return process_fitter(str(self.program_cache(lake_root)), limit // 8)

@@ -394,6 +394,60 @@ def test_the_compilation_cache_stays_under_its_bound(tmp_path):
     assert len(set(unbounded) - set(bounded)) >= 2, "the oldest entries were not evicted"
 
 
+_POOL_SCRIPT = """
+import json, os, sys
+
+import jax.numpy as jnp
+
+from resources import GlmSettings
+
+from evalpipeline.models import fit
+
+mode, folder = sys.argv[1], sys.argv[2]
+if mode == "started-before":
+    jnp.ones(3).sum().block_until_ready()  # something else started the backend first
+GlmSettings(compilation_cache_dir=folder).fitter(folder)
+jnp.arange(1000.0).cumsum().block_until_ready()
+again = fit.configure_jax(intra_op_threads=1)["intra_op_threads"]
+tasks = os.listdir("/proc/self/task")
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+print(json.dumps({"started_with": fit._backend_threads, "again": again, "pool": names.count("tf_XLAEigen"),
+                  "masks": sorted({len(os.sched_getaffinity(int(t))) for t in tasks})}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and at least two CPUs: one CPU gives a pool of one thread anyway")
+def test_the_fits_start_xlas_cpu_backend_with_one_intra_op_thread_and_pin_nothing(tmp_path):
+    """XLA gives its intra-op pool one thread per CPU (its flags have no count); a fitting step is one
+    process per core, so GlmSettings.fitter starts the backend with EVALPIPELINE_STEP_THREADS threads
+    (default 1). Afterwards every thread of the process may run on every CPU again. With the
+    variable at 0, or when something started JAX's backend first, the pool is XLA's default
+    (and the latter is reported). In fresh processes: the backend starts once per process."""
+    import json
+
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_SCRIPT)
+    cpus = len(os.sched_getaffinity(0))
+
+    def probe(mode: str, **env) -> dict:
+        done = subprocess.run([sys.executable, str(script), mode, str(tmp_path / mode)], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ, **env}, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    late = "not applied: JAX had started its CPU backend already"
+    assert probe("default", EVALPIPELINE_STEP_THREADS="1") == {"started_with": 1, "again": 1, "pool": 1, "masks": [cpus]}
+    assert probe("step-threads-0", EVALPIPELINE_STEP_THREADS="0") == {
+        "started_with": None, "again": late, "pool": cpus, "masks": [cpus]}
+    assert probe("started-before", EVALPIPELINE_STEP_THREADS="1") == {
+        "started_with": None, "again": late, "pool": cpus, "masks": [cpus]}
+    with pytest.raises(ValueError, match="at least 1"):
+        from evalpipeline.models.fit import start_cpu_backend
+
+        start_cpu_backend(0)
+
+
 def test_summary_is_tidy_and_labelled(agentic_fits):
     data, fits = agentic_fits
     summary = fits["beta_binomial"].summary

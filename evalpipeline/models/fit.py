@@ -205,13 +205,16 @@ def seed_from_key(key: str) -> int:
 
 
 def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str | os.PathLike | None = None,
-                  cache_max_bytes: int | None = None) -> dict:
+                  cache_max_bytes: int | None = None, intra_op_threads: int | None = None) -> dict:
     """Set JAX process options; call before anything runs a JAX computation.
 
     ``host_devices`` (for ``chain_method="parallel"``) only takes effect before
     JAX initialises its CPU backend, so it is applied then and reported as not
     applied afterwards (the caller decides whether to fall back). Returns what
     was applied.
+
+    ``intra_op_threads``: start the CPU backend now with an intra-op thread pool of this many
+    threads (:func:`start_cpu_backend`); reported as not applied when JAX started it earlier.
 
     ``cache_max_bytes`` bounds the compilation cache with JAX's own least-recently-used
     eviction (``jax_compilation_cache_max_size``): a nightly job nobody watches adds entries for
@@ -230,6 +233,8 @@ def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str
 
             numpyro.set_host_device_count(int(host_devices))
             applied["host_devices"] = int(host_devices)
+    if intra_op_threads is not None:
+        applied["intra_op_threads"] = start_cpu_backend(int(intra_op_threads))
     if compilation_cache_dir is not None:
         Path(compilation_cache_dir).mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(compilation_cache_dir))
@@ -240,6 +245,46 @@ def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str
             jax.config.update("jax_compilation_cache_max_size", int(cache_max_bytes))
             applied["cache_max_bytes"] = int(cache_max_bytes)
     return applied
+
+
+#: The intra-op threads :func:`start_cpu_backend` started this process's CPU backend with (None: it did not).
+_backend_threads: int | None = None
+
+
+def start_cpu_backend(threads: int) -> int | str:
+    """Start JAX's CPU backend with an intra-op thread pool of ``threads`` threads; returns that number,
+    or why it was not applied (JAX started its backend earlier, or no CPU affinity on this platform).
+
+    XLA sizes the pool by the CPUs the process may run on when the backend starts, one thread per
+    CPU, and has no setting for it (``--xla_cpu_multi_thread_eigen=false`` leaves it as it is). A
+    fit's programs are small: the pool's threads mostly wait for work, and two fitting processes on
+    two cores then oversubscribe them. Measured on 20 binomial partition fits of the scale lake: 0.43 s
+    a fit with the default pool against 0.37 s with one thread, one process alone; 0.50 s against
+    0.38 s with two side by side. So the calling thread is confined to ``threads`` of its CPUs while
+    the backend starts, and every thread of the process is given all of them back right after: the
+    pool keeps its size, and nothing stays pinned to a CPU.
+    """
+    global _backend_threads
+    from jax._src import xla_bridge
+
+    if threads < 1:
+        raise ValueError(f"intra_op_threads must be at least 1, got {threads}")
+    if xla_bridge.backends_are_initialized():
+        return _backend_threads or "not applied: JAX had started its CPU backend already"
+    if not (hasattr(os, "sched_getaffinity") and Path("/proc/self/task").is_dir()):
+        return "not applied: no CPU affinity on this platform"
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(allowed)[:threads])  # the calling thread only (Linux)
+    try:
+        jax.devices("cpu")
+    finally:
+        for task in os.listdir("/proc/self/task"):  # the pool's threads and this one
+            try:
+                os.sched_setaffinity(int(task), allowed)
+            except OSError:  # a thread that ended meanwhile
+                pass
+    _backend_threads = min(threads, len(allowed))
+    return _backend_threads
 
 
 #: The files of JAX's persistent cache (jax._src.lru_cache): ``<key>-cache`` holds the compiled
