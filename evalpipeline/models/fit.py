@@ -257,12 +257,12 @@ def start_cpu_backend(threads: int) -> int | str:
 
     XLA sizes the pool by the CPUs the process may run on when the backend starts, one thread per
     CPU, and has no setting for it (``--xla_cpu_multi_thread_eigen=false`` leaves it as it is). A
-    fit's programs are small: the pool's threads mostly wait for work, and two fitting processes on
-    two cores then oversubscribe them. Measured on 20 binomial partition fits of the scale lake: 0.43 s
-    a fit with the default pool against 0.37 s with one thread, one process alone; 0.50 s against
-    0.38 s with two side by side. So the calling thread is confined to ``threads`` of its CPUs while
-    the backend starts, and every thread of the process is given all of them back right after: the
-    pool keeps its size, and nothing stays pinned to a CPU.
+    fitting step is one process per core, and the pool's threads took CPU time from the other
+    worker's steps: on the 20-model scale lake, two runs each, the rebuild took 12% less time with
+    one thread (``glm_binomial`` 22% fewer step seconds, ``model_reliability`` 11%), while fits alone
+    of larger programs were up to 10% slower (benchmarks/README.md). So the calling thread is
+    confined to ``threads`` of its CPUs while the backend starts, and every thread of the process is
+    given all of them back right after: the pool keeps its size, and nothing stays pinned to a CPU.
     """
     global _backend_threads
     from jax._src import xla_bridge
