@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,21 +59,11 @@ def worker(pool: str, partitions: int, warmup: int, draws: int, model: str) -> N
 
 
 def measure(pool: str, processes: int, args) -> list[dict]:
+    from host_check import run_workers
+
     command = [sys.executable, __file__, "--worker", pool, "--partitions", str(args.partitions),
                "--num-warmup", str(args.num_warmup), "--num-samples", str(args.num_samples), "--model", args.model]
-    from resources.executors import limit_step_threads
-
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
-    limit_step_threads(env)  # the thread variables the pipeline's step processes start with
-    started = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-               for _ in range(processes)]
-    results = []
-    for process in started:
-        out, err = process.communicate()
-        if process.returncode != 0:
-            raise SystemExit(f"worker ({pool}) failed:\n{err[-3000:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+    return run_workers(command, processes, {"PYTHONPATH": str(Path(__file__).resolve().parent)})
 
 
 def main(argv=None) -> int:
