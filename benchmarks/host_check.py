@@ -7,8 +7,9 @@ thirty-ninth session and 669-737 s in the forty-second to forty-fourth. In the f
 twenty fits of the scale lake's partitions ran 1.2-1.3x slower beside a second fitting process; in
 the forty-fourth this check found 1.00-1.03x (0.29-0.32 s a fit), on a day whose rebuild took 669 s.
 So the check does not explain a slow rebuild; it records the host's speed for the pipeline's most
-frequent step, comparable between runs and days. ``pipeline_benchmark.py scale`` prints it before
-its rebuild and beside its targets.
+frequent step at one moment: a snapshot of a minute, not a forecast. It read 0.29-0.32 s a fit, and
+twenty minutes later 0.43 s, before rebuilds of 669 and 696 s. ``pipeline_benchmark.py scale``
+prints it before its rebuild and beside its targets.
 
 Each measurement is fresh processes, started at once, each fitting ``--fits`` partitions the shape
 of the scale benchmark's (one model, 200 items in 4 subdomains, one 0/1 attempt each, planted
