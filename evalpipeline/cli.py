@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="as for run")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
     ingest.add_argument("path", help="a log or table (Inspect .eval/.json, lm-evaluation-harness results_*.json, "
-                                      "long or wide .csv/.parquet), or a folder searched recursively for them")
+                                      "long .jsonl, long or wide .csv/.parquet), or a folder searched recursively for them")
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
     ingest.add_argument("--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)")
     ingest.add_argument("--format", choices=["auto", *FORMATS], default=None, help="source format (default: detect)")
