@@ -125,10 +125,11 @@ def main(argv: list[str] | None = None) -> int:
 
             check_named_config()  # before the import below, which reads the file
             # the composition root owns Dagster; loading it reads most settings (cron, threads, config file)
-            from evalpipeline.definitions import check_run_settings, executor_note, run_main_job
+            from evalpipeline.definitions import check_run_settings, executor_note, local_instance, run_main_job
 
             check_run_settings()
-            prepare_lake_root(lake_root(), _lake_label(None))  # last: a bad setting leaves no folder behind
+            prepare_lake_root(lake_root(), _lake_label(None))  # a bad setting above leaves no folder behind
+            local_instance()  # a dagster.yaml Dagster refuses, named here rather than in a traceback
         except ValueError as exc:
             print(f"evalpipeline {args.command}: {exc}", file=sys.stderr)
             return 2

@@ -76,7 +76,7 @@ from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a 
     run_partitions_def,
     step_failures,
 )
-from evalpipeline.config import LANDING_ENV
+from evalpipeline.config import LANDING_ENV, lake_root
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.models.fit import preparation_requests
@@ -87,7 +87,7 @@ from evalpipeline.settings import check_config
 from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, STEP_PRELOAD_MODULES, configured_executor, limit_step_threads
-from resources.fit import GlmSettings
+from resources.fit import CACHE_DIR_ENV, GlmSettings
 
 # before any step process starts (and before JAX initialises here): one core per fitting step
 limit_step_threads()
@@ -115,6 +115,7 @@ def check_run_settings() -> None:
     _console_config()
     defs.resources["glm_settings"].cache_max_bytes()
     check_config()  # a misspelt table or prior fails here, not in every partition's step
+    _check_folders()
     landing = defs.resources["lake"].landing_dir()
     if os.environ.get(LANDING_ENV, "").strip() and not landing.is_dir():
         raise ValueError(f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "
@@ -123,6 +124,25 @@ def check_run_settings() -> None:
         raise ValueError(f"the landing folder {landing} (the default, relative to {Path.cwd()}) is not a folder: run "
                          f"from the repository root or set {LANDING_ENV} (to an empty folder when every log comes "
                          "through `evalpipeline ingest`)")
+
+
+def _check_folders() -> None:
+    """The JAX compilation cache and the Dagster home must be folders, or ones that can be made: a file
+    at the cache failed every fit step with a FileExistsError that named no setting (after its retries:
+    an OSError looks transient), and one at DAGSTER_HOME the run with a traceback."""
+    settings = defs.resources["glm_settings"]
+    cache_label = ("compilation_cache_dir" if settings.compilation_cache_dir
+                   else f"{CACHE_DIR_ENV}={os.environ[CACHE_DIR_ENV]!r}" if os.environ.get(CACHE_DIR_ENV)
+                   else "the JAX compilation cache (the default, under the lake)")
+    home = os.environ.get("DAGSTER_HOME")
+    home_label = f"DAGSTER_HOME={home!r}" if home else "the Dagster home (the default; set DAGSTER_HOME)"
+    for path, label in ((settings.cache_dir(lake_root()), cache_label), (Path(home or DEFAULT_DAGSTER_HOME), home_label)):
+        path = path.resolve()
+        existing = next(p for p in (path, *path.parents) if p.exists())  # nothing is made here
+        if not existing.is_dir():
+            raise ValueError(f"{label}: {existing} is not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ValueError(f"{label}: {existing} is not writable")
 
 
 def executor_note(choice: str | None) -> str | None:
@@ -171,6 +191,11 @@ with warnings.catch_warnings():
 warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`",
                         category=BetaWarning)
 
+# A misspelt table or key of the configuration file is the code location's load error under the daemon and
+# the UI, as a bad cron or executor is: otherwise only `evalpipeline run` refused it, and the daemon's runs
+# quietly used the defaults of the table it was meant for.
+check_config()
+
 defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
     jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job, prepare_samplers],
@@ -188,10 +213,20 @@ defs = Definitions(
 
 
 def local_instance() -> DagsterInstance:
-    """The persistent local instance: ``$DAGSTER_HOME``, else ``dagster_home`` here (SQLite)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    return DagsterInstance.from_config(str(home))
+    """The persistent local instance: ``$DAGSTER_HOME``, else ``dagster_home`` here (SQLite). ValueError
+    naming the variable for a home that is not a folder or a ``dagster.yaml`` Dagster refuses (a raw
+    FileExistsError or config error from inside Dagster otherwise)."""
+    raw = os.environ.get("DAGSTER_HOME")
+    home = Path(raw or DEFAULT_DAGSTER_HOME).resolve()
+    label = f"DAGSTER_HOME={raw!r}" if raw else f"the Dagster home {home} (the default; set DAGSTER_HOME)"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{label}: {home} is not a folder and cannot be made one ({exc.strerror or exc})") from None
+    try:
+        return DagsterInstance.from_config(str(home))
+    except Exception as exc:  # noqa: BLE001 - not YAML, or not Dagster's schema: Dagster's own message, named
+        raise ValueError(f"{label}: {home / 'dagster.yaml'}: {type(exc).__name__}: {exc}") from None
 
 
 #: Partitions a run of `evalpipeline run` covers at most (assets.partitions.PARTITIONS_PER_RUN).

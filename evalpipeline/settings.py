@@ -183,6 +183,13 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
         check_types(path, f"ingest.{name}", tables[name], dict.fromkeys(tables[name], ""))
     if "value_map" in tables["scores"] and not isinstance(tables["scores"]["value_map"], dict):
         raise ConfigError(f"{path}: [ingest.scores] value_map must be a table, got {tables['scores']['value_map']!r}")
+    for label, value in tables["scores"].get("value_map", {}).items():  # "1" or true would be read as numbers
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: [ingest.scores] value_map {label} must be a number, got {value!r}")
+    span = tables["scores"].get("numeric_range", [0.0, 1.0])
+    if len(span) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in span):
+        raise ConfigError(f"{path}: [ingest.scores] numeric_range must be an array of two numbers [low, high], "
+                          f"got {span!r}")
     if data.get("format", "auto") not in ("auto", *FORMATS):
         raise ConfigError(f"{path}: [ingest] format must be one of {['auto', *FORMATS]}, got {data['format']!r}")
     source = str(path) if path is not None else "ingest options"
@@ -233,6 +240,10 @@ def _check_priors(path, priors: dict) -> None:
             raise ConfigError(f"{path}: [glm.priors.{name}]: unknown model {name!r}; known: {sorted(MODELS)}")
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: [glm.priors.{name}] must be a table of prior arguments")
+        fixed = sorted(set(values) & NOT_PRIOR_ARGUMENTS)
+        if fixed:
+            raise ConfigError(f"{path}: [glm.priors.{name}] {fixed[0]} is not a prior: the fit sets it (the data, or "
+                              f"the [glm] setting of that name where there is one)")
         unknown = sorted(set(values) - prior_arguments(name))
         if unknown:
             known = sorted(a for a in prior_arguments(name) if a.endswith(("_scale", "_prior", "_loc", "_sd", "_rate")))
@@ -249,6 +260,11 @@ def _check_priors(path, priors: dict) -> None:
                 raise ConfigError(f"{path}: [glm.priors.{name}] {argument} must be one of "
                                   f"{list(_PRIOR_CHOICES[argument])}, got {value!r}")
 
+
+#: Model-function arguments that are not priors (evalpipeline.models.fit.prior_arguments offers the whole
+#: signature): the data, and switches the fit sets from ``[glm]`` (paper_form, group_mean_basis, unit_grid)
+#: or from the data's layout (tasks_nested). ``arrays`` failed every fit; ``paper_form`` overrode ``[glm]``'s.
+NOT_PRIOR_ARGUMENTS = frozenset({"arrays", "paper_form", "group_mean_basis", "unit_grid", "tasks_nested"})
 
 #: Prior arguments that are scales, standard deviations, rates or concentrations (> 0)
 _POSITIVE_PRIOR_ARGUMENTS = ("_scale", "_sd", "_rate", "_concentration")
@@ -321,7 +337,33 @@ def load_reliability_settings(path: Path | None = None):
         _check_reliability_values(path, _table(path, read_config(path), "reliability"))
     config = load_reliability_config(path)
     _check_configurations_cover_corners(path, config.settings)
+    _check_taxonomy_file(path, config.taxonomy_path)
     return config
+
+
+def _check_taxonomy_file(path, taxonomy: str | None) -> None:
+    """A taxonomy that exists must be a UTF-8 file: a folder was an IsADirectoryError from deep in the code
+    location's loading, and bytes not in UTF-8 the codec's message without the file's name. (Its contents
+    are the taxonomy reader's to check.)"""
+    import os
+
+    from evalpipeline.reliability.lake import TAXONOMY_ENV
+
+    if taxonomy is None or not Path(taxonomy).exists():
+        return
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("reliability", {}) if path is not None else {}
+    source = (f"{path}: [reliability] taxonomy" if data.get("taxonomy")
+              else f"${TAXONOMY_ENV}" if os.environ.get(TAXONOMY_ENV, "").strip() else "the default taxonomy")
+    where = f"{source} = {taxonomy!r}"
+    if not Path(taxonomy).is_file():
+        raise ConfigError(f"{where}: {Path(taxonomy).resolve()} is not a file")
+    try:
+        Path(taxonomy).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (TOML must be): byte 0x{exc.object[exc.start]:02x} at offset "
+                          f"{exc.start}") from None
 
 
 def _check_configurations_cover_corners(path, settings) -> None:
@@ -341,17 +383,46 @@ def _check_reliability_values(path, data: dict) -> None:
     otherwise take as they come: ``success_threshold = 7`` counted every graded score as a failure."""
     from evalpipeline.reliability.core import ReliabilitySettings
 
-    defaults = {**_dataclass_defaults(ReliabilitySettings), "taxonomy": "", "success_threshold": 1.0, "box": {},
-                "domain_boxes": {}, "domain_seeds": {}, "profile": {}}
-    defaults = {k: ({} if isinstance(v, dict) or k in ("box", "profile") else v) for k, v in defaults.items()}
+    for key, why in _RELIABILITY_NOT_SETTINGS.items():
+        if key in data:
+            raise ConfigError(f"{path}: [reliability] {key} is not a setting: {why}")
+    defaults = {**_dataclass_defaults(ReliabilitySettings), "taxonomy": "", "success_threshold": 1.0, "box": {}}
+    defaults = {k: v for k, v in defaults.items() if k not in _RELIABILITY_NOT_SETTINGS}
+    defaults = {k: ({} if isinstance(v, dict) or k == "box" else v) for k, v in defaults.items()}
     for key, value in data.items():
         if isinstance(defaults.get(key), dict) and not isinstance(value, dict):
             raise ConfigError(f"{path}: [reliability] {key} must be a table, got {value!r}")
     check_types(path, "reliability", {k: v for k, v in data.items() if not isinstance(defaults.get(k), dict)}, defaults)
+    for key, kind, check in (("horizons", "whole numbers", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+                             ("quantiles", "numbers", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))):
+        if any(not check(v) for v in data.get(key, ())):
+            raise ConfigError(f"{path}: [reliability] {key} must be an array of {kind}, got {data[key]!r}")
+    _check_box(path, "reliability.box", data.get("box", {}))
     threshold = data.get("success_threshold", 1.0)
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"{path}: [reliability] success_threshold must be in (0, 1] (a graded score counts as a "
                           f"success when it is at least this), got {threshold!r}")
+
+
+#: Fields of ReliabilitySettings that the configuration cannot set, and why: the lake sets them itself
+_RELIABILITY_NOT_SETTINGS = {
+    "seed": "each partition's and model's assessment is seeded from its names (evalpipeline.reliability.lake), "
+            "so that reruns and the model's and suites' views agree; remove it",
+    "domain_seeds": "a one-suite domain of a model takes its suite's seed (evalpipeline.reliability.lake); remove it",
+    "profile": "the operational profile is the taxonomy file's [profile] table ([reliability] taxonomy)",
+    "domain_boxes": "the configuration sets one credal box for every domain, [reliability.box]",
+}
+
+
+def _check_box(path, table: str, box: dict) -> None:
+    """A credal box's intervals, each an array of two numbers: ``a = "12"`` was read as the interval (1, 2)."""
+    unknown = sorted(set(box) - {"a", "b", "c", "d"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [{table}]: {unknown}; known: ['a', 'b', 'c', 'd']")
+    for key, value in box.items():
+        if (not isinstance(value, list) or len(value) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)):
+            raise ConfigError(f"{path}: [{table}] {key} must be an array of two numbers [low, high], got {value!r}")
 
 
 #: ``[glm.thresholds]``: the least value each may take, whether it may equal it, and why

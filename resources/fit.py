@@ -17,6 +17,7 @@ from resources.executors import step_threads
 #: Default bound of the compilation cache in MiB; the traced programs beside it get an eighth.
 DEFAULT_CACHE_MAX_MB = 2048
 CACHE_MAX_ENV = "EVALPIPELINE_JAX_CACHE_MAX_MB"
+CACHE_DIR_ENV = "EVALPIPELINE_JAX_CACHE"
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,7 +61,7 @@ class GlmSettings(ConfigurableResource):
 
     def cache_dir(self, lake_root: Path) -> Path:
         """The persistent compilation cache of fits in the lake at ``lake_root``."""
-        return Path(self.compilation_cache_dir or os.environ.get("EVALPIPELINE_JAX_CACHE")
+        return Path(self.compilation_cache_dir or os.environ.get(CACHE_DIR_ENV)
                     or Path(lake_root) / ".cache" / "jax")
 
     def program_cache(self, lake_root: Path) -> Path:

@@ -210,6 +210,25 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     ("[glm]\npriors = 3\n", "[glm.priors] must be a table, got 3"),
     ("[ingest]\nscores = 3\n", "[ingest.scores] must be a table, got 3"),
     ("[reliability]\nbox = 3\n", "[reliability] box must be a table, got 3"),
+    # found by a review: each was accepted, and read otherwise than written or not at all
+    ('[reliability.box]\na = "12"\n', "[reliability.box] a must be an array of two numbers [low, high], got '12'"),
+    ("[reliability.box]\na = 5\n", "[reliability.box] a must be an array of two numbers [low, high], got 5"),
+    ("[reliability.box]\na = [1, 2, 3]\n", "[reliability.box] a must be an array of two numbers [low, high]"),
+    ("[reliability.box]\ne = [1, 2]\n", "unknown keys in [reliability.box]: ['e']"),
+    ("[reliability.domain_boxes.math]\na = [2, 8]\n", "[reliability] domain_boxes is not a setting: the configuration "
+     "sets one credal box for every domain"),  # was: domain_boxes['math'] must be a HyperBox, got dict
+    ("[reliability]\nseed = 12345\n", "[reliability] seed is not a setting: each partition's and model's assessment"),
+    ("[reliability]\ndomain_seeds = { math = 1 }\n", "[reliability] domain_seeds is not a setting"),
+    ("[reliability]\nprofile = { math = 1.0 }\n", "[reliability] profile is not a setting: the operational profile is"),
+    ("[reliability]\nhorizons = [true, 2]\n", "[reliability] horizons must be an array of whole numbers, got [True, 2]"),
+    ('[reliability]\nquantiles = ["0.5"]\n', "[reliability] quantiles must be an array of numbers"),
+    ("[glm.priors.binomial]\narrays = 1\n", "[glm.priors.binomial] arrays is not a prior: the fit sets it"),
+    ("[glm.priors.binomial]\npaper_form = true\n", "[glm.priors.binomial] paper_form is not a prior"),
+    ("[glm.priors.suite_binomial]\nunit_grid = false\n", "[glm.priors.suite_binomial] unit_grid is not a prior"),
+    ('[ingest.scores]\nvalue_map = { C = "1" }\n', "[ingest.scores] value_map C must be a number, got '1'"),
+    ("[ingest.scores]\nvalue_map = { C = 1, P = true }\n", "[ingest.scores] value_map P must be a number, got True"),
+    ("[ingest.scores]\nnumeric_range = [0, 1, 2]\n", "[ingest.scores] numeric_range must be an array of two numbers"),
+    ('[ingest.scores]\nnumeric_range = ["0", "1"]\n', "[ingest.scores] numeric_range must be an array of two numbers"),
 ])
 def test_a_bad_configuration_value_is_named_with_its_key(tmp_path, text, message):
     assert message in _refusal(tmp_path / "evalpipeline.toml", text)
@@ -220,6 +239,8 @@ def test_a_bad_configuration_value_is_named_with_its_key(tmp_path, text, message
     "[reliability]\nn_configurations = 8\n[reliability.box]\na = [1, 1]\n",
     "[glm.thresholds]\nmax_r_hat = 1\nmin_ess_bulk = 0\nmin_ess_tail = 0\nmax_divergences = 0\nmin_bfmi = 0\n",
     "[ingest]\nchunk_rows = 1\n",
+    "[glm.priors.binomial]\nuse_subdomain = false\nlikelihood = \"beta_binomial\"\n",
+    "[ingest.scores]\nvalue_map = { C = 1, I = 0.0 }\nnumeric_range = [0, 10.5]\n",
 ])
 def test_a_configuration_value_at_the_edge_of_its_range_is_accepted(tmp_path, text):
     assert _refusal(tmp_path / "evalpipeline.toml", text) == "(accepted)"
@@ -406,6 +427,51 @@ def test_cli_ingest_names_a_lake_folder_that_cannot_be_created(capsys):
     error = capsys.readouterr().err
     assert code == 2 and error.startswith("evalpipeline ingest: --lake /proc/no_such_lake: cannot create the lake "
                                           "folder /proc/no_such_lake: ") and error.count("\n") == 1
+
+
+@pytest.mark.parametrize("environ, message", [
+    # each was a traceback: FileExistsError from Dagster, from a fit step (after its retries), IsADirectoryError
+    ({"DAGSTER_HOME": "{file}"}, "DAGSTER_HOME='{file}': {file} is not a folder"),
+    ({"DAGSTER_HOME": "{file}/home"}, "DAGSTER_HOME='{file}/home': {file} is not a folder"),
+    ({"EVALPIPELINE_JAX_CACHE": "{file}"}, "EVALPIPELINE_JAX_CACHE='{file}': {file} is not a folder"),
+    ({"EVALPIPELINE_TAXONOMY": "{folder}"}, "$EVALPIPELINE_TAXONOMY = '{folder}': {folder} is not a file"),
+])
+def test_cli_run_names_a_folder_or_file_setting_of_the_wrong_kind_before_any_work(tmp_path, environ, message):
+    _cli_run_refusal(tmp_path, environ, message)
+
+
+def test_cli_run_names_a_taxonomy_file_that_is_not_utf8(tmp_path):
+    (tmp_path / "taxonomy.toml").write_bytes(b"[suites]\nx = \"\xff\"\n")
+    done = _cli_run(tmp_path, EVALPIPELINE_TAXONOMY=str(tmp_path / "taxonomy.toml"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (f"evalpipeline run: $EVALPIPELINE_TAXONOMY = '{tmp_path / 'taxonomy.toml'}': not UTF-8 "
+                           "text (TOML must be): byte 0xff at offset 14\n")
+
+
+def test_cli_run_names_a_dagster_yaml_dagster_refuses(tmp_path):
+    """Was Dagster's traceback (a YAML parser error, or its config error), exit 1."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for text, dagster_says in (("run_retries:\n  enabled: maybe\n", "DagsterInvalidConfigError"),
+                               ("run_retries: [\n", "ParserError")):
+        (home / "dagster.yaml").write_text(text)
+        done = _cli_run(tmp_path, DAGSTER_HOME=str(home))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith(f"evalpipeline run: DAGSTER_HOME='{home}': {home / 'dagster.yaml'}: "
+                                      f"{dagster_says}: "), done.stderr
+
+
+def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path):
+    """The daemon and the UI load the code location, not `evalpipeline run`: a misspelt [reliabilty] was
+    accepted there and every reliability step used the defaults (found by a review)."""
+    (tmp_path / "evalpipeline.toml").write_text("[reliabilty]\nn_draws = 10\n")
+    env = {**os.environ, "EVALPIPELINE_CONFIG": str(tmp_path / "evalpipeline.toml"), "DAGSTER_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", "import evalpipeline.definitions"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"evalpipeline.settings.ConfigError: {tmp_path / 'evalpipeline.toml'}: unknown table(s) ['reliabilty']; "
+        "known: ['ingest', 'validate', 'posterior', 'glm', 'reliability', 'plots']")
 
 
 def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path):
