@@ -225,7 +225,7 @@ def _ingest(args) -> int:
     print(f"lake: {lake.root}")
     for line in report.summary_lines():
         print(printable(line))
-    return 1 if report.file_errors and len(report.file_errors) == report.files_seen else 0
+    return 1 if report.not_consolidated or (report.file_errors and len(report.file_errors) == report.files_seen) else 0
 
 
 if __name__ == "__main__":

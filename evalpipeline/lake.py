@@ -462,7 +462,7 @@ class Lake:
 
     def source_lock(self, path: str | os.PathLike):
         """:meth:`lock` on staging one source file (by its absolute path)."""
-        return self.lock(f"source\0{Path(path).resolve()}")
+        return self.lock(f"source\0{os.path.realpath(path)}")  # Path.resolve raises on a symlink loop
 
     # -- partition listing and names -----------------------------------------
     def partitions(self, table: str) -> list[tuple[str, str]]:

@@ -201,14 +201,20 @@ def _mixed_covariate(frame: pd.DataFrame, name: str, exc: Exception) -> str:
     odd = present[[type(v) is not first_type for v in present]]
     if not len(odd):
         return f"covariate {name!r} cannot be stored: {exc}"
-    index = odd.index[0]
-    where = ""
-    if "source_line" in frame.columns and pd.notna(frame.at[index, "source_line"]):
-        where = f" at line {int(frame.at[index, 'source_line'])}"
-    elif "sample_index" in frame.columns and pd.notna(frame.at[index, "sample_index"]):
-        where = f" at row {int(frame.at[index, 'sample_index'])}"
-    return (f"covariate {name!r} mixes value types: {type(present.iloc[0]).__name__} {present.iloc[0]!r} first, "
-            f"then {type(odd.iloc[0]).__name__} {odd.iloc[0]!r}{where}; give it one type (all numbers or all text)")
+    first, index = present.index[0], odd.index[0]
+    files = "log_path" in frame.columns and frame.at[first, "log_path"] != frame.at[index, "log_path"]
+
+    def where(row) -> str:  # the file too when the two values come from two logs (a partition's consolidation)
+        at = ""
+        if "source_line" in frame.columns and pd.notna(frame.at[row, "source_line"]):
+            at = f" at line {int(frame.at[row, 'source_line'])}"
+        elif "sample_index" in frame.columns and pd.notna(frame.at[row, "sample_index"]):
+            at = f" at row {int(frame.at[row, 'sample_index'])}"
+        return f" in {frame.at[row, 'log_path']}{at}" if files else at
+
+    return (f"covariate {name!r} mixes value types: {type(present.iloc[0]).__name__} {present.iloc[0]!r} first"
+            f"{where(first) if files else ''}, then {type(odd.iloc[0]).__name__} {odd.iloc[0]!r}{where(index)}; "
+            "give it one type (all numbers or all text)")
 
 
 def covariate_schema(table: pa.Schema) -> pa.Schema:

@@ -1,6 +1,7 @@
 """Long and wide tables, format detection, declared mappings and the project configuration."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -769,10 +770,15 @@ def test_a_table_names_its_partitions_as_its_rows_are_placed(tmp_path):
                           "item_id": [f"q{i}" for i in range(300)], "score": 1.0, "notes": "x" * 40})
     frame.to_parquet(tmp_path / "t.parquet")
     assert _named_partitions(tmp_path / "t.parquet") == {("m", "s"), ("n", "s")}
-    # JSON numbers and booleans that a hash takes for one value (1, 1.0, true) are three names.
+    # JSON numbers that a hash takes for one value (1, 1.0) are two names; true, which a hash takes for 1
+    # too, is none (it named a partition "True" until a review found it: a boolean names nothing).
     lines = [{"model": m, "suite": "s", "item_id": f"q{i}", "score": 1} for i, m in enumerate([1, 1.0, True, 1])]
     _write(tmp_path / "t.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n")
-    assert _named_partitions(tmp_path / "t.jsonl") == {("1", "s"), ("1.0", "s"), ("True", "s")}
+    assert _named_partitions(tmp_path / "t.jsonl") == {("1", "s"), ("1.0", "s")}
+    # whole numbers stay whole where a line has no model: the scan names the partitions the reader fills
+    lines = [{"model": 7, "suite": "s", "item_id": "q1", "score": 1}, {"suite": "s", "item_id": "q2", "score": 1}]
+    _write(tmp_path / "v.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    assert _named_partitions(tmp_path / "v.jsonl") == {("7", "s")}
     # A fixed suite (--suite) names the partitions of a file that has no suite column.
     frame.drop(columns="suite").to_parquet(tmp_path / "u.parquet")
     assert _named_partitions(tmp_path / "u.parquet", IngestOptions(suite="fixed")) == {("m", "fixed"), ("n", "fixed")}
@@ -837,3 +843,91 @@ def test_forget_removes_a_logs_records_and_retires_what_no_other_log_holds(tmp_p
     assert ingest_paths([loose], lake).rows_quarantined == 1
     assert forget(lake, [f"{tmp_path}/./loose.csv"]).other_records == 1
     assert not list((lake.root / "unplaced").glob("*.parquet")) and lake.partitions("ingested") == []
+
+
+# -- found by an adversarial review of the table readers ------------------------------
+
+def _table(lake, name, model, suite):
+    return pd.read_parquet(lake.table_path(name, f"{name}.parquet", model, suite))
+
+
+def test_whole_number_ids_stay_exact_when_a_row_lacks_one(tmp_path):
+    """A JSONL or Parquet id column of integers with one missing value came as floats: item 7 was stored
+    as "7.0", and 2**53 + 1 as 2**53, so that a real item 2**53 was quarantined as its duplicate."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    big = 2**53
+    rows = [{"model": "m1", "suite": "s1", "item_id": 7, "score": 1},
+            {"model": "m1", "suite": "s1", "item_id": big + 1, "score": 1},
+            {"model": "m1", "suite": "s1", "item_id": big, "score": 0},
+            {"model": "m1", "suite": "s1", "score": 0}]
+    _write(tmp_path / "in" / "gap.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    pq.write_table(pa.table({"model": ["m2"] * 3, "suite": ["s1"] * 3, "item_id": pa.array([7, None, big + 1], pa.int64()),
+                             "score": [1, 0, 1]}), tmp_path / "in" / "gap.parquet")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths(find_log_files(tmp_path / "in"), lake)
+    _accounted(report)
+    assert sorted(_table(lake, "samples", "m1", "s1")["item_id"]) == sorted(["7", str(big), str(big + 1)])
+    assert sorted(_table(lake, "samples", "m2", "s1")["item_id"]) == sorted(["7", str(big + 1)])
+    assert list(_table(lake, "quarantine", "m1", "s1")["reason"]) == ["line 4: no item_id value"]
+
+
+def test_a_list_object_or_boolean_cell_names_no_item_model_or_suite(tmp_path):
+    """``str`` made them the item "{'x': 1}", the model "['m1']" and the item "True"."""
+    rows = [{"model": "m1", "suite": "s1", "item_id": "q1", "score": 1},
+            {"model": "m1", "suite": "s1", "item_id": {"x": 1}, "score": 1},
+            {"model": "m1", "suite": "s1", "item_id": True, "score": 1},
+            {"model": "m1", "suite": "s1", "item_id": [2], "score": 1},
+            {"model": ["m1"], "suite": "s1", "item_id": "q2", "score": 1}]
+    src = _write(tmp_path / "in" / "odd.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([src], lake)
+    _accounted(report)
+    assert set(report.partitions) == {("m1", "s1")} and report.rows_unplaced == 1
+    assert list(_table(lake, "samples", "m1", "s1")["item_id"]) == ["q1"]
+    assert list(_table(lake, "quarantine", "m1", "s1")["reason"]) == [
+        "line 2: item_id {'x': 1} is not a name or a number", "line 3: item_id True is not a name or a number",
+        "line 4: item_id [2] is not a name or a number"]
+
+
+def test_created_at_now_or_today_is_not_a_time(tmp_path):
+    """pandas reads "now" and "today" as the moment of reading, so those rows beat every real run's."""
+    src = _write(tmp_path / "in" / "t.csv", "model,suite,item_id,score,created_at\nm1,s1,q1,1,now\nm1,s1,q2,1,Today\n"
+                                            "m1,s1,q3,1,2026-01-01\n")
+    lake = Lake(tmp_path / "lake")
+    _accounted(ingest_paths([src], lake))
+    assert list(_table(lake, "samples", "m1", "s1")["item_id"]) == ["q3"]
+    assert [r.split(" (")[0] for r in _table(lake, "quarantine", "m1", "s1")["reason"]] == [
+        "line 2: created_at 'now' is not a time", "line 3: created_at 'Today' is not a time"]
+
+
+def test_a_covariate_of_two_types_in_two_logs_leaves_that_partition_and_names_both_files(tmp_path, capsys):
+    """A number in a JSONL log and text in a CSV one (CSV cells are text) was a SchemaError traceback naming
+    neither file, and the ingest stopped there; now that partition is reported, and the others land."""
+    _write(tmp_path / "in" / "a.jsonl", '{"model": "m1", "suite": "s1", "item_id": "q1", "score": 1, "level": 3}\n')
+    _write(tmp_path / "in" / "b.csv", "model,suite,item_id,score,level\nm1,s1,q2,1,4\nm2,s1,q1,1,4\n")
+    code = main(["ingest", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--map", "cov_level=level",
+                 "--no-validate"])
+    out = capsys.readouterr().out
+    assert code == 1 and "Traceback" not in out
+    why = (f"covariate 'cov_level' mixes value types: float 3.0 first in {tmp_path / 'in' / 'a.jsonl'} at line 1, "
+           f"then str '4' in {tmp_path / 'in' / 'b.csv'} at line 2; give it one type (all numbers or all text)")
+    assert f"  m1 x s1: NOT CONSOLIDATED, 2 staged rows, no table written: {why}" in out
+    assert "rows: 1 read = 1 ingested + 0 quarantined; and 2 staged in partitions NOT CONSOLIDATED" in out
+    lake = Lake(tmp_path / "lake")
+    assert list(_table(lake, "samples", "m2", "s1")["item_id"]) == ["q1"]
+    assert not lake.table_path("samples", "samples.parquet", "m1", "s1").exists()
+
+
+def test_a_symlink_to_nothing_in_a_folder_is_reported_not_skipped(tmp_path):
+    """A dangling or looping link was left out of the folder's files without a word (and a loop then
+    raised from the staging lock)."""
+    _write(tmp_path / "in" / "t.csv", "model,suite,item_id,score\nm1,s1,q1,1\n")
+    (tmp_path / "in" / "loop.json").symlink_to("loop.json")
+    (tmp_path / "in" / "dangling.eval").symlink_to("nowhere.eval")
+    report = ingest_paths(find_log_files(tmp_path / "in"), Lake(tmp_path / "lake"))
+    assert report.files_seen == 3 and report.rows_ingested == 1
+    assert sorted(Path(e.path).name for e in report.file_errors) == ["dangling.eval", "loop.json"]
+    assert {e.error.split(": ", 1)[1] for e in report.file_errors} == {
+        "a symbolic link to no file (its target is missing, or it loops)"}

@@ -128,6 +128,9 @@ class IngestReport:
     unplaced: dict[str, dict[str, int]] = field(default_factory=dict)
     #: things a person should know that are no row's fault ("<path>: metadata_map domain='x': no sample ...")
     notes: list[str] = field(default_factory=list)
+    #: partitions whose staged records could not be consolidated into one table (a covariate that is a
+    #: number in one log and text in another) -> (their staged rows, why): nothing of them is ingested
+    not_consolidated: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
 
     @property
     def rows_unplaced(self) -> int:
@@ -151,8 +154,12 @@ class IngestReport:
             f"files: {self.files_seen} seen, {self.files_seen - len(self.file_errors)} read, "
             f"{len(self.file_errors)} unreadable",
             f"rows: {self.rows_read} read = {self.rows_ingested} ingested + {self.rows_quarantined} quarantined"
-            + (f" ({self.rows_unplaced} of them in no partition)" if self.unplaced else ""),
+            + (f" ({self.rows_unplaced} of them in no partition)" if self.unplaced else "")
+            + (f"; and {sum(rows for rows, _ in self.not_consolidated.values())} staged in partitions NOT "
+               "CONSOLIDATED (below)" if self.not_consolidated else ""),
         ]
+        for (model, suite), (rows, why) in sorted(self.not_consolidated.items()):
+            lines.append(f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, no table written: {why}")
         for (model, suite), acc in sorted(self.partitions.items()):
             lines.append(
                 f"  {model} x {suite}: {acc.rows_read} read = {acc.rows_ingested} ingested "
@@ -192,7 +199,8 @@ def find_log_files(path: Path | str) -> list[Path]:
     files = sorted(
         p
         for p in path.rglob("*")
-        if p.is_file()
+        # a symlink to nothing (or to itself) is listed, to be reported as unreadable rather than skipped unseen
+        if (p.is_file() or (p.is_symlink() and not p.is_dir()))
         and p.suffix.lower() in SOURCE_SUFFIXES
         and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
@@ -336,7 +344,13 @@ def ingest_paths(
             say(f"{model} x {suite}: no log holds it any more (rewritten under another model or suite name): "
                 f"removed its {len(removed)} table folder(s)")
             continue
-        account, reasons = consolidate_partition(lake, model, suite, validator)
+        try:
+            account, reasons = consolidate_partition(lake, model, suite, validator)
+        except SchemaError as exc:  # rows of several logs that fit no one table: the others go on
+            staged = sum(pq.read_metadata(f).num_rows for f in lake.partition_dir("ingested", model, suite).glob("*.parquet"))
+            report.not_consolidated[(model, suite)] = (staged, str(exc))
+            say(f"{model} x {suite}: NOT CONSOLIDATED: {exc}")
+            continue
         report.partitions[(model, suite)] = account
         for reason, count in reasons.items():
             report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count

@@ -31,8 +31,10 @@ from evalpipeline.schema import COVARIATE_PREFIX
 #: ``unplaced/`` (no "(unknown)" pseudo-partition), table duplicates name where the first copy was read,
 #: and a ``.json`` log is read to its end. 3: a table row of a second scorer for a sample already read is a
 #: duplicate (the first is kept); JSONL columns come from every line; CSV reasons name the record's real line;
-#: model and suite cells are stripped; huge numbers are row reasons.
-READERS_VERSION = 3
+#: model and suite cells are stripped; huge numbers are row reasons. 4: a table's whole-number ids and names
+#: stay whole where a row lacks one (item 7 was "7.0"); a list, object or boolean is no item, model or suite
+#: name; created_at "now" or "today" is no time.
+READERS_VERSION = 4
 
 #: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
 MAPPABLE_COLUMNS = (

@@ -39,7 +39,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalpipeline.ingest.base import (
@@ -145,19 +147,26 @@ def _check_closed_quotes(path: Path, start: int, text: str) -> None:
             raise SourceReadError(path, f"line {start}: a quoted field is not closed before the end of the file") from None
 
 
-def iter_table(path: Path, chunk_rows: int, columns: list[str] | None = None) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+def iter_table(path: Path, chunk_rows: int, columns: list[str] | None = None,
+               exact: tuple[str, ...] = ()) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
     """Yield (frame, 1-based source line or null) chunks; CSV/JSONL cells come as strings/JSON values.
-    ``columns`` limits a Parquet file's frames to those columns (a text file is parsed whole anyway)."""
+    ``columns`` limits a Parquet file's frames to those columns (a text file is parsed whole anyway).
+    ``exact``: columns whose whole numbers must stay whole numbers (names and ids): pandas makes a
+    column of integers with one missing value float, so item 7 was named "7.0", and two ids above
+    2**53 one id."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
             for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows, columns=columns):
                 frame = batch.to_pandas()
+                for name in exact:
+                    if name in batch.schema.names and pa.types.is_integer(batch.schema.field(name).type):
+                        frame[name] = batch.column(name).to_pandas(integer_object_nulls=True).to_numpy()
                 yield frame, pd.Series([None] * len(frame), dtype="Int32")
         elif suffix == ".csv":
             yield from _iter_csv(path, chunk_rows)
         elif suffix == ".jsonl":
-            yield from _iter_jsonl(path, chunk_rows)
+            yield from _iter_jsonl(path, chunk_rows, exact)
         else:
             raise SourceReadError(path, f"not a table file: {suffix!r}")
     except SourceReadError:
@@ -216,16 +225,24 @@ def _jsonl_records(path: Path) -> Iterator[tuple[dict, int]]:
             yield record, number
 
 
-def _iter_jsonl(path: Path, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+def _iter_jsonl(path: Path, chunk_rows: int, exact: tuple[str, ...] = ()) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    def frame_of(records: list) -> pd.DataFrame:
+        frame = pd.DataFrame.from_records(records)
+        for name in exact:  # the JSON values themselves where pandas made a column float (see iter_table)
+            if name in frame.columns and frame[name].dtype.kind == "f":
+                frame[name] = pd.Series([r.get(name) if isinstance(r, dict) else None for r in records],
+                                        index=frame.index, dtype=object)
+        return frame
+
     records, lines = [], []
     for record, number in _jsonl_records(path):
         records.append(record)
         lines.append(number)
         if len(records) >= chunk_rows:
-            yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
+            yield frame_of(records), pd.Series(lines, dtype="Int32")
             records, lines = [], []
     if records:
-        yield pd.DataFrame.from_records(records), pd.Series(lines, dtype="Int32")
+        yield frame_of(records), pd.Series(lines, dtype="Int32")
 
 
 # -- detection -------------------------------------------------------------------------
@@ -319,9 +336,22 @@ def _clip(value, limit: int = 40) -> str:
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
+#: What ``pd.Timestamp`` reads as the moment of reading: a log's rows would beat every real run's
+_RELATIVE_TIMES = frozenset({"now", "today", "tomorrow", "yesterday"})
+
+
+def _is_name(value) -> bool:
+    """A cell that can name a model, suite or item: text or a number, not a list, an object or a boolean
+    (which ``str`` would turn into ``"['m1']"`` or ``"True"``)."""
+    return isinstance(value, (str, int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def _name(value) -> str | None:
     """A model or suite name without the surrounding whitespace a table cell picks up (``m1 `` and
-    ``m1`` are one model); a name of spaces is no name, so its rows go to unplaced/."""
+    ``m1`` are one model); a name of spaces is no name, nor is a list, an object or a boolean, so its
+    rows go to unplaced/."""
+    if value is not None and value is not pd.NA and not _is_name(value):
+        return None
     text = _text(value)
     return text.strip() or None if text is not None else None
 
@@ -386,7 +416,7 @@ class LongTableReader:
         rows = 0
         # Every scan reads each landing file's partitions, so only the two naming columns are read.
         naming = [mapping[c] for c in ("model", "suite") if c in mapping]
-        for frame, _ in iter_table(path, options.chunk_rows, columns=naming or None):
+        for frame, _ in iter_table(path, options.chunk_rows, columns=naming or None, exact=tuple(naming)):
             models = _column(frame, mapping.get("model"), options.model)
             suites = _column(frame, mapping.get("suite"), options.suite)
             pairs |= _placed_pairs(models, suites)
@@ -406,7 +436,8 @@ class LongTableReader:
         # quarantined first one, as before
         seen: dict[tuple, tuple[str, str | None, bool]] = {}
         index = 0
-        for frame, lines in iter_table(path, options.chunk_rows):
+        exact = tuple(mapping[c] for c in ("model", "suite", "item_id") if c in mapping)
+        for frame, lines in iter_table(path, options.chunk_rows, exact=exact):
             groups: dict[tuple[str | None, str | None], list[dict]] = {}
             records = frame.to_dict("records")
             for record, line in zip(records, lines):
@@ -456,6 +487,10 @@ class LongTableReader:
         if item is None:
             row["reason"] = f"{where}: no item_id value"
             return False
+        if not _is_name(record.get(mapping["item_id"])):  # [1], {"x": 1}, true: not an item's name
+            row["item_id"] = f"row-{index}"
+            row["reason"] = f"{where}: item_id {_clip(record.get(mapping['item_id']))} is not a name or a number"
+            return False
         if "epoch" in mapping:
             raw_epoch = record.get(mapping["epoch"])
             if _text(raw_epoch) is None:  # an empty cell, or a JSONL line without the key: the default
@@ -471,6 +506,8 @@ class LongTableReader:
                 return False
         if "created_at" in mapping and _text(record.get(mapping["created_at"])):
             try:
+                if str(record[mapping["created_at"]]).strip().lower() in _RELATIVE_TIMES:
+                    raise ValueError("a word for the time of reading, not a time")  # pandas reads it as now
                 stamp = pd.Timestamp(record[mapping["created_at"]])
                 row["created_at"] = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
             except (TypeError, ValueError) as exc:
@@ -542,7 +579,7 @@ class WideTableReader:
         seen: dict[str, str] = {}  # where each item was first read
         row_number = 0
         index = 0
-        for frame, lines in iter_table(path, options.chunk_rows):
+        for frame, lines in iter_table(path, options.chunk_rows, exact=(item_column,) if item_column else ()):
             per_model: dict[str, list[dict]] = {m: [] for m in models}
             for record, line in zip(frame.to_dict("records"), lines):
                 item = _text(record.get(item_column)) if item_column else f"row-{row_number}"
