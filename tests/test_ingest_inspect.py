@@ -289,3 +289,43 @@ def test_model_names_that_differ_only_in_unicode_form_or_surrounding_spaces_are_
     assert lake.partitions("samples") == [(composed, "unit_suite")]
     again = discover(lake, landing)
     assert again.partitions == {(composed, "unit_suite")} and not again.changed and not again.lake_only
+
+
+# -- found by an adversarial corpus ----------------------------------------------------------
+
+def _demo_json_log():
+    from pathlib import Path
+
+    return sorted((Path(__file__).resolve().parents[1] / "data" / "inspect_logs").glob("*.json"))[0]
+
+
+def test_an_inspect_sample_whose_epoch_no_table_holds_is_quarantined_alone(tmp_path):
+    """Epoch 2**40 failed the whole log at the table's int32 cast ("Conversion failed for column epoch"),
+    naming no sample; epoch 0 reached the sample table unless validation ran."""
+    log = json.loads(_demo_json_log().read_text())
+    log["samples"][0]["epoch"] = 2**40
+    log["samples"][1]["epoch"] = 0
+    path = tmp_path / "in" / "epochs.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(log))
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([path], lake)
+    assert report.file_errors == [] and report.rows_read == len(log["samples"])
+    assert report.rows_quarantined == 2 and report.rows_ingested == len(log["samples"]) - 2
+    first, second = log["samples"][0]["id"], log["samples"][1]["id"]
+    assert report.quarantine_reasons == {
+        f"sample {first!r}: epoch {2**40} is not a whole number from 1 to 2147483647": 1,
+        f"sample {second!r}: epoch 0 is not a whole number from 1 to 2147483647": 1}
+
+
+def test_an_inspect_summary_that_fails_validation_is_named_by_its_place(tmp_path):
+    """inspect_ai's validation error named neither the sample nor where in the log it was."""
+    log = json.loads(_demo_json_log().read_text())
+    scorer = next(iter(log["samples"][2]["scores"]))
+    log["samples"][2]["scores"][scorer]["value"] = None
+    path = tmp_path / "in" / "odd.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(log))
+    report = ingest_paths([path], Lake(tmp_path / "lake"))
+    (error,) = report.file_errors
+    assert f"cannot read samples: summary 3, after sample {log['samples'][1]['id']!r} (ValidationError: " in error.error

@@ -195,6 +195,10 @@ class Reader(Protocol):
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]: ...
 
 
+#: The largest epoch the canonical table's int32 column holds.
+MAX_EPOCH = 2**31 - 1
+
+
 def sample_label(item_id: str, epoch: int) -> str:
     """How quarantine reasons name a sample."""
     return f"sample {item_id!r} epoch {epoch}"

@@ -96,6 +96,7 @@ import numpy as np
 import pandas as pd
 
 from evalpipeline.ingest.base import (
+    MAX_EPOCH,
     COVARIATE_PREFIX,
     Chunk,
     IngestOptions,
@@ -297,8 +298,10 @@ def _chunks(header: LogHeader, open_summaries: Callable[[], Iterable], options: 
 
 
 def _guarded(summaries: Iterable, path: str) -> Iterator:
-    """``summaries``, with any failure while reading them named as a file-level error."""
+    """``summaries``, with any failure while reading them named as a file-level error, with where in the
+    log it happened (inspect_ai validates every summary; one bad one ends its reader)."""
     iterator = iter(summaries)
+    read, last = 0, None
     while True:
         try:
             summary = next(iterator)
@@ -306,8 +309,11 @@ def _guarded(summaries: Iterable, path: str) -> Iterator:
             return
         except SourceReadError:
             raise
-        except Exception as exc:  # parse and validation errors of many types: name the file
-            raise LogReadError(path, f"cannot read samples ({type(exc).__name__}: {short_error(exc)})") from exc
+        except Exception as exc:  # parse and validation errors of many types: name the file and the sample
+            after = f", after sample {last!r}" if last is not None else ""
+            raise LogReadError(path, f"cannot read samples: summary {read + 1}{after} ({type(exc).__name__}: "
+                                     f"{short_error(exc)})") from exc
+        read, last = read + 1, getattr(summary, "id", None)
         yield summary
 
 
@@ -390,6 +396,9 @@ _SORTED_JSON = json.JSONEncoder(sort_keys=True, default=str)
 def _sample_row(index, sample, header: LogHeader, scorer, normalisation, metadata_map, log_reason) -> dict:
     item_id = str(sample.id)
     epoch = int(sample.epoch)
+    if not 1 <= epoch <= MAX_EPOCH:  # a row of its own in quarantine, not the whole log lost at the table's cast
+        log_reason = log_reason or f"sample {item_id!r}: epoch {epoch} is not a whole number from 1 to {MAX_EPOCH}"
+        epoch = 0
     metadata = sample.metadata or {}
     scores = sample.scores or {}
     row: dict[str, Any] = {

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalpipeline.ingest.base import (
+    MAX_EPOCH,
     COVARIATE_PREFIX,
     Chunk,
     IngestOptions,
@@ -66,8 +67,6 @@ TABLE_SOURCE_ID = "table"
 #: The pseudo-partition in which versions before unplaced rows (see ``ingest``) quarantined rows that
 #: named no model or suite; a lake written then may still hold it until its logs are read again.
 UNKNOWN = "(unknown)"
-#: The largest epoch the canonical table's int32 column holds.
-MAX_EPOCH = 2**31 - 1
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # pandas read cells of any size; keep reading them
 
