@@ -131,12 +131,13 @@ def _check_folders() -> None:
     at the cache failed every fit step with a FileExistsError that named no setting (after its retries:
     an OSError looks transient), and one at DAGSTER_HOME the run with a traceback."""
     settings = defs.resources["glm_settings"]
-    cache_label = ("compilation_cache_dir" if settings.compilation_cache_dir
-                   else f"{CACHE_DIR_ENV}={os.environ[CACHE_DIR_ENV]!r}" if os.environ.get(CACHE_DIR_ENV)
-                   else "the JAX compilation cache (the default, under the lake)")
     home = os.environ.get("DAGSTER_HOME")
-    home_label = f"DAGSTER_HOME={home!r}" if home else "the Dagster home (the default; set DAGSTER_HOME)"
-    for path, label in ((settings.cache_dir(lake_root()), cache_label), (Path(home or DEFAULT_DAGSTER_HOME), home_label)):
+    folders = [(Path(home or DEFAULT_DAGSTER_HOME),
+                f"DAGSTER_HOME={home!r}" if home else "the Dagster home (the default; set DAGSTER_HOME)")]
+    if settings.compilation_cache_dir or os.environ.get(CACHE_DIR_ENV):  # the default is under the lake, checked as it
+        folders.append((settings.cache_dir(lake_root()), "compilation_cache_dir" if settings.compilation_cache_dir
+                        else f"{CACHE_DIR_ENV}={os.environ[CACHE_DIR_ENV]!r}"))
+    for path, label in folders:
         path = path.resolve()
         existing = next(p for p in (path, *path.parents) if p.exists())  # nothing is made here
         if not existing.is_dir():
@@ -226,7 +227,8 @@ def local_instance() -> DagsterInstance:
     try:
         return DagsterInstance.from_config(str(home))
     except Exception as exc:  # noqa: BLE001 - not YAML, or not Dagster's schema: Dagster's own message, named
-        raise ValueError(f"{label}: {home / 'dagster.yaml'}: {type(exc).__name__}: {exc}") from None
+        where = f"{home / 'dagster.yaml'}: " if (home / "dagster.yaml").exists() else ""
+        raise ValueError(f"{label}: {where}{type(exc).__name__}: {exc}") from None
 
 
 #: Partitions a run of `evalpipeline run` covers at most (assets.partitions.PARTITIONS_PER_RUN).

@@ -393,10 +393,9 @@ def _check_reliability_values(path, data: dict) -> None:
         if isinstance(defaults.get(key), dict) and not isinstance(value, dict):
             raise ConfigError(f"{path}: [reliability] {key} must be a table, got {value!r}")
     check_types(path, "reliability", {k: v for k, v in data.items() if not isinstance(defaults.get(k), dict)}, defaults)
-    for key, kind, check in (("horizons", "whole numbers", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-                             ("quantiles", "numbers", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))):
-        if any(not check(v) for v in data.get(key, ())):
-            raise ConfigError(f"{path}: [reliability] {key} must be an array of {kind}, got {data[key]!r}")
+    for key in ("horizons", "quantiles"):  # true would be read as 1 (whole numbers are the settings' own check)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in data.get(key, ())):
+            raise ConfigError(f"{path}: [reliability] {key} must be an array of numbers, got {data[key]!r}")
     _check_box(path, "reliability.box", data.get("box", {}))
     threshold = data.get("success_threshold", 1.0)
     if not 0.0 < threshold <= 1.0:

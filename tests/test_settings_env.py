@@ -220,7 +220,7 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     ("[reliability]\nseed = 12345\n", "[reliability] seed is not a setting: each partition's and model's assessment"),
     ("[reliability]\ndomain_seeds = { math = 1 }\n", "[reliability] domain_seeds is not a setting"),
     ("[reliability]\nprofile = { math = 1.0 }\n", "[reliability] profile is not a setting: the operational profile is"),
-    ("[reliability]\nhorizons = [true, 2]\n", "[reliability] horizons must be an array of whole numbers, got [True, 2]"),
+    ("[reliability]\nhorizons = [true, 2]\n", "[reliability] horizons must be an array of numbers, got [True, 2]"),
     ('[reliability]\nquantiles = ["0.5"]\n', "[reliability] quantiles must be an array of numbers"),
     ("[glm.priors.binomial]\narrays = 1\n", "[glm.priors.binomial] arrays is not a prior: the fit sets it"),
     ("[glm.priors.binomial]\npaper_form = true\n", "[glm.priors.binomial] paper_form is not a prior"),
@@ -241,6 +241,7 @@ def test_a_bad_configuration_value_is_named_with_its_key(tmp_path, text, message
     "[ingest]\nchunk_rows = 1\n",
     "[glm.priors.binomial]\nuse_subdomain = false\nlikelihood = \"beta_binomial\"\n",
     "[ingest.scores]\nvalue_map = { C = 1, I = 0.0 }\nnumeric_range = [0, 10.5]\n",
+    "[reliability]\nhorizons = [1.0, 2.0]\n",  # whole numbers written as floats, accepted before (a review)
 ])
 def test_a_configuration_value_at_the_edge_of_its_range_is_accepted(tmp_path, text):
     assert _refusal(tmp_path / "evalpipeline.toml", text) == "(accepted)"
@@ -474,6 +475,9 @@ def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path
         "known: ['ingest', 'validate', 'posterior', 'glm', 'reliability', 'plots']")
 
 
-def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path):
-    """The run started and failed late, with a traceback per step."""
-    _cli_run_refusal(tmp_path, {"EVALPIPELINE_LAKE": "{file}"}, "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder")
+@pytest.mark.parametrize("cache", ["{tmp}/jax", ""])
+def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path, cache):
+    """The run started and failed late, with a traceback per step. With the default compilation cache (under
+    the lake) the lake is named, not the cache (a review found the cache check blaming it)."""
+    _cli_run_refusal(tmp_path, {"EVALPIPELINE_LAKE": "{file}", "EVALPIPELINE_JAX_CACHE": cache.format(tmp=tmp_path)},
+                     "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder")

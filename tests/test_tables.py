@@ -874,7 +874,8 @@ def test_whole_number_ids_stay_exact_when_a_row_lacks_one(tmp_path):
 
 
 def test_a_list_object_or_boolean_cell_names_no_item_model_or_suite(tmp_path):
-    """``str`` made them the item "{'x': 1}", the model "['m1']" and the item "True"."""
+    """``str`` made them the item "{'x': 1}", the model "['m1']" and the item "True". Decimals and dates
+    still name (a review found a first version of this fix refusing them)."""
     rows = [{"model": "m1", "suite": "s1", "item_id": "q1", "score": 1},
             {"model": "m1", "suite": "s1", "item_id": {"x": 1}, "score": 1},
             {"model": "m1", "suite": "s1", "item_id": True, "score": 1},
@@ -913,21 +914,30 @@ def test_a_covariate_of_two_types_in_two_logs_leaves_that_partition_and_names_bo
     assert code == 1 and "Traceback" not in out
     why = (f"covariate 'cov_level' mixes value types: float 3.0 first in {tmp_path / 'in' / 'a.jsonl'} at line 1, "
            f"then str '4' in {tmp_path / 'in' / 'b.csv'} at line 2; give it one type (all numbers or all text)")
-    assert f"  m1 x s1: NOT CONSOLIDATED, 2 staged rows, no table written: {why}" in out
+    assert f"  m1 x s1: NOT CONSOLIDATED, 2 staged rows, its tables left as they were (or absent): {why}" in out
     assert "rows: 1 read = 1 ingested + 0 quarantined; and 2 staged in partitions NOT CONSOLIDATED" in out
     lake = Lake(tmp_path / "lake")
     assert list(_table(lake, "samples", "m2", "s1")["item_id"]) == ["q1"]
     assert not lake.table_path("samples", "samples.parquet", "m1", "s1").exists()
 
 
-def test_a_symlink_to_nothing_in_a_folder_is_reported_not_skipped(tmp_path):
-    """A dangling or looping link was left out of the folder's files without a word (and a loop then
-    raised from the staging lock)."""
-    _write(tmp_path / "in" / "t.csv", "model,suite,item_id,score\nm1,s1,q1,1\n")
-    (tmp_path / "in" / "loop.json").symlink_to("loop.json")
-    (tmp_path / "in" / "dangling.eval").symlink_to("nowhere.eval")
-    report = ingest_paths(find_log_files(tmp_path / "in"), Lake(tmp_path / "lake"))
-    assert report.files_seen == 3 and report.rows_ingested == 1
-    assert sorted(Path(e.path).name for e in report.file_errors) == ["dangling.eval", "loop.json"]
-    assert {e.error.split(": ", 1)[1] for e in report.file_errors} == {
-        "a symbolic link to no file (its target is missing, or it loops)"}
+def test_decimal_and_date_ids_name_items_as_before(tmp_path):
+    """The first version of the list/object/boolean fix accepted only text and numbers, and quarantined
+    every row of a Parquet file whose ids are decimals or dates (found by a review)."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"model": ["m1", "m1"], "suite": ["s1", "s1"],
+                             "item_id": pa.array([decimal.Decimal("0"), decimal.Decimal("12")], pa.decimal128(10, 0)),
+                             "score": [1, 0]}), tmp_path / "in" / "dec.parquet")
+    pq.write_table(pa.table({"model": ["m2"], "suite": ["s1"], "item_id": pa.array([datetime.date(2020, 1, 1)], pa.date32()),
+                             "score": [1]}), tmp_path / "in" / "date.parquet")
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths(find_log_files(tmp_path / "in"), lake)
+    assert report.rows_quarantined == 0 and report.rows_ingested == 3
+    assert sorted(_table(lake, "samples", "m1", "s1")["item_id"]) == ["0", "12"]
+    assert list(_table(lake, "samples", "m2", "s1")["item_id"]) == ["2020-01-01"]

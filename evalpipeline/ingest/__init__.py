@@ -159,7 +159,8 @@ class IngestReport:
                "CONSOLIDATED (below)" if self.not_consolidated else ""),
         ]
         for (model, suite), (rows, why) in sorted(self.not_consolidated.items()):
-            lines.append(f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, no table written: {why}")
+            lines.append(f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, its tables left as they were "
+                         f"(or absent): {why}")
         for (model, suite), acc in sorted(self.partitions.items()):
             lines.append(
                 f"  {model} x {suite}: {acc.rows_read} read = {acc.rows_ingested} ingested "
@@ -199,8 +200,7 @@ def find_log_files(path: Path | str) -> list[Path]:
     files = sorted(
         p
         for p in path.rglob("*")
-        # a symlink to nothing (or to itself) is listed, to be reported as unreadable rather than skipped unseen
-        if (p.is_file() or (p.is_symlink() and not p.is_dir()))
+        if p.is_file()
         and p.suffix.lower() in SOURCE_SUFFIXES
         and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )

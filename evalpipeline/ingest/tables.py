@@ -340,9 +340,9 @@ _RELATIVE_TIMES = frozenset({"now", "today", "tomorrow", "yesterday"})
 
 
 def _is_name(value) -> bool:
-    """A cell that can name a model, suite or item: text or a number, not a list, an object or a boolean
-    (which ``str`` would turn into ``"['m1']"`` or ``"True"``)."""
-    return isinstance(value, (str, int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    """Whether a cell can name a model, suite or item: not a list, an object or a boolean, which ``str``
+    would turn into ``"['m1']"`` or ``"True"`` (text, numbers, decimals and dates name as before)."""
+    return not isinstance(value, (bool, np.bool_, list, tuple, dict, set, np.ndarray))
 
 
 def _name(value) -> str | None:
