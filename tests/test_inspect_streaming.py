@@ -239,6 +239,57 @@ def test_duplicate_across_chunks_is_quarantined(small, fmt, tmp_path):
     assert report.quarantine_reasons == {"duplicate (item_id, epoch) within one log": 1}
 
 
+# -- summaries.json and the samples/ members disagree ---------------------------------------------
+
+
+def _summaries(path: Path) -> list:
+    with zipfile.ZipFile(path) as zf:
+        return json.loads(zf.read("summaries.json"))
+
+
+def _ingests_nothing_of(bad: Path, good: Path, tmp_path: Path) -> str:
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([bad, good], lake)
+    assert [e.path for e in report.file_errors] == [str(bad)]
+    assert report.rows_read == N_SMALL  # only the good log's rows: none of the bad one's lands
+    assert report.rows_ingested + report.rows_quarantined == N_SMALL
+    return report.file_errors[0].error
+
+
+def test_summaries_cut_short_is_a_file_error_not_a_silent_loss(small, tmp_path):
+    """Rows come from summaries.json: a sample file it does not list would vanish without a word."""
+    short = _summaries(small["eval"])[:-5]
+    bad = rewrite_eval(small["eval"], tmp_path / "short.eval", replace={"summaries.json": json.dumps(short).encode()})
+    with pytest.raises(SourceReadError) as caught:
+        read_inspect_log(bad)
+    expected = (f"summaries.json lists {N_SMALL - 5} sample(s) but the archive holds {N_SMALL} sample files "
+                "(samples/*.json): the log is inconsistent, and its 5 unlisted sample(s) would be lost")
+    assert caught.value.message.startswith(expected), caught.value.message
+    assert _ingests_nothing_of(bad, small["json"], tmp_path).startswith(f"{bad}: {expected}")
+
+
+def test_a_later_shorter_summaries_member_is_caught(small, tmp_path):
+    """Two summaries.json members: the last wins (as in every zip reader); a short one cannot hide samples."""
+    short = json.dumps(_summaries(small["eval"])[:10]).encode()
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        bad = rewrite_eval(small["eval"], tmp_path / "two.eval", extra={"summaries.json": short})
+    with pytest.raises(SourceReadError, match=f"summaries.json lists 10 sample\\(s\\) but the archive holds {N_SMALL}"):
+        read_inspect_log(bad)
+
+
+def test_a_sample_file_written_twice_is_one_sample(small, tmp_path):
+    """inspect_ai appends a sample logged again under its name again: one sample, one summary, no error."""
+    with zipfile.ZipFile(small["eval"]) as zf:
+        name = next(n for n in zf.namelist() if n.startswith("samples/"))
+        again = zf.read(name)
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        twice = rewrite_eval(small["eval"], tmp_path / "twice.eval",
+                             extra={name: again, "samples/../x_epoch_1.json": b"{}"})
+    _, frame = read_inspect_log(twice)
+    _, normal = read_inspect_log(small["eval"])
+    assert len(frame) == N_SMALL and frame["item_id"].tolist() == normal["item_id"].tolist()
+
+
 # -- hostile zips ---------------------------------------------------------------------------------
 
 

@@ -19,7 +19,10 @@ with its ``EvalLog`` model. What is read, and how:
     pieces and parsed one list item at a time (:class:`_JsonStream`); each
     item is validated as an ``EvalSampleSummary`` (see :func:`_summary`),
     turned into a row and dropped. The ``samples/*.json`` members (messages,
-    events) are never read.
+    events) are never read, only counted by name: a ``summaries.json`` that
+    lists fewer samples than there are ``samples/*.json`` files (cut short,
+    or a later duplicate member hiding the full one) is a file-level error,
+    since the unlisted samples would otherwise be lost without a word.
 
     Fallback: a log without ``summaries.json`` (unfinished, or written by
     something else) is read by inspect_ai's own ``read_eval_log_sample_summaries``,
@@ -776,6 +779,16 @@ class _Member:
     header_offset: int
 
 
+_SAMPLE_MEMBER = re.compile(r"samples/.+_epoch_[0-9]+\.json")
+
+
+def _is_sample_member(name: str) -> bool:
+    """A ``samples/<id>_epoch_<n>.json`` member, where inspect_ai keeps each whole sample (an id may hold
+    a ``/``); a name with a ``..`` or empty segment is none (such names are never read: hostile)."""
+    parts = name.split("/")
+    return bool(_SAMPLE_MEMBER.fullmatch(name)) and ".." not in parts and "" not in parts
+
+
 _EOCD = struct.Struct("<4s4H2LH")
 _EOCD64_LOCATOR = struct.Struct("<4sLQL")
 _EOCD64 = struct.Struct("<4sQ2H2L4Q")
@@ -797,6 +810,7 @@ class _EvalArchive:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.members: dict[str, _Member] = {}
+        self.sample_entries = 0  # entries under samples/ in the central directory, repeated names included
         self._handle = open(self.path, "rb")
         try:
             self._scan()
@@ -846,24 +860,40 @@ class _EvalArchive:
         concat = eocd_pos - zip64 - cd_size - cd_offset  # bytes prepended to the archive, as zipfile allows
         if concat < 0:
             raise BadZipFile("central directory offset or size is out of range")
-        handle.seek(cd_offset + concat)
-        reader = io.BufferedReader(_Window(handle, cd_offset + concat, cd_size), READ_SIZE)
+        self._directory = (cd_offset + concat, cd_size, count)
+        for name, fields, extra in self._entries():
+            if name.startswith("samples/"):  # the cheap test; sample_files() counts exactly, when needed
+                self.sample_entries += 1
+            if name not in (HEADER_JSON, SUMMARIES_JSON):
+                continue
+            flags, method, crc, compress_size, file_size = fields[5], fields[6], fields[9], fields[10], fields[11]
+            header_offset = fields[18]
+            if 0xFFFFFFFF in (compress_size, file_size, header_offset):
+                file_size, compress_size, header_offset = _zip64_sizes(extra, file_size, compress_size, header_offset)
+            self.members[name] = _Member(name, method, flags, crc, compress_size, file_size, header_offset + concat)
+
+    def _entries(self) -> Iterator[tuple[str, tuple, bytes]]:
+        """The central directory's entries, one at a time: name, fixed fields, extra field."""
+        start, size, count = self._directory
+        self._handle.seek(start)
+        reader = io.BufferedReader(_Window(self._handle, start, size), READ_SIZE)
         for _ in range(count):
             fixed = reader.read(_CENTRAL.size)
             if len(fixed) != _CENTRAL.size or fixed[:4] != b"PK\x01\x02":
                 raise BadZipFile("bad central directory entry (the archive is corrupt)")
             fields = _CENTRAL.unpack(fixed)
-            flags, method, crc, compress_size, file_size = fields[5], fields[6], fields[9], fields[10], fields[11]
-            name_len, extra_len, comment_len, header_offset = fields[12], fields[13], fields[14], fields[18]
+            flags, name_len, extra_len, comment_len = fields[5], fields[12], fields[13], fields[14]
             raw_name = reader.read(name_len)
             extra = reader.read(extra_len)
             reader.read(comment_len)
-            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
-            if name not in (HEADER_JSON, SUMMARIES_JSON):
-                continue
-            if 0xFFFFFFFF in (compress_size, file_size, header_offset):
-                file_size, compress_size, header_offset = _zip64_sizes(extra, file_size, compress_size, header_offset)
-            self.members[name] = _Member(name, method, flags, crc, compress_size, file_size, header_offset + concat)
+            yield raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace"), fields, extra
+
+    def sample_files(self) -> int:
+        """How many distinct ``samples/*.json`` members the archive holds (a sample logged again is
+        appended under its name again: counted once)."""
+        if not self.sample_entries:
+            return 0
+        return len({name for name, _fields, _extra in self._entries() if _is_sample_member(name)})
 
     def open(self, name: str, limit: int) -> "_MemberStream":
         return _MemberStream(self._handle, self.members[name], self.path, limit)
@@ -900,10 +930,19 @@ class _EvalArchive:
             # logs (unfinished, or written by other tools) lack summaries.json
             yield from _inspect_summaries(self.path, "eval")
             return
+        listed = 0
         with self.open(SUMMARIES_JSON, MAX_MEMBER_BYTES) as stream:
             text = _JsonStream(io.BufferedReader(stream, READ_SIZE), what=f"zip member {SUMMARIES_JSON!r}")
             for item in text.array_items():
+                listed += 1
                 yield _summary(item)
+        # Rows come from summaries.json alone: a sample file it does not list would be lost unseen
+        # (a summaries list cut short, or a duplicate summaries.json member hiding the full one).
+        if self.sample_entries > listed and (files := self.sample_files()) > listed:
+            raise LogReadError(self.path, f"{SUMMARIES_JSON} lists {listed} sample(s) but the archive holds {files} "
+                                          f"sample files (samples/*.json): the log is inconsistent, and its "
+                                          f"{files - listed} unlisted sample(s) would be lost, so none is ingested; "
+                                          "re-run the eval or rewrite the log with inspect_ai")
 
 
 def _inspect_eval_header(path: Path, digest: str) -> LogHeader:
