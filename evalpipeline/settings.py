@@ -574,6 +574,11 @@ def load_glm_config(path: Path | None = None):
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [glm]: {unknown}; known: {sorted(known | {'thresholds', 'priors', 'graded', 'graded_threshold', 'models'})}")
     _check_priors(path, priors)
+    # checked here, not in FitSettings: evalpipeline.models is hashed into every fit's code version
+    if "centring_threshold" in data and not float(data["centring_threshold"]) > 0:
+        raise ConfigError(f"{path}: [glm] centring_threshold must be > 0 (a level is centred when its groups' data "
+                          f"information x variance reaches it), got {data['centring_threshold']!r}; "
+                          'to centre every level, set centring = "centred"')
     try:
         if "retry_on" in data:
             data["retry_on"] = tuple(data["retry_on"])

@@ -176,6 +176,8 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     # values out of range or not among the choices
     ('[glm]\ngraded = "fractoinal"\n', "[glm] graded must be one of ['threshold', 'fractional'], got 'fractoinal'"),
     ("[glm]\ngraded_threshold = 0.0\n", "[glm] graded_threshold must be in (0, 1]"),
+    ("[glm]\ncentring_threshold = 0\n", "[glm] centring_threshold must be > 0"),
+    ("[glm]\ncentring_threshold = -1.5\n", 'to centre every level, set centring = "centred"'),
     ("[glm.priors.binomial]\nsigma_subdomain_scale = -1.0\n", "sigma_subdomain_scale is a scale, rate or concentration and must be positive"),
     ('[glm.priors.binomial]\nlikelihood = "binomail"\n', "[glm.priors.binomial] likelihood must be one of ['binomial', 'beta_binomial']"),
     ('[glm.priors.binomial]\nitem_sd_concentration = "2"\n', "[glm.priors.binomial] item_sd_concentration must be a number"),
