@@ -332,12 +332,17 @@ def test_cli_run_names_a_misspelt_configuration_table_before_any_work(tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
-@pytest.mark.parametrize("value, message", [("abc", "must be a whole number, got 'abc'"), ("0", "must be at least 1, got 0")])
-def test_cli_run_names_a_bad_worker_count_in_words(value, message, capsys):
+@pytest.mark.parametrize("value, message", [
+    ("abc", "must be a whole number, got 'abc'"), ("0", "must be at least 1, got 0"),
+    ("100000", "must be at most the {cores} core(s) this process may use, got 100000"),
+])
+@pytest.mark.parametrize("command", ["run", "forget"])
+def test_cli_run_names_a_bad_worker_count_in_words(command, value, message, capsys):
     from evalpipeline import cli
 
+    message = message.format(cores=cli.available_cores())
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["run", "--workers", value])
+        cli.main([command, "--workers", value])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert f"argument --workers: {message}" in error and "_positive_int" not in error
