@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 
 
 def _rate(text: str) -> float:
@@ -123,6 +124,12 @@ def _power(args) -> int:
             plot = Path(args.plot)
             if plot.suffix.lower() != ".png" or not plot.parent.is_dir() or plot.is_dir():
                 raise ValueError(f"--plot {args.plot}: need a .png file name in an existing folder")
+            try:  # a folder that takes no file was otherwise found after the simulation, naming a temporary file
+                with tempfile.TemporaryFile(dir=plot.parent):
+                    pass
+            except OSError as exc:
+                raise ValueError(f"--plot {args.plot}: cannot write a file in {plot.parent} "
+                                 f"({exc.strerror or type(exc).__name__})") from exc
         for gap in args.gap:
             if not 0 < args.baseline + gap < 1:
                 raise ValueError(f"baseline + gap must stay inside (0, 1), got {args.baseline} + {gap}")

@@ -128,6 +128,15 @@ def test_plan_cli_names_the_option_and_its_range(argv, message, capsys):
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_plan_cli_refuses_a_folder_that_takes_no_file_before_simulating(capsys):
+    # /proc takes no new file, even from root: the error named a temporary file, after the simulation
+    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50",
+                                 "--plot", "/proc/p.png"])
+    assert args.handler(args) == 2
+    error = capsys.readouterr().err
+    assert "--plot /proc/p.png: cannot write a file in /proc (" in error and ".tmp" not in error, error
+
+
 @pytest.mark.parametrize("target", ["{tmp}", "{tmp}/missing/p.png", "{tmp}/p.jpg"])
 def test_plan_cli_refuses_a_plot_path_it_cannot_write_as_named(target, capsys, tmp_path):
     # a folder was an IsADirectoryError traceback; a missing folder was created; a .jpg got PNG bytes
