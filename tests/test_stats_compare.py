@@ -134,6 +134,26 @@ def test_post_unpaired_row_is_reproduced():
 
 
 @pytest.mark.slow
+def test_paired_accuracy_interval_takes_the_sides_of_the_gap_interval():
+    """The accuracy difference has the sign of the gap, so its interval's ends must lie on the same sides of 0
+    as the gap interval's (which P(A better) reads). A gap grid point of 0 made an atom at a difference of
+    exactly 0, and a grid point standing for a cell across 0 put all its mass on one side: ends of exactly
+    0.0 in 7 of these 200 pairs before, and an end of the other sign in 1 more."""
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(20, 200))
+        item = rng.normal(0, 1.5, n)
+        _ = rng.uniform(0.3, 0.9)
+        skill = rng.normal(0, 0.6)
+        y_a = (rng.random(n) < special.expit(item + 1.0 + skill)).astype(float)
+        y_b = (rng.random(n) < special.expit(item + 1.0)).astype(float)
+        result = paired_logit_comparison(y_a, np.ones(n), y_b, np.ones(n))
+        for end in ("low", "high"):
+            assert result[f"diff_{end}"] != 0.0, (trial, result)
+            assert np.sign(result[f"diff_{end}"]) == np.sign(result[f"gap_logit_{end}"]), (trial, end, result)
+
+
+@pytest.mark.slow
 def test_post_paired_row_is_reproduced_and_narrower():
     paired = paired_logit_comparison(NEW, np.ones(100), OLD, np.ones(100))
     unpaired = independent_comparison(59, 100, 56, 100)
