@@ -132,8 +132,9 @@ _LEADERBOARD_BASE = {
     "wilson_high": "Wilson score interval, upper",
     "clopper_pearson_low": "Clopper-Pearson exact interval, lower (conventional)",
     "clopper_pearson_high": "Clopper-Pearson exact interval, upper",
-    "clt_low": "CLT (Wald) interval, lower, unclipped (the usual reading)",
-    "clt_high": "CLT (Wald) interval, upper, unclipped",
+    "clt_low": "CLT interval mean -+ z SE, lower, unclipped (the usual reading): SE from p (1 - p) for 0/1 scores "
+                "(Wald), from the scores' sample variance for graded ones (then narrower than Wilson's)",
+    "clt_high": "CLT interval, upper, unclipped",
     "clt_flag": "why the CLT interval is degenerate (zero width, outside [0, 1], no data), else null",
     "p_best": "posterior probability that this model has the highest success rate on the suite",
     "expected_rank": "posterior mean rank (1 = best)",
@@ -142,7 +143,9 @@ _LEADERBOARD_BASE = {
 }
 _LEADERBOARD_GLM = {
     "glm": "suite GLM the glm_* columns come from (null when no suite GLM passed its diagnostics)",
-    "glm_mean": "the GLM's per-model effect as a success rate: posterior mean of expit(model location)",
+    "glm_mean": "the GLM's per-model effect as a success rate: posterior mean of expit(model location); a graded "
+                "score counts as a success at [glm] graded_threshold (0.5) unless [glm] graded = \"fractional\", so it "
+                "can differ from posterior_mean, which averages the scores",
     "glm_hpdi_low": "its HPDI (mass glm_hpdi_mass), lower",
     "glm_hpdi_high": "its HPDI, upper",
     "glm_hpdi_mass": "mass of that HPDI (the fit's setting)",
@@ -202,7 +205,8 @@ PROFILE_COLUMNS = {
     "p_best": "P(best) on the suite (suite rows)",
     "expected_rank": "posterior mean rank on the suite (suite rows)",
     "glm": "suite GLM of the glm_* columns (null when none passed)",
-    "glm_mean": "the suite GLM's effect of this model as a success rate, posterior mean",
+    "glm_mean": "the suite GLM's effect of this model as a success rate, posterior mean (graded scores as in the "
+                "suite leaderboard's glm_mean)",
     "glm_hpdi_low": "its HPDI, lower",
     "glm_hpdi_high": "its HPDI, upper",
 }

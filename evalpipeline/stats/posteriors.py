@@ -38,8 +38,9 @@ POSTERIOR_COLUMNS = {
     "hpdi_mass": "probability mass of the HPDI",
     "hpdi_low": "HPDI lower bound",
     "hpdi_high": "HPDI upper bound",
-    "clt_low": "CLT (Wald) interval lower bound, unclipped",
-    "clt_high": "CLT (Wald) interval upper bound, unclipped",
+    "clt_low": "CLT interval mean -+ z SE, lower bound, unclipped: SE from p (1 - p) for 0/1 scores (Wald), from the "
+               "scores' sample variance for graded ones",
+    "clt_high": "CLT interval upper bound, unclipped",
     "clt_flag": "why the CLT interval is degenerate, if it is",
 }
 
