@@ -16,7 +16,7 @@ import sys
 
 from pathlib import Path
 
-from evalpipeline.config import DEFAULT_LAKE, EXECUTOR_ENV, LAKE_ENV, lake_root
+from evalpipeline.config import DEFAULT_LAKE, EXECUTOR_ENV, LAKE_ENV, lake_root, landing_overlaps_lake
 from evalpipeline.ingest.detect import FORMATS
 
 
@@ -219,6 +219,9 @@ def _ingest(args) -> int:
             numeric_range=args.numeric_range,
             accept_incomplete_logs=args.accept_incomplete_logs,
         )
+        overlap = landing_overlaps_lake(Path(args.path), Path(args.lake or lake_root()))
+        if overlap:
+            raise ValueError(overlap.replace("the landing folder", "the path to ingest", 1))
         lake = Lake(prepare_lake_root(args.lake or lake_root(), _lake_label(args.lake)))
     except (FileNotFoundError, ConfigError, ValueError) as exc:
         print(f"evalpipeline ingest: {exc}", file=sys.stderr)

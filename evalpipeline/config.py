@@ -21,11 +21,30 @@ DEFAULT_LANDING = "data/inspect_logs"
 EXECUTOR_ENV = "EVALPIPELINE_EXECUTOR"
 
 
+def _setting(variable: str, default: str) -> Path:
+    """``$variable`` as a path, or ``default`` when it is unset, empty or only spaces (a lake ``' '``
+    was a second, empty lake in a folder named by a space)."""
+    value = os.environ.get(variable) or ""
+    return Path(value if value.strip() else default)
+
+
 def lake_root() -> Path:
     """The lake root: ``$EVALPIPELINE_LAKE`` or ``data/lake``."""
-    return Path(os.environ.get(LAKE_ENV) or DEFAULT_LAKE)
+    return _setting(LAKE_ENV, DEFAULT_LAKE)
 
 
 def landing_root() -> Path:
     """The folder of incoming eval logs: ``$EVALPIPELINE_LANDING`` or ``data/inspect_logs``."""
-    return Path(os.environ.get(LANDING_ENV) or DEFAULT_LANDING)
+    return _setting(LANDING_ENV, DEFAULT_LANDING)
+
+
+def landing_overlaps_lake(landing: Path, lake: Path) -> str | None:
+    """Why logs cannot be read from ``landing`` into ``lake`` (None: they can): one holds the other, so
+    the lake's own tables would be read as logs (``data`` for ``data/inspect_logs`` made 282 unreadable-file
+    records and partitions named after the lake's columns)."""
+    landing, lake = Path(landing).resolve(), Path(lake).resolve()
+    if landing == lake or landing in lake.parents:
+        return f"the landing folder {landing} holds the lake {lake}: the lake's tables would be read as logs"
+    if lake in landing.parents:
+        return f"the landing folder {landing} is inside the lake {lake}: its tables would be read as logs"
+    return None

@@ -76,7 +76,7 @@ from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a 
     run_partitions_def,
     step_failures,
 )
-from evalpipeline.config import LANDING_ENV, lake_root
+from evalpipeline.config import LAKE_ENV, LANDING_ENV, lake_root, landing_overlaps_lake
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.models.fit import preparation_requests
@@ -124,6 +124,9 @@ def check_run_settings() -> None:
         raise ValueError(f"the landing folder {landing} (the default, relative to {Path.cwd()}) is not a folder: run "
                          f"from the repository root or set {LANDING_ENV} (to an empty folder when every log comes "
                          "through `evalpipeline ingest`)")
+    overlap = landing_overlaps_lake(landing, defs.resources["lake"].lake().root)
+    if overlap:
+        raise ValueError(f"{overlap}; set {LANDING_ENV} (or {LAKE_ENV}) so that neither holds the other")
 
 
 def _check_folders() -> None:

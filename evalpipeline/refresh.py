@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalpipeline.config import LAKE_ENV, LANDING_ENV, landing_overlaps_lake
 from evalpipeline.ingest import (
     FileError,
     IngestOptions,
@@ -65,6 +66,9 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
     and loses its record here.
     """
     landing = Path(landing)
+    overlap = landing_overlaps_lake(landing, lake.root)
+    if overlap:  # the sensor's and the schedule's ticks fail with it, as `evalpipeline run` refuses it
+        raise ValueError(f"{overlap}; set {LANDING_ENV} (or {LAKE_ENV}) so that neither holds the other")
     files = find_log_files(landing) if landing.exists() else []
     options = options or IngestOptions()
     found, unreadable = scan_sources(files, options)

@@ -105,7 +105,7 @@ def _dataclass_defaults(cls) -> dict:
 
 def config_path() -> Path | None:
     """``$EVALPIPELINE_CONFIG``, else ``evalpipeline.toml`` here if it exists, else None."""
-    if os.environ.get(CONFIG_ENV):
+    if (os.environ.get(CONFIG_ENV) or "").strip():  # one of spaces is unset, as an empty one
         return Path(os.environ[CONFIG_ENV])
     path = Path(DEFAULT_CONFIG)
     return path if path.exists() else None

@@ -49,7 +49,7 @@ class GlmSettings(ConfigurableResource):
         return load_glm_config()
 
     def cache_max_bytes(self) -> int:
-        raw = self.cache_max_mb or os.environ.get(CACHE_MAX_ENV) or DEFAULT_CACHE_MAX_MB
+        raw = self.cache_max_mb or (os.environ.get(CACHE_MAX_ENV) or "").strip() or DEFAULT_CACHE_MAX_MB
         try:
             megabytes = int(raw)
         except ValueError:

@@ -99,7 +99,7 @@ def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):
     good.write_text("item_id,gpt-x\nq1,1\n")
     (tmp_path / "empty.json").write_bytes(b"")
     (tmp_path / "none").mkdir()
-    lake = ["--lake", str(tmp_path / "lake"), "--no-validate"]
+    lake = ["--lake", str(tmp_path.with_name(tmp_path.name + "-lake")), "--no-validate"]  # not inside what is read
     assert cli.main(["ingest", str(tmp_path), *lake]) == 0  # one read, one unreadable
     assert cli.main(["ingest", str(tmp_path / "none"), *lake]) == 0  # no log file
     assert cli.main(["ingest", str(tmp_path / "empty.json"), *lake]) == 1

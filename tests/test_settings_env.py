@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance, materialize
@@ -488,3 +489,40 @@ def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path, cach
     the lake) the lake is named, not the cache (a review found the cache check blaming it)."""
     _cli_run_refusal(tmp_path, {"EVALPIPELINE_LAKE": "{file}", "EVALPIPELINE_JAX_CACHE": cache.format(tmp=tmp_path)},
                      "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder")
+
+
+@pytest.mark.parametrize("landing, message", [
+    ("{tmp}", "the landing folder {tmp} holds the lake {tmp}/lake: the lake's tables would be read as logs"),
+    ("{tmp}/lake/samples", "the landing folder {tmp}/lake/samples is inside the lake {tmp}/lake"),
+])
+def test_a_landing_folder_that_holds_or_lies_in_the_lake_is_refused(tmp_path, landing, message):
+    """EVALPIPELINE_LANDING=data (the parent of data/inspect_logs and data/lake) read the demo lake's own
+    tables as logs: 282 unreadable-file records and partitions named after its columns (found by a review)."""
+    from evalpipeline import cli
+    from evalpipeline.lake import Lake
+    from evalpipeline.refresh import discover
+
+    root = tmp_path.resolve()
+    (root / "lake" / "samples").mkdir(parents=True)
+    landing, message = landing.format(tmp=root), message.format(tmp=root)
+    done = _cli_run(tmp_path, EVALPIPELINE_LANDING=landing, EVALPIPELINE_LAKE=str(root / "lake"))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    with pytest.raises(ValueError, match="would be read as logs; set EVALPIPELINE_LANDING"):
+        discover(Lake(root / "lake"), Path(landing))  # the landing sensor's and the nightly's ticks fail with it
+    assert cli.main(["ingest", landing, "--lake", str(root / "lake"), "--no-validate"]) == 2
+    assert not (root / "lake" / "ingested").exists()
+
+
+def test_a_lake_or_landing_variable_of_spaces_means_its_default(monkeypatch):
+    """README: an empty variable means its default. EVALPIPELINE_LAKE=' ' made a second lake in a folder named ' '."""
+    from evalpipeline.config import DEFAULT_LAKE, DEFAULT_LANDING, lake_root, landing_root
+
+    from evalpipeline.settings import config_path
+    from resources.fit import DEFAULT_CACHE_MAX_MB, GlmSettings
+
+    for variable in ("EVALPIPELINE_LAKE", "EVALPIPELINE_LANDING", "EVALPIPELINE_CONFIG", "EVALPIPELINE_JAX_CACHE_MAX_MB"):
+        monkeypatch.setenv(variable, "  ")
+    monkeypatch.chdir(REPO / "tests")  # no evalpipeline.toml here
+    assert (lake_root(), landing_root()) == (Path(DEFAULT_LAKE), Path(DEFAULT_LANDING))
+    assert config_path() is None
+    assert GlmSettings().cache_max_bytes() == int(DEFAULT_CACHE_MAX_MB) * 2**20
