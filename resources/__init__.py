@@ -1,6 +1,18 @@
-"""Dagster resources: thin configurable handles on evalpipeline objects."""
+"""Dagster resources: thin configurable handles on evalpipeline objects.
 
-from resources.fit import GlmSettings
-from resources.lake import IngestSettings, LakeResource, PosteriorSettings
+The names are imported on first use (PEP 562), so that loading ``resources.instance`` -- which
+every process that opens the Dagster instance does, the webserver and daemon included -- does not
+import the fitting code."""
 
 __all__ = ["GlmSettings", "IngestSettings", "LakeResource", "PosteriorSettings"]
+
+_HOMES = {"GlmSettings": "resources.fit", "IngestSettings": "resources.lake", "LakeResource": "resources.lake",
+          "PosteriorSettings": "resources.lake"}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'resources' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_HOMES[name]), name)
