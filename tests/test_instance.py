@@ -1,5 +1,6 @@
 """The repository's Dagster instance (dagster_home/dagster.yaml, resources/instance.py): Dagster's
-SQLite files, with connections kept open, safe across fork, processes and many runs."""
+SQLite files, with the event index's connection kept open: safe across fork, threads and processes,
+and the UI's live run logs still follow a run."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dagster._core.events import StepMaterializationData
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import InstanceRef
 
-from resources.instance import KEPT_RUN_DATABASES, LocalInstance, PooledSqliteEventLogStorage
+from resources.instance import LocalInstance, PooledSqliteEventLogStorage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -94,16 +95,70 @@ def test_a_storage_block_replaces_the_kept_connections_as_dagsters_default_is_re
     assert ref.storage_data.module_name == "dagster_postgres"
 
 
-def test_a_process_keeps_at_most_a_few_run_databases_open(tmp_path):
+def test_a_process_keeps_the_index_open_and_no_runs_file(tmp_path):
+    """The index's connection stays open between events; a run's file is closed after each, as Dagster
+    does (its close checkpoints the file the UI's live logs watch, and ``wipe`` deletes run files)."""
     home = _home(tmp_path)
     instance = DagsterInstance.from_config(str(home))
-    for run in range(KEPT_RUN_DATABASES + 5):
+    for run in range(6):
         instance.store_event(_materialization(f"run-{run}", "samples", f"m{run}|s1", run))
     opened = [name for name in _open_databases() if name.startswith(str(home))]
-    assert len(opened) == KEPT_RUN_DATABASES + 1, opened  # the index and the last runs' files
-    assert str(home / "history" / "runs" / "index.db") in opened
-    assert _materialized_partitions(instance, "samples") == {f"m{run}|s1" for run in range(KEPT_RUN_DATABASES + 5)}
+    assert opened == [str(home / "history" / "runs" / "index.db")], opened
+    assert _materialized_partitions(instance, "samples") == {f"m{run}|s1" for run in range(6)}
     instance.dispose()
+
+
+def test_threads_storing_at_once_share_the_kept_connection(tmp_path):
+    """The webserver and the step workers store and read from several threads of one process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    home = _home(tmp_path)
+    instance = DagsterInstance.from_config(str(home))
+
+    def store(thread: int) -> int:
+        for i in range(30):
+            instance.store_event(_materialization(f"run-{thread}", "samples", f"t{thread}-{i}", i))
+            _materialized_partitions(instance, "samples")
+        return thread
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(store, range(4))) == [0, 1, 2, 3]
+    assert _materialized_partitions(instance, "samples") == {f"t{t}-{i}" for t in range(4) for i in range(30)}
+    instance.dispose()
+
+
+def test_the_uis_live_run_logs_see_each_event_another_process_stores(tmp_path):
+    """Dagster's run-log watcher (the UI's live logs) reacts to the run's .db file changing. A worker
+    process stores 15 log lines while the run goes on; the watcher, in this process with its own
+    instance as the webserver has, sees every one before the worker stops."""
+    home = _home(tmp_path)
+    watcher = DagsterInstance.from_config(str(home))
+    watcher.store_event(_log_line("run-x", "first"))  # the run's file exists, as when the UI opens a run page
+    seen: list[str] = []
+    watcher.watch_event_logs("run-x", None, lambda event, cursor: seen.append(event.user_message))
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        from dagster import DagsterInstance
+        from test_instance import _log_line
+        instance = DagsterInstance.from_config({str(home)!r})
+        for i in range(15):
+            instance.store_event(_log_line("run-x", f"line {{i}}"))
+            time.sleep(0.1)
+        print("stored", flush=True)
+        time.sleep(30)  # the run goes on (its next step computing): the process and its storage stay
+    """)
+    worker = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "stored"
+        deadline = time.monotonic() + 10
+        while len(seen) < 16 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert seen == ["first"] + [f"line {i}" for i in range(15)]
+    finally:
+        worker.kill()
+        worker.wait()
+        watcher.dispose()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
