@@ -74,9 +74,12 @@ def loo_from_log_likelihood(log_lik: np.ndarray, reff: float) -> LooResult:
     loo_i, pareto_k, lppd_i = np.empty(units), np.empty(units), np.empty(units)
     for start in range(0, units, CHUNK_UNITS):  # chunks of rows stay in cache
         block = slice(start, start + CHUNK_UNITS)
+        # row-major first: a fit's matrix is a transposed view, and partitioning or reducing its rows in
+        # place strides over memory (2.1 against 1.2 s for a 100-LLM suite's 20,200 units x 2,000 draws)
+        rows = np.ascontiguousarray(log_lik[block])
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # arviz's NaN/inf units stay so
-            loo_i[block], pareto_k[block] = _smoothed_loo(log_lik[block], reff)
-        lppd_i[block] = _logsumexp(log_lik[block]) - math.log(samples)
+            loo_i[block], pareto_k[block] = _smoothed_loo(rows, reff)
+        lppd_i[block] = _logsumexp(rows) - math.log(samples)
     lppd = float(lppd_i.sum())
     elpd = float(loo_i.sum())
     return LooResult(
@@ -99,7 +102,8 @@ def _smoothed_loo(log_lik: np.ndarray, reff: float) -> tuple[np.ndarray, np.ndar
 
     # only the cutoff and the tail need order (a weight's log-likelihood is minus the weight itself)
     split = samples - tail_len - 1
-    raw = np.partition(-log_lik, split, axis=1)
+    raw = np.negative(log_lik, order="C")
+    raw.partition(split, axis=1)
     raw[:, split:] = np.sort(raw[:, split:], axis=1)  # the cutoff, then the tail ascending
     largest = raw[:, -1]
     body = raw[:, : samples - tail_len] - largest[:, None]  # the largest weight at 0, as arviz does
