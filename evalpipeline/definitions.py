@@ -76,7 +76,6 @@ from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a 
     run_partitions_def,
     step_failures,
 )
-from evalpipeline.allocator import tune_allocator
 from evalpipeline.config import LAKE_ENV, LANDING_ENV, lake_root, landing_overlaps_lake
 from evalpipeline.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
@@ -92,8 +91,6 @@ from resources.fit import CACHE_DIR_ENV, GlmSettings
 
 # before any step process starts (and before JAX initialises here): one core per fitting step
 limit_step_threads()
-# in this process and the ones forked from it (evalpipeline run's workers, the executors' steps)
-tune_allocator()
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
 LOG_LEVEL_ENV = "EVALPIPELINE_LOG_LEVEL"

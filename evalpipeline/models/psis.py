@@ -22,10 +22,8 @@ from arviz.stats.stats import _psislw
 
 from evalpipeline.models import convergence
 
-#: units smoothed together: 64 units x 2,000 draws is 1 MiB, so each pass over a chunk's rows (the negation,
-#: the partition, the exponentials and sums) stays in a core's L2 cache; with 1,024 units (16 MiB) every pass
-#: went to memory, and a 100-LLM suite's PSIS-LOO took 1.4-1.6 s against 1.0-1.1 s (benchmarks/psis_benchmark.py)
-CHUNK_UNITS = 64
+#: units smoothed together; bounds the (units, m, tail) work array of the Pareto fit (~100 MB)
+CHUNK_UNITS = 1024
 
 
 @dataclass(frozen=True)
