@@ -12,12 +12,12 @@ from evalpipeline.config import LAKE_ENV, LANDING_ENV, landing_overlaps_lake
 from evalpipeline.ingest import (
     FileError,
     IngestOptions,
+    StagedRecords,
     already_ingested,
     clear_file_errors,
     find_log_files,
     record_file_error,
     scan_sources,
-    staged_partitions,
 )
 from evalpipeline.ingest.tables import UNKNOWN
 from evalpipeline.lake import Lake
@@ -76,12 +76,14 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
         for error in unreadable:
             record_file_error(lake, error)
     discovery = Discovery(files=len(files), unreadable=unreadable)
+    staged = None  # the lake's ingest records, listed once on the first changed source
     for source, parts in found:
         pairs = {(p.model, p.suite) for p in parts}
         discovery.partitions |= pairs
         if not already_ingested(lake, source, parts, options):
             # a partition the source held before and names no more loses its rows, or is retired
-            held = {pair: others for pair, others in staged_partitions(lake, source.path).items()
+            staged = staged or StagedRecords(lake)
+            held = {pair: others for pair, others in staged.partitions_of(source.path).items()
                     if pair not in pairs and UNKNOWN not in pair}  # an old lake's pseudo-partition: never run
             discovery.retiring |= {pair for pair, others in held.items() if not others}
             for pair in pairs | {pair for pair, others in held.items() if others}:

@@ -220,6 +220,34 @@ def test_discovery_sees_lake_only_partitions_and_those_a_rewritten_log_retires(t
     assert ("b", "s1") not in found.partitions and {"b", "c"} <= found.models
 
 
+def test_one_listing_of_the_ingest_records_answers_as_a_glob_per_file(tmp_path):
+    """Discovery lists ``ingested/`` once for all changed files (StagedRecords) rather than globbing every
+    partition folder per file; each file's answer must be the per-file glob's."""
+    from evalpipeline.ingest import StagedRecords, _path_hash, staged_partitions
+
+    lake = Lake(tmp_path / "lake")
+    files = [_write(tmp_path / "logs" / "one.csv", "model,suite,item_id,score\na,s1,q,1\nb,s1,q,0\nb,s2,q,1\n"),
+             _write(tmp_path / "logs" / "two.csv", "model,suite,item_id,score\nb,s2,r,1\nc,s1,q,1\n"),
+             _write(tmp_path / "logs" / "three.csv", "model,suite,item_id,score\nc,s1,r,0\n")]
+    ingest_paths(files, lake)
+    # a stray file named without a path hash counts as another file's record, never as a file's own
+    (lake.root / "ingested" / "model=a" / "suite=s1" / "stray.parquet").write_bytes(b"")
+
+    def by_glob(path):  # the definition: the folders holding the file's records, and whether others are there
+        own = _path_hash(str(path))
+        found = {}
+        for record in lake.root.glob(f"ingested/model=*/suite=*/*-{own}.parquet"):
+            pair = (record.parent.parent.name.split("=", 1)[1], record.parent.name.split("=", 1)[1])
+            found[pair] = any(not r.stem.endswith(f"-{own}") for r in record.parent.glob("*.parquet"))
+        return found
+
+    index = StagedRecords(lake)
+    assert index.partitions_of(files[0]) == {("a", "s1"): True, ("b", "s1"): False, ("b", "s2"): True}
+    assert index.partitions_of(files[2]) == {("c", "s1"): True}
+    for path in [*files, tmp_path / "logs" / "never-ingested.csv"]:
+        assert index.partitions_of(path) == by_glob(path) == staged_partitions(lake, path)
+
+
 def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp_path):
     from evalpipeline.accounting import ingest_accounting
     from evalpipeline.refresh import discover

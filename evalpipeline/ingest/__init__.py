@@ -81,6 +81,7 @@ __all__ = [
     "partition_files_state",
     "retire_partition",
     "staged_partitions",
+    "StagedRecords",
     "find_log_files",
     "ingest_paths",
 ]
@@ -557,13 +558,35 @@ def _made_by(record: Path, source: Source) -> bool:
 def staged_partitions(lake: Lake, path: str | Path) -> dict[tuple[str, str], bool]:
     """The partitions the lake holds records of the file at ``path`` for, each with whether records
     of other files are there too (without them, the partition is retired when the file stops naming it)."""
-    own = _path_hash(str(path))
-    found = {}
-    for record in lake.root.glob(f"ingested/model=*/suite=*/*-{own}.parquet"):
-        pair = (from_partition_key(record.parent.parent.name.split("=", 1)[1]),
-                from_partition_key(record.parent.name.split("=", 1)[1]))
-        found[pair] = any(not r.stem.endswith(f"-{own}") for r in record.parent.glob("*.parquet"))
-    return found
+    return StagedRecords(lake).partitions_of(path)
+
+
+class StagedRecords:
+    """The lake's ingest records (``ingested/model=*/suite=*/<source>-<path hash>.parquet``), read from
+    one listing of ``ingested/`` and indexed by the path hash of the file each came from.
+
+    A discovery with many changed files asks :meth:`partitions_of` once per file: one listing for all
+    of them, rather than a glob over every partition folder per file (quadratic in the lake's logs).
+    The answers are :func:`staged_partitions`' as of the listing.
+    """
+
+    def __init__(self, lake: Lake):
+        self._partitions: dict[str, list[tuple[str, str]]] = {}
+        self._sources: dict[tuple[str, str], list[str | None]] = {}
+        for folder in sorted(lake.root.glob("ingested/model=*/suite=*")):
+            # None: a record named without a path hash, which is never a given file's own
+            owners = [r.stem.rsplit("-", 1)[1] if "-" in r.stem else None for r in folder.glob("*.parquet")]
+            if not owners:
+                continue
+            pair = (from_partition_key(folder.parent.name.split("=", 1)[1]), from_partition_key(folder.name.split("=", 1)[1]))
+            self._sources[pair] = owners
+            for own in set(owners) - {None}:
+                self._partitions.setdefault(own, []).append(pair)
+
+    def partitions_of(self, path: str | Path) -> dict[tuple[str, str], bool]:
+        """:func:`staged_partitions` of the file at ``path``."""
+        own = _path_hash(str(path))
+        return {pair: any(other != own for other in self._sources[pair]) for pair in self._partitions.get(own, [])}
 
 
 def _same_file(a: Path, b: Path) -> bool:
