@@ -79,14 +79,8 @@ def test_planted_truth(planted_lake):
     assert strong["p_a_better_probit"].notna().all()  # 0/1 scores: the probit model applies
     twins = pairs[pairs.model_b.isin(["twin a", "twin b"]) & pairs.model_a.isin(["twin a", "twin b"])].iloc[0]
     assert twins["p_a_better_independent"] == pytest.approx(0.5, abs=1e-9)
-    # The paired logit model is not exchangeable in A and B (B's log-odds is base ~ N(0, 1.5), A's is base + gap
-    # with prior sd sqrt(1.5^2 + 1)), so identical answers give P near but not at 0.5; with a flat base prior it is 0.5.
-    assert twins["p_a_better"] == pytest.approx(twins["p_a_better_paired"])
-    assert 0.4 < twins["p_a_better"] < 0.6
-    twin_scores = planted_lake.read_partition("samples", "twin a", "quiz").groupby("item_id")["score"].agg(["sum", "size"])
-    flat = compare.paired_logit_comparison(twin_scores["sum"], twin_scores["size"], twin_scores["sum"], twin_scores["size"],
-                                           base_sd=100.0)
-    assert flat["p_a_better"] == pytest.approx(0.5, abs=2e-3)
+    # identical answers: the symmetric paired logit says exactly even
+    assert twins["p_a_better"] == twins["p_a_better_paired"] == pytest.approx(0.5, abs=1e-12)
     assert twins["verdict_band"] == "too close to call" and twins["hpdi_verdict"] == "equivalent"
     assert set(result.plots) == {"leaderboard", "pairwise"} and all(p.exists() for p in result.plots.values())
     assert board["glm"].isna().all() and pairs["p_a_better_glm"].isna().all()
@@ -321,14 +315,15 @@ def test_bivariate_normal_cdf_is_accurate_up_to_rho_099():
     # (tests/test_stats_compare.py also checks it against scipy's multivariate normal CDF)
 
 
-def _naive_item_log_likelihood(base, gap, spread, ka, na, kb, nb):
-    # Item by item, log-sigmoid by log-sigmoid, as the post's model reads: no pattern sharing, no factorisation.
-    b, g, s = np.meshgrid(base, gap, spread, indexing="ij")
-    total = np.zeros(b.shape)
+def _naive_item_log_likelihood(mid, gap, spread, ka, na, kb, nb):
+    # Item by item, log-sigmoid by log-sigmoid, as the symmetric paired model reads: A at mid + item + gap / 2,
+    # B at mid + item - gap / 2; no pattern sharing, no lattices, no factorisation.
+    m, g, s = np.meshgrid(mid, gap, spread, indexing="ij")
+    total = np.zeros(m.shape)
     log_w = np.log(compare._GH_WEIGHTS)
     for a_k, a_n, b_k, b_n in zip(ka, na, kb, nb):
-        eta_b = b[..., None] + s[..., None] * compare._GH_NODES
-        eta_a = eta_b + g[..., None]
+        eta = m[..., None] + s[..., None] * compare._GH_NODES
+        eta_a, eta_b = eta + g[..., None] / 2, eta - g[..., None] / 2
         per_node = (a_k * compare._log_sigmoid(eta_a) + (a_n - a_k) * compare._log_sigmoid(-eta_a)
                     + b_k * compare._log_sigmoid(eta_b) + (b_n - b_k) * compare._log_sigmoid(-eta_b))
         total += special.logsumexp(per_node + log_w, axis=-1)
@@ -345,9 +340,9 @@ def test_pattern_likelihood_equals_item_by_item_sum(epochs, graded):
     if graded:
         ka, kb = np.round(rng.random(n_items), 2), np.round(rng.random(n_items), 2)
     patterns = pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts().reset_index(name="count")
-    base, gap, spread = np.linspace(-7, 7, 9), np.linspace(-5, 5, 11), np.linspace(0, 8, 5)
-    fast = compare._logit_pattern_log_likelihood(base, gap, spread, patterns)
-    naive = _naive_item_log_likelihood(base, gap, spread, ka, na, kb, nb)
+    grid = compare._LogitGrid(-7.0, 7.0, 9, -5.0, 5.0, 11, 0.0, 8.0, 5, 1.5, 1.0, 2.5)
+    fast = grid.general_log_likelihood(patterns)
+    naive = _naive_item_log_likelihood(grid.mid, grid.gap, grid.spread, ka, na, kb, nb)
     assert np.isfinite(fast).all()  # 40 epochs at the grid corners underflow the product form: stabilised fallback
     assert np.allclose(fast, naive, rtol=1e-10, atol=1e-8)
 

@@ -10,9 +10,11 @@ Sources:
   ``rho_hat ~ Beta(4, 2)``, the 2x2 table S/T/U/V with cell probabilities
   from the bivariate normal CDF.
 * Paired, logit with item effects: ``eval-as-measurement-post.txt`` "Is the
-  new version actually better?": ``base ~ N(0, 1.5)``, ``gap ~ N(0, 1)``,
-  ``spread ~ HalfNormal(2.5)``, ``item ~ N(0, spread)``,
-  ``logit p = base + item + gap * [model]``.
+  new version actually better?": the post's priors ``N(0, 1.5)`` on the
+  centre, ``gap ~ N(0, 1)``, ``spread ~ HalfNormal(2.5)``,
+  ``item ~ N(0, spread)``, written symmetrically in A and B:
+  ``logit p = mid + item +- gap / 2`` (the post's ``base + item + gap *
+  [model]`` favours one side; see :func:`paired_logit_comparison`).
 * Conventional reading: Welch's unpaired t-test and the paired t-test
   (position paper Eq. 3-4 with t quantiles; the tests HiBayES contrasts with).
 
@@ -21,7 +23,7 @@ Choices:
 * Both paired models are computed by deterministic quadrature rather than
   MCMC / importance sampling: the probit posterior on a (theta_A, theta_B,
   rho) grid (the bivariate normal CDF by Gauss-Legendre integration of
-  its rho-derivative), the logit posterior on a (base, gap, spread) grid
+  its rho-derivative), the logit posterior on a (mid, gap, spread) grid
   with each item's effect integrated out by Gauss-Hermite quadrature.
   Items with the same outcome pattern share one likelihood factor, which
   makes this exact up to the grid and fast. Seed-free and reproducible.
@@ -31,8 +33,8 @@ Choices:
   (NaN) for graded scores.
 * The logit gap is reported on the log-odds scale (``exp(gap)`` is the
   item-conditional odds ratio) and on the accuracy scale as the
-  population-average difference ``E_item[sigmoid(base + item + gap) -
-  sigmoid(base + item)]`` over a new item.
+  population-average difference ``E_item[sigmoid(mid + item + gap/2) -
+  sigmoid(mid + item - gap/2)]`` over a new item.
 * Independent intervals: each model's posterior draws come from its own
   random stream, named by the model (:func:`posterior_draws`), so a table
   draws each model once, whichever pair it is in, and a pair's numbers do not
@@ -490,55 +492,205 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(value, out=value)
 
 
-def _binary_log_integrals(base, gap, spread) -> tuple[dict, np.ndarray]:
-    """The log item integrals of the four 0/1 outcome patterns on the (base, gap, spread) grid, and A's accuracy.
+def _log_factor(k, n, eta: np.ndarray, log_s: np.ndarray) -> np.ndarray:
+    """``log(s(eta)^k s(-eta)^(n - k)) = n log s(eta) - (n - k) eta`` (quasi-binomially for fractional k).
 
-    ``log_integrals[ka, kb]``: ``log int s(eta_a)^ka s(-eta_a)^(1-ka) s(eta_b)^kb s(-eta_b)^(1-kb) N(item) d item``,
-    (B, S, G), or None where it underflows (< 1e-280). ``accuracy_a``: ``int s(eta_a) N(item) d item``,
-    (B, G, S), A's accuracy on a new item for the accuracy-scale difference.
+    One function for A's and B's factors, so that swapping the models swaps the factors bit for bit."""
+    log_factor = log_s * n
+    if n != k:
+        log_factor -= (n - k) * eta
+    return log_factor
 
-    * The accuracy is computed exactly as :func:`paired_logit_comparison` does without this path (same
-      sigmoids, same contraction): the accuracy difference ties across grid points where the model is
-      symmetric, and its weighted quantiles depend on the order of those ties, so it must not move by an ulp.
-    * The sigmoids are :func:`_sigmoid`'s ``1 / (1 + e^-x)``, and the likelihood reuses them and the
-      exponentials, with ``s(-x) = e^-x s(x)`` (a few ulp from ``expit(-x)``): one ``exp`` a node, a
-      third of ``special.expit``'s cost. One batched matrix product over the nodes per A factor covers
-      both of B's outcomes.
-    * Blocks of base values keep the 4-D arrays in cache; each value is computed as for the whole grid at once.
+
+_LOGIT_BLOCK_ELEMENTS = 1 << 17  # (mid, gap, spread, node) values per block of a grid's contractions (1 MiB)
+
+
+class _LogitGrid:
+    """A (mid, gap, spread) grid of :func:`paired_logit_comparison` and what on it does not depend on the data.
+
+    A's log-odds ``mid + gap/2`` and B's ``mid - gap/2`` lie on two 1-D lattices: the mid step is ``p``
+    lattice steps and half the gap step ``q`` (small integers, the lattice step the finer of the two
+    requested steps), so grid point (i, j) is A's lattice point ``i p + j q`` and B's ``i p + (G-1-j) q``.
+    Everything that costs an ``exp`` (sigmoids, each outcome's factor) is computed once per lattice point,
+    spread and node (``L x S x Q``), and a grid point's item integral is a product of two strided views of
+    those tables summed over the nodes. The gap points are symmetric about their centre, and the swapped
+    pair's grid (the gap range negated) has B's lattice as A's: swapping A and B mirrors every number
+    bit for bit, and a grid whose gap range is symmetric about 0 is exactly symmetric.
     """
-    eta_b = base[:, None, None] + spread[None, :, None] * _GH_NODES  # (B, S, Q)
-    # B's factor times the weights, (B, S, Q, 2): kb = 0, 1
-    b_factors = np.stack([special.expit(-eta_b) * _GH_WEIGHTS, special.expit(eta_b) * _GH_WEIGHTS], axis=-1)
-    items = np.empty((len(base), len(spread), len(gap), 4))  # patterns (ka, kb) = (0, 0), (0, 1), (1, 0), (1, 1)
-    accuracy_a = np.empty((len(base), len(gap), len(spread)))
-    exp_is_finite = np.abs(base).max() + np.abs(spread).max() * np.abs(_GH_NODES).max() + np.abs(gap).max() < 700
-    rows = max(1, _LOGIT_BLOCK_ELEMENTS // max(1, eta_b[0].size * len(gap)))
-    for start in range(0, len(base), rows):
-        block = slice(start, start + rows)
-        eta_a = eta_b[block, None] + gap[None, :, None, None]  # (b, G, S, Q)
-        if exp_is_finite:
-            a_wrong = np.exp(np.negative(eta_a, out=eta_a), out=eta_a)  # e^-eta, then s(-eta) = e^-eta s(eta)
-            a_right = np.add(a_wrong, 1.0)
-            np.reciprocal(a_right, out=a_right)
-            a_wrong *= a_right
-        else:
-            a_right, a_wrong = _sigmoid(eta_a), _sigmoid(-eta_a)
-        np.matmul(a_right, _GH_WEIGHTS, out=accuracy_a[block])
-        np.matmul(a_wrong.transpose(0, 2, 1, 3), b_factors[block], out=items[block, ..., 0:2])
-        np.matmul(a_right.transpose(0, 2, 1, 3), b_factors[block], out=items[block, ..., 2:4])
-    underflow = (items < 1e-280).any(axis=(0, 1, 2))
-    with np.errstate(divide="ignore"):
-        logs = np.log(items)
-    log_integrals = {(ka, kb): None if underflow[2 * ka + kb] else logs[..., 2 * ka + kb]
-                     for ka in (0, 1) for kb in (0, 1)}
-    return log_integrals, accuracy_a
+
+    def __init__(self, lo_m, hi_m, n_mid, lo_g, hi_g, n_gap, lo_s, hi_s, n_spread, base_sd, gap_sd, spread_scale):
+        mid_step, half_gap_step = (hi_m - lo_m) / max(n_mid - 1, 1), (hi_g - lo_g) / (2 * max(n_gap - 1, 1))
+        step = min(mid_step, half_gap_step)
+        p, q = max(1, round(mid_step / step)), max(1, round(half_gap_step / step))
+        n_mid = int(math.ceil((hi_m - lo_m) / (p * step) - 1e-9)) + 1
+        n_gap = int(math.ceil((hi_g - lo_g) / (2 * q * step) - 1e-9)) + 1
+        centre_m, centre_g = (lo_m + hi_m) / 2, (lo_g + hi_g) / 2
+        self.p, self.q = p, q
+        self.mid = centre_m + (2 * np.arange(n_mid) - (n_mid - 1)) * (p * step / 2)
+        self.gap = centre_g + (2 * np.arange(n_gap) - (n_gap - 1)) * (q * step)
+        self.spread = np.linspace(lo_s, hi_s, n_spread)
+        offsets = (2 * np.arange((n_mid - 1) * p + (n_gap - 1) * q + 1) - (n_mid - 1) * p - (n_gap - 1) * q) * (step / 2)
+        nodes = self.spread[None, :, None] * _GH_NODES  # (1, S, Q)
+        # A's and B's log-odds on their lattices, (L, S, Q): the centre of B's is that of A's with the gap negated
+        self.eta = tuple((centre_m + centre_g / 2) + offsets[:, None, None] + nodes if side == 0
+                         else (centre_m + (-centre_g) / 2) + offsets[:, None, None] + nodes for side in (0, 1))
+        self.log_s = tuple(_log_sigmoid(eta) for eta in self.eta)
+        self.log_prior = _logit_log_prior(self.mid, self.gap, self.spread, base_sd, gap_sd, spread_scale)
+        _, g, sp = np.meshgrid(self.mid, self.gap, self.spread, indexing="ij")
+        self.gap_flat, self.spread_flat = g.ravel(), sp.ravel()
+        for array in (self.mid, self.gap, self.spread, self.log_prior, self.gap_flat, self.spread_flat,
+                      *self.eta, *self.log_s):
+            array.setflags(write=False)  # shared by every pair on the grid
+        self._binary = None
+        self._accuracy_diff = None
+        self._diff_support = None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return len(self.mid), len(self.gap), len(self.spread)
+
+    def _views(self, table_a: np.ndarray, table_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Lattice tables of A and B, (L, ...), as (M, G, ...) views of the grid: A at ``i p + j q``, B at
+        ``i p + (G-1-j) q``."""
+        n_mid, n_gap = len(self.mid), len(self.gap)
+        views = []
+        for table, start, sign in ((table_a, 0, 1), (table_b, (n_gap - 1) * self.q, -1)):
+            table = np.ascontiguousarray(table)
+            views.append(np.lib.stride_tricks.as_strided(
+                table[start:], shape=(n_mid, n_gap, *table.shape[1:]),
+                strides=(self.p * table.strides[0], sign * self.q * table.strides[0], *table.strides[1:]),
+                writeable=False))
+        return views[0], views[1]
+
+    def _blocks(self):
+        rows = max(1, _LOGIT_BLOCK_ELEMENTS // max(1, len(self.gap) * self.eta[0][0].size))
+        return [slice(start, start + rows) for start in range(0, len(self.mid), rows)]
+
+    def item_integrals(self, factor_a: np.ndarray, factor_b: np.ndarray) -> np.ndarray:
+        """``sum_q w_q factor_a factor_b`` at every grid point, (M, G, S), from A's and B's (L, S, Q) tables."""
+        view_a, view_b = self._views(factor_a, factor_b)
+        out = np.empty(self.shape)
+        for block in self._blocks():
+            np.matmul(view_a[block] * view_b[block], _GH_WEIGHTS, out=out[block])
+        return out
+
+    def log_item_integrals(self, log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
+        """:meth:`item_integrals` of ``exp(log_a)`` and ``exp(log_b)``, in logs; where the sum underflows
+        (grid corners with many attempts per item), the same sum by log-sum-exp."""
+        item = self.item_integrals(np.exp(log_a), np.exp(log_b))
+        with np.errstate(divide="ignore"):
+            log_item = np.log(item)
+        tiny = item < 1e-280
+        if tiny.any():
+            view_a, view_b = self._views(log_a, log_b)
+            stable = special.logsumexp(view_a + view_b + np.log(_GH_WEIGHTS), axis=-1)
+            log_item = np.where(tiny, stable, log_item)
+        return log_item
+
+    def binary_log_integrals(self) -> dict:
+        """The log item integrals of the four 0/1 outcome patterns (ka, kb), (M, G, S) each, or None where one
+        underflows (< 1e-280: the caller then takes the general path)."""
+        if self._binary is None:
+            right = tuple(np.exp(log_s) for log_s in self.log_s)
+            wrong = tuple(np.exp(log_s - eta) for log_s, eta in zip(self.log_s, self.eta))  # s(-x) = e^-x s(x)
+            factors = {0: wrong, 1: right}
+            self._binary = {}
+            for ka in (0, 1):
+                for kb in (0, 1):
+                    item = self.item_integrals(factors[ka][0], factors[kb][1])
+                    if (item < 1e-280).any():
+                        self._binary[ka, kb] = None
+                    else:
+                        self._binary[ka, kb] = np.log(item)
+                        self._binary[ka, kb].setflags(write=False)
+        return self._binary
+
+    def general_log_likelihood(self, patterns: pd.DataFrame) -> np.ndarray:
+        """``sum count * log item integral`` over ``patterns`` ((ka, na, kb, nb, count) rows), (M, G, S):
+        each distinct (k, n) of A, and of B, has its lattice factor computed once."""
+        log_a_factors, log_b_factors = {}, {}
+        total = np.zeros(self.shape)
+        for ka, na, kb, nb, count in patterns[["ka", "na", "kb", "nb", "count"]].itertuples(index=False):
+            if (ka, na) not in log_a_factors:
+                log_a_factors[ka, na] = _log_factor(ka, na, self.eta[0], self.log_s[0])
+            if (kb, nb) not in log_b_factors:
+                log_b_factors[kb, nb] = _log_factor(kb, nb, self.eta[1], self.log_s[1])
+            total += count * self.log_item_integrals(log_a_factors[ka, na], log_b_factors[kb, nb])
+        return total
+
+    def accuracy_diff(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The accuracy-scale difference A - B for a new item on the grid, flat, with its stable sort order
+        and sorted values."""
+        if self._accuracy_diff is None:
+            accuracy = [_sigmoid(eta) @ _GH_WEIGHTS for eta in self.eta]  # (L, S) each
+            view_a, view_b = self._views(*accuracy)
+            diff = (view_a - view_b).ravel()
+            order = np.argsort(diff, kind="stable")
+            arrays = (diff, order, diff[order])
+            for array in arrays:
+                array.setflags(write=False)
+            self._accuracy_diff = arrays
+        return self._accuracy_diff
+
+    def diff_support(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """What the accuracy difference's quantiles are read from: its values in ascending order, the flat grid
+        index whose mass each carries, and the share of that mass (None: all of it).
+
+        That is :meth:`accuracy_diff`'s sorted grid, except in the gap cell holding 0. P(A better) spreads each
+        gap point's mass evenly over its cell (:func:`_cell_cdf`), so part of that cell's mass lies below 0 and
+        part above; a grid point of its own would put all of it on one side, or, at a gap of exactly 0, at a
+        difference of exactly 0 whatever the mid and spread: an atom in which a tail quantile would fall as
+        exactly 0.0 while P(A better) puts more than the tail below 0. There each point is split in two: the
+        share of its cell below 0 at the midpoint of that part, the rest at the midpoint of the part above, the
+        difference interpolated linearly along the gap between grid points. The difference has the sign of the
+        gap, so below 0 lies exactly the mass P(A better) puts there, and the interval's ends take the sides of
+        the gap interval's.
+        """
+        if self._diff_support is None:
+            diff, order, sorted_diff = self.accuracy_diff()
+            gap, n_gap = self.gap, len(self.gap)
+            step = gap[1] - gap[0]
+            cell = int(np.rint(-gap[0] / step))  # the gap point whose cell holds 0, if any
+            below_share = 0.5 - gap[cell] / step if 0 <= cell < n_gap else 0.0
+            if not 1e-9 < below_share < 1 - 1e-9:
+                support = (order, None, sorted_diff)
+            else:
+                cells = diff.reshape(self.shape)
+
+                def at_gap(x: float) -> np.ndarray:  # linear between the grid points either side (or the last two)
+                    j = min(max(int(np.floor((x - gap[0]) / step)), 0), n_gap - 2)
+                    t = (x - gap[j]) / step
+                    return (1 - t) * cells[:, j] + t * cells[:, j + 1]
+
+                split = np.arange(diff.size).reshape(cells.shape)[:, cell].ravel()
+                parts = np.concatenate([at_gap((gap[cell] - step / 2) / 2).ravel(),
+                                        at_gap((gap[cell] + step / 2) / 2).ravel()])
+                part_index = np.concatenate([split, split])
+                part_share = np.repeat([below_share, 1.0 - below_share], split.size)
+                kept = np.ones(diff.size, dtype=bool)
+                kept[split] = False
+                kept_sorted = kept[order]
+                values, index = sorted_diff[kept_sorted], order[kept_sorted]
+                part_order = np.argsort(parts, kind="stable")
+                parts, part_index, part_share = parts[part_order], part_index[part_order], part_share[part_order]
+                where = np.searchsorted(values, parts, side="right")
+                support = (np.insert(index, where, part_index), np.insert(np.ones(values.size), where, part_share),
+                           np.insert(values, where, parts))
+            for array in support:
+                if array is not None:
+                    array.setflags(write=False)
+            self._diff_support = support
+        return self._diff_support
 
 
-_LOGIT_BLOCK_ELEMENTS = 1 << 17  # (base, gap, spread, node) values per block of _binary_log_integrals (1 MiB)
+@functools.lru_cache(maxsize=4)
+def _logit_grid(*key) -> _LogitGrid:
+    """:class:`_LogitGrid` for a key of :func:`_paired_logit_pass1`: kept for the next pairs with the same one."""
+    return _LogitGrid(*key)
 
 
 def _binary_log_likelihood(log_integrals: dict, patterns) -> np.ndarray | None:
-    """``sum count * log_integrals[ka, kb]`` over ``patterns`` ((ka, kb, count) rows), (B, G, S).
+    """``sum count * log_integrals[ka, kb]`` over ``patterns`` ((ka, kb, count) rows), (M, G, S).
 
     None (take the general path) if the integral of a pattern present underflowed; absent ones do not matter.
     """
@@ -550,55 +702,28 @@ def _binary_log_likelihood(log_integrals: dict, patterns) -> np.ndarray | None:
         if total is None:
             total = np.zeros(log_item.shape)
         total += count * log_item
-    return total.transpose(0, 2, 1)
+    return total
 
 
-def _binary_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray | None:
-    """:func:`_logit_pattern_log_likelihood` for one 0/1 attempt per item and model (n = 1, k in {0, 1}), or None.
-
-    The four outcome patterns need the item integrals of ``s(eta_a)^ka s(-eta_a)^(1-ka)``
-    times B's factor (:func:`_binary_log_integrals`: sigmoids without logs, batched
-    matrix products over the quadrature nodes). Returns None (the caller takes the
-    general path) where the integral of a pattern present underflows.
-    """
-    log_integrals, _ = _binary_log_integrals(base, gap, spread)
-    return _binary_log_likelihood(log_integrals, patterns[["ka", "kb", "count"]].itertuples(index=False))
+#: Pass 1's fixed coarse grid over the priors' range, the gap's symmetric about 0: (mid, gap, spread) bounds
+#: and sizes, as a :func:`_logit_grid` key without the priors.
+_COARSE_GRID = (-7.0, 7.0, 29, -5.0, 5.0, 41, 0.0, 8.0, 17)
 
 
-# Pass 1 of paired_logit_comparison: a fixed coarse grid over the priors' range.
-_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD = np.linspace(-7, 7, 29), np.linspace(-5, 5, 41), np.linspace(0, 8, 17)
+@functools.lru_cache(maxsize=2)
+def _coarse_grid(base_sd: float, gap_sd: float, spread_scale: float) -> _LogitGrid:
+    """Pass 1's grid: the same for every pair under the same priors, so built (and its 0/1 integrals computed) once."""
+    return _LogitGrid(*_COARSE_GRID, base_sd, gap_sd, spread_scale)
 
 
-@functools.lru_cache(maxsize=1)
-def _coarse_binary_log_integrals() -> dict:
-    """:func:`_binary_log_integrals` on pass 1's fixed grid: the same for every pair of 0/1 models, so computed once."""
-    log_integrals, _ = _binary_log_integrals(_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD)
-    for log_item in log_integrals.values():
-        if log_item is not None:
-            log_item.setflags(write=False)
-    return log_integrals
-
-
-def _logit_log_prior(base, gap, spread, base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
-    return (stats.norm.logpdf(base, 0, base_sd)[:, None, None] + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
+def _logit_log_prior(mid, gap, spread, base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
+    return (stats.norm.logpdf(mid, 0, base_sd)[:, None, None] + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
             + stats.halfnorm.logpdf(spread, scale=spread_scale)[None, None, :])
 
 
-@functools.lru_cache(maxsize=8)
-def _coarse_log_prior(base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
-    """The log prior on pass 1's fixed grid (depends on the prior scales only)."""
-    log_prior = _logit_log_prior(_COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD, base_sd, gap_sd, spread_scale)
-    log_prior.setflags(write=False)
-    return log_prior
-
-
 def _binary_patterns(ka: np.ndarray, kb: np.ndarray) -> list[tuple[int, int, int]]:
-    """``(ka, kb, count)`` of the 0/1 outcome patterns present, in ``DataFrame.value_counts`` order.
-
-    That is count descending, ties in order of first appearance: the order the
-    likelihood terms were summed in when the patterns came from pandas, kept so
-    that the sums are unchanged to the last bit.
-    """
+    """``(ka, kb, count)`` of the 0/1 outcome patterns present, in ``DataFrame.value_counts`` order
+    (count descending, ties in order of first appearance)."""
     codes = 2 * ka.astype(np.intp) + kb.astype(np.intp)
     counts = np.bincount(codes, minlength=4)
     present, first = np.unique(codes, return_index=True)
@@ -606,58 +731,7 @@ def _binary_patterns(ka: np.ndarray, kb: np.ndarray) -> list[tuple[int, int, int
     return [(int(code) // 2, int(code) % 2, int(counts[code])) for _, _, code in order]
 
 
-def _logit_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray:
-    """Sum over items of log int Bin(k_a | n_a, sigmoid(eta + gap)) Bin(k_b | n_b, sigmoid(eta)) N(item) d item.
-
-    On the (base, gap, spread) grid (axes ``ij``), one factor per distinct
-    outcome pattern ``(ka, na, kb, nb)`` raised to its ``count``; the item
-    effect is integrated by Gauss-Hermite quadrature. Computed so that the
-    quantity is unchanged but the work per pattern is small:
-
-    * ``k log s(x) + (n - k) log s(-x) = n log s(x) - (n - k) x``, with the
-      log-sigmoids computed once per grid, not once per pattern;
-    * the item integral is ``sum_q w_q A_q B_q`` with A's factor
-      ``exp(n_a log s(eta_a) - (n_a - k_a) eta_a)`` shared by every pattern with
-      the same ``(k_a, n_a)`` and B's factor on the small (base, spread) slice
-      (it does not depend on the gap), so a pattern costs one contraction.
-      Each factor is a probability (<= 1), so no overflow is possible; where
-      the sum underflows (extreme grid corners with many attempts per item)
-      those entries are recomputed with a log-sum-exp.
-    """
-    if ((patterns[["na", "nb"]] == 1).all(axis=None) and patterns[["ka", "kb"]].isin((0.0, 1.0)).all(axis=None)):
-        binary = _binary_pattern_log_likelihood(base, gap, spread, patterns)
-        if binary is not None:
-            return binary
-    return _general_pattern_log_likelihood(base, gap, spread, patterns)
-
-
-def _general_pattern_log_likelihood(base, gap, spread, patterns: pd.DataFrame) -> np.ndarray:
-    """:func:`_logit_pattern_log_likelihood` for any patterns (binomial or graded counts), without the binary path."""
-    eta_b = base[:, None, None, None] + spread[None, None, :, None] * _GH_NODES  # (B, 1, S, Q)
-    eta_a = eta_b + gap[None, :, None, None]  # (B, G, S, Q)
-    log_s_a, log_s_b = _log_sigmoid(eta_a), _log_sigmoid(eta_b)
-    log_w = np.log(_GH_WEIGHTS)
-    total = np.zeros(eta_a.shape[:3])
-    a_factor = np.empty(eta_a.shape)
-    for (pka, pna), group in patterns.groupby(["ka", "na"], sort=True):
-        log_a = log_s_a * pna
-        if pna != pka:
-            log_a -= (pna - pka) * eta_a
-        np.exp(log_a, out=a_factor)
-        for pkb, pnb, count in group[["kb", "nb", "count"]].itertuples(index=False):
-            log_b = pnb * log_s_b[:, 0] - (pnb - pkb) * eta_b[:, 0] + log_w  # (B, S, Q)
-            item = np.einsum("bgsq,bsq->bgs", a_factor, np.exp(log_b), optimize=False)
-            with np.errstate(divide="ignore"):
-                log_item = np.log(item)
-            tiny = item < 1e-280
-            if tiny.any():  # underflow: the same sum, stabilised
-                per_node = log_a + log_b[:, None]
-                log_item = np.where(tiny, special.logsumexp(per_node, axis=-1), log_item)
-            total += count * log_item
-    return total
-
-
-#: The post's priors of :func:`paired_logit_comparison` and its refined grid (base, gap, spread points).
+#: The post's priors of :func:`paired_logit_comparison` and its refined grid (mid, gap, spread points).
 LOGIT_PRIORS = {"base_sd": 1.5, "gap_sd": 1.0, "spread_scale": 2.5}
 LOGIT_GRID = (32, 61, 24)
 
@@ -674,22 +748,23 @@ def paired_logit_comparison(
     level: float = 0.95,
     grid_size: tuple[int, int, int] = LOGIT_GRID,
 ) -> dict:
-    """The post's paired model: shared item difficulty, one log-odds gap (A over B), on a grid.
+    """The post's paired model, symmetric in A and B: shared item difficulty, one log-odds gap, on a grid.
 
-    Per shared item i: ``successes_a[i]`` of ``trials_a[i]`` attempts of A
-    (graded scores summed, read quasi-binomially), likewise for B.
-    ``logit p_B,i = base + item_i``, ``logit p_A,i = base + item_i + gap``;
-    ``base ~ N(0, base_sd)``, ``gap ~ N(0, gap_sd)``,
-    ``item_i ~ N(0, spread)``, ``spread ~ HalfNormal(spread_scale)``
-    (the post's priors). Returns P(gap > 0), gap and odds-ratio intervals,
-    and the population-average accuracy difference with its interval.
+    Per shared item i: ``successes_a[i]`` of ``trials_a[i]`` attempts of A (graded scores summed, read
+    quasi-binomially), likewise for B. ``logit p_A,i = mid + item_i + gap / 2``,
+    ``logit p_B,i = mid + item_i - gap / 2``; ``mid ~ N(0, base_sd)``, ``gap ~ N(0, gap_sd)``,
+    ``item_i ~ N(0, spread)``, ``spread ~ HalfNormal(spread_scale)`` (the post's priors). The post writes B
+    at ``base`` and A at ``base + gap``, which gives A's log-odds the wider prior and so favours A at high
+    accuracy and B at low (P(A better) = 0.76 for two models both right on all of 20 items); here swapping
+    A and B mirrors the gap, so P(A better) + P(B better) = 1 and identical results give 0.5.
 
-    Two passes: a fixed coarse grid over the priors' range locates the mass
-    (:func:`_paired_logit_pass1`), then a refined grid over that region
-    (:func:`_paired_logit_pass2`). The refined grid's bounds are coarse grid
-    points, so many pairs of a table share it, and what depends on the grid alone
-    (item integrals, prior, the accuracy difference and its sort order) is computed
-    once per grid (:func:`_logit_grid`); :func:`pairwise_table` orders its pairs so.
+    Returns P(gap > 0), gap and odds-ratio intervals, and the population-average accuracy difference
+    ``E_item[s(mid + item + gap/2) - s(mid + item - gap/2)]`` over a new item, with its interval.
+
+    Two passes: a fixed coarse grid over the priors' range locates the mass (:func:`_paired_logit_pass1`),
+    then a refined grid over that region (:func:`_paired_logit_pass2`). The refined grid's bounds are coarse
+    grid points, so many pairs of a table share it, and what depends on the grid alone is computed once per
+    grid (:func:`_logit_grid`); :func:`pairwise_table` orders its pairs so.
     """
     first = _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, base_sd=base_sd, gap_sd=gap_sd,
                                 spread_scale=spread_scale, grid_size=grid_size)
@@ -705,18 +780,22 @@ class _LogitPass1:
         self.grid_key = grid_key  # the arguments of _logit_grid
         self._general_patterns = None
 
-    def general_log_likelihood(self, base, gap, spread) -> np.ndarray:
+    def log_likelihood(self, grid: _LogitGrid) -> np.ndarray:
+        if self.binary_patterns is not None:
+            log_like = _binary_log_likelihood(grid.binary_log_integrals(), self.binary_patterns)
+            if log_like is not None:
+                return log_like
         if self._general_patterns is None:
             self._general_patterns = (pd.DataFrame({"ka": self.ka, "na": self.na, "kb": self.kb, "nb": self.nb})
                                       .value_counts().reset_index(name="count"))
-        return _general_pattern_log_likelihood(base, gap, spread, self._general_patterns)
+        return grid.general_log_likelihood(self._general_patterns)
 
 
 def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd, gap_sd, spread_scale,
                         grid_size) -> _LogitPass1:
     """Pass 1: the coarse grid over the prior's range, and the region holding the mass (one cell of padding).
 
-    The coarse grid is fixed, so for 0/1 data its pattern integrals and the prior are computed once per process.
+    The coarse grid is fixed, so what it computes without the data is computed once per process.
     """
     arrays = [np.asarray(x, dtype=float).ravel() for x in (successes_a, trials_a, successes_b, trials_b)]
     if len({x.size for x in arrays}) != 1 or arrays[0].size == 0:
@@ -724,8 +803,6 @@ def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd
     ka, na, kb, nb = arrays
     if np.any(na <= 0) or np.any(nb <= 0) or np.any((ka < 0) | (ka > na)) or np.any((kb < 0) | (kb > nb)):
         raise ValueError("need 0 <= successes <= trials and trials > 0 for every item and model")
-    # One 0/1 attempt per item and model: the four patterns' item integrals (_binary_log_integrals), else the
-    # general pattern path; the binary path also falls back to it where an integral underflows.
     binary = bool(np.all(na == 1) and np.all(nb == 1) and np.all((ka == 0) | (ka == 1))
                   and np.all((kb == 0) | (kb == 1)))
     first = _LogitPass1(ka, na, kb, nb, _binary_patterns(ka, kb) if binary else None, None)
@@ -735,137 +812,29 @@ def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd
         step = values[1] - values[0]
         return values[keep[0]] - pad * step, values[keep[-1]] + pad * step
 
-    base0, gap0, spread0 = _COARSE_BASE, _COARSE_GAP, _COARSE_SPREAD
-    log_like = _binary_log_likelihood(_coarse_binary_log_integrals(), first.binary_patterns) if binary else None
-    if log_like is None:
-        log_like = first.general_log_likelihood(base0, gap0, spread0)
-    lp = log_like + _coarse_log_prior(float(base_sd), float(gap_sd), float(spread_scale))
+    coarse = _coarse_grid(float(base_sd), float(gap_sd), float(spread_scale))
+    lp = first.log_likelihood(coarse) + coarse.log_prior
     w0 = np.exp(lp - lp.max())
-    lo_b, hi_b = support(base0, w0.sum(axis=(1, 2)), 1)
-    lo_g, hi_g = support(gap0, w0.sum(axis=(0, 2)), 1)
-    lo_s, hi_s = support(spread0, w0.sum(axis=(0, 1)), 1)
-    n_base, n_gap, n_spread = grid_size
-    first.grid_key = (float(lo_b), float(hi_b), int(n_base), float(lo_g), float(hi_g), int(n_gap),
+    lo_m, hi_m = support(coarse.mid, w0.sum(axis=(1, 2)), 1)
+    lo_g, hi_g = support(coarse.gap, w0.sum(axis=(0, 2)), 1)
+    lo_s, hi_s = support(coarse.spread, w0.sum(axis=(0, 1)), 1)
+    n_mid, n_gap, n_spread = grid_size
+    first.grid_key = (float(lo_m), float(hi_m), int(n_mid), float(lo_g), float(hi_g), int(n_gap),
                       float(max(lo_s, 0.0)), float(hi_s), int(n_spread), base_sd, gap_sd, spread_scale)
     return first
 
 
-class _LogitGrid:
-    """Pass 2's refined (base, gap, spread) grid and everything on it that does not depend on the data."""
-
-    def __init__(self, lo_b, hi_b, n_base, lo_g, hi_g, n_gap, lo_s, hi_s, n_spread, base_sd, gap_sd, spread_scale):
-        self.base = np.linspace(lo_b, hi_b, n_base)
-        self.gap = np.linspace(lo_g, hi_g, n_gap)
-        self.spread = np.linspace(lo_s, hi_s, n_spread)
-        self.log_prior = _logit_log_prior(self.base, self.gap, self.spread, base_sd, gap_sd, spread_scale)
-        _, g, sp = np.meshgrid(self.base, self.gap, self.spread, indexing="ij")
-        self.gap_flat, self.spread_flat = g.ravel(), sp.ravel()
-        for array in (self.base, self.gap, self.spread, self.log_prior, self.gap_flat, self.spread_flat):
-            array.setflags(write=False)  # shared by every pair on the grid
-        self._binary = None
-        self._accuracy_diff: dict = {}
-
-    def binary_log_integrals(self) -> tuple[dict, np.ndarray]:
-        if self._binary is None:
-            self._binary = _binary_log_integrals(self.base, self.gap, self.spread)
-        return self._binary
-
-    def accuracy_diff(self, from_binary: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The accuracy-scale difference for a new item on the grid, flat, with its stable sort order and sorted
-        values. ``from_binary``: A's accuracy as :func:`_binary_log_integrals` computes it (the same numbers as the
-        general expression, shared with the item integrals)."""
-        if from_binary not in self._accuracy_diff:
-            # Average over the item-effect distribution; B's accuracy does not depend on the gap.
-            eta = self.base[:, None, None] + self.spread[None, :, None] * _GH_NODES  # (B, S, Q)
-            if from_binary:
-                accuracy_a = self.binary_log_integrals()[1]
-            else:
-                accuracy_a = _sigmoid(eta[:, None] + self.gap[None, :, None, None]) @ _GH_WEIGHTS  # (B, G, S)
-            diff = (accuracy_a - (special.expit(eta) @ _GH_WEIGHTS)[:, None, :]).ravel()
-            order = np.argsort(diff, kind="stable")
-            arrays = (diff, order, diff[order])
-            for array in arrays:
-                array.setflags(write=False)
-            self._accuracy_diff[from_binary] = arrays
-        return self._accuracy_diff[from_binary]
-
-    def diff_support(self, from_binary: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """What the accuracy difference's quantiles are read from: its values in ascending order, the flat grid
-        index whose mass each carries, and the share of that mass (None: all of it).
-
-        That is :meth:`accuracy_diff`'s sorted grid, except in the gap cell holding 0. P(A better) spreads each
-        gap point's mass evenly over its cell (:func:`_cell_cdf`), so part of that cell's mass lies below 0 and
-        part above; a grid point of its own put all of it on one side, or, at a gap of exactly 0, at a
-        difference of exactly 0 whatever the base and spread: an atom of ~1-2% of the mass, in which a tail
-        quantile fell as exactly 0.0 while P(A better) put more than the tail below 0 (1.5% of a 100-model
-        suite's rows). There each point is split in two: the share of its cell below 0 at the midpoint of
-        that part, the rest at the midpoint of the part above, the difference interpolated linearly along the
-        gap between grid points. The difference has the sign of the gap, so below 0 lies exactly the mass
-        P(A better) puts there, and the interval's ends take the sides of the gap interval's. Other points,
-        and grids whose cells all lie on one side of 0, are as before.
-        """
-        key = ("support", from_binary)
-        if key not in self._accuracy_diff:
-            diff, order, sorted_diff = self.accuracy_diff(from_binary)
-            gap, n_gap = self.gap, len(self.gap)
-            step = gap[1] - gap[0]
-            cell = int(np.rint(-gap[0] / step))  # the gap point whose cell holds 0, if any
-            below_share = 0.5 - gap[cell] / step if 0 <= cell < n_gap else 0.0
-            if not 1e-9 < below_share < 1 - 1e-9:
-                support = (order, None, sorted_diff)
-            else:
-                cells = diff.reshape(len(self.base), n_gap, len(self.spread))
-
-                def at_gap(x: float) -> np.ndarray:  # linear between the grid points either side (or the last two)
-                    j = min(max(int(np.floor((x - gap[0]) / step)), 0), n_gap - 2)
-                    t = (x - gap[j]) / step
-                    return (1 - t) * cells[:, j] + t * cells[:, j + 1]
-
-                split = np.arange(diff.size).reshape(cells.shape)[:, cell].ravel()
-                parts = np.concatenate([at_gap((gap[cell] - step / 2) / 2).ravel(), at_gap((gap[cell] + step / 2) / 2).ravel()])
-                part_index = np.concatenate([split, split])
-                part_share = np.repeat([below_share, 1.0 - below_share], split.size)
-                kept = np.ones(diff.size, dtype=bool)
-                kept[split] = False
-                kept_sorted = kept[order]
-                values, index = sorted_diff[kept_sorted], order[kept_sorted]
-                part_order = np.argsort(parts, kind="stable")
-                parts, part_index, part_share = parts[part_order], part_index[part_order], part_share[part_order]
-                where = np.searchsorted(values, parts, side="right")
-                support = (np.insert(index, where, part_index), np.insert(np.ones(values.size), where, part_share),
-                           np.insert(values, where, parts))
-            for array in support:
-                if array is not None:
-                    array.setflags(write=False)
-            self._accuracy_diff[key] = support
-        return self._accuracy_diff[key]
-
-
-@functools.lru_cache(maxsize=4)
-def _logit_grid(*key) -> _LogitGrid:
-    """:class:`_LogitGrid` for a key of :func:`_paired_logit_pass1`: kept for the next pairs with the same one."""
-    return _LogitGrid(*key)
-
-
 def _paired_logit_pass2(first: _LogitPass1, level: float) -> dict:
     grid = _logit_grid(*first.grid_key)
-    base, gap, spread = grid.base, grid.gap, grid.spread
-    log_like = None
-    from_binary = False
-    if first.binary_patterns is not None:
-        log_like = _binary_log_likelihood(grid.binary_log_integrals()[0], first.binary_patterns)
-        from_binary = log_like is not None
-    if log_like is None:
-        log_like = first.general_log_likelihood(base, gap, spread)
-    lp = log_like + grid.log_prior
+    lp = first.log_likelihood(grid) + grid.log_prior
     w = np.exp(lp - lp.max())
     w /= w.sum()
     tail = (1 - level) / 2
     wf, gf = w.ravel(), grid.gap_flat
-    df = grid.accuracy_diff(from_binary)[0]
-    gap_edges, gap_cdf = _cell_cdf(gap, w.sum(axis=(0, 2)))
+    df = grid.accuracy_diff()[0]
+    gap_edges, gap_cdf = _cell_cdf(grid.gap, w.sum(axis=(0, 2)))
     gap_low, gap_median, gap_high = np.interp([tail, 0.5, 1 - tail], gap_cdf, gap_edges)
-    index, share, sorted_df = grid.diff_support(from_binary)
+    index, share, sorted_df = grid.diff_support()
     diff_low, diff_high = _sorted_weighted_quantiles(sorted_df, wf[index] if share is None else wf[index] * share,
                                                      [tail, 1 - tail])
     return {
@@ -987,7 +956,7 @@ PAIRWISE_COLUMNS = {
 
 #: Part of every pair's inputs hash: bump it when a pair row's computation changes, so that rows
 #: computed by the old code are recomputed rather than reused.
-PAIR_ROW_VERSION = "6"
+PAIR_ROW_VERSION = "7"
 
 
 def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
