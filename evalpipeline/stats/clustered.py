@@ -114,12 +114,14 @@ def empirical_design_effect(scores, clusters) -> float:
 class ClusteredPosterior:
     """Posterior of the overall success rate ``theta`` under Eq. 8, on a grid.
 
-    ``theta_grid`` and ``theta_mass`` give the marginal posterior of theta
-    (masses sum to 1); ``concentration_mean`` is the posterior mean of d.
+    ``theta_grid`` and ``theta_mass`` give the marginal posterior of theta (masses sum to 1), each point's
+    mass spread over its cell, whose bounds are ``theta_edges`` (one more than the points; the grid is
+    even in logit(theta), so cells narrow towards 0 and 1); ``concentration_mean`` is the posterior mean of d.
     """
 
     theta_grid: np.ndarray
     theta_mass: np.ndarray
+    theta_edges: np.ndarray
     concentration_mean: float
     mean_prior: tuple[float, float]
     concentration_prior: tuple[float, float]
@@ -135,36 +137,21 @@ class ClusteredPosterior:
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """Equal-tailed credible interval (the percentiles of the paper's Snippet 4)."""
         tail = (1 - level) / 2
-        return tuple(float(x) for x in _grid_quantiles(self.theta_grid, self.theta_mass, [tail, 1 - tail]))
+        cdf = np.concatenate([[0.0], np.cumsum(self.theta_mass)])
+        low, high = np.interp([tail, 1 - tail], cdf / cdf[-1], self.theta_edges)
+        return float(low), float(high)
 
     def sample(self, size: int, seed: int = 0) -> np.ndarray:
-        """Draws of theta (grid point plus uniform jitter within its cell)."""
+        """Draws of theta (a cell by its mass, then uniform within the cell on the logit scale)."""
         rng = np.random.default_rng(seed)
         index = rng.choice(self.theta_grid.size, size=size, p=self.theta_mass)
-        step = np.gradient(self.theta_grid)
-        return np.clip(self.theta_grid[index] + (rng.random(size) - 0.5) * step[index], 0.0, 1.0)
+        low, high = special.logit(self.theta_edges[index]), special.logit(self.theta_edges[index + 1])
+        return special.expit(low + rng.random(size) * (high - low))
 
 
-def _grid_quantiles(grid: np.ndarray, mass: np.ndarray, probabilities) -> np.ndarray:
-    # Each grid point carries its mass spread over its cell: the CDF is piecewise linear between
-    # cell edges, so quantiles interpolate between midpoints.
-    edges = np.concatenate([[grid[0] - (grid[1] - grid[0]) / 2], (grid[1:] + grid[:-1]) / 2,
-                            [grid[-1] + (grid[-1] - grid[-2]) / 2]])
-    cdf = np.concatenate([[0.0], np.cumsum(mass)])
-    cdf /= cdf[-1]
-    return np.clip(np.interp(probabilities, cdf, edges), 0.0, 1.0)
-
-
-def _log_likelihood_grid(theta, concentration, successes, trials) -> np.ndarray:
-    """Sum over clusters of log BetaBin(Y_t; N_t, d theta, d (1 - theta)), up to the binomial constant."""
-    alpha = concentration[None, :] * theta[:, None]
-    beta = concentration[None, :] * (1 - theta[:, None])
-    base = special.betaln(alpha, beta)
-    total = np.zeros_like(alpha)
-    pairs = pd.DataFrame({"y": successes, "n": trials}).value_counts().reset_index(name="count")
-    for y, n, count in pairs.itertuples(index=False):
-        total += count * (special.betaln(alpha + y, beta + n - y) - base)
-    return total
+def _unit_patterns(successes: np.ndarray, trials: np.ndarray) -> pd.DataFrame:
+    """Distinct (successes, trials) of the units with their counts: units alike share a likelihood term."""
+    return pd.DataFrame({"y": successes, "n": trials}).value_counts(sort=False).reset_index(name="count")
 
 
 def clustered_beta_binomial_posterior(
@@ -173,18 +160,19 @@ def clustered_beta_binomial_posterior(
     *,
     mean_prior: tuple[float, float] = (1.0, 1.0),
     concentration_prior: tuple[float, float] = (1.0, 1.0),
-    grid_size: tuple[int, int] = (400, 160),
+    grid_size: tuple[int, int] = (160, 64),
 ) -> ClusteredPosterior:
     """Posterior of the overall accuracy under the clustered model Eq. 8 (position paper Section 3.2).
 
-    ``successes[t]`` of ``trials[t]`` questions right in cluster t
-    (fractional successes read quasi-binomially). Priors:
-    ``theta ~ Beta(*mean_prior)``, ``d ~ Gamma(shape, rate)`` with
-    ``concentration_prior = (shape, rate)``. Defaults are the paper's
-    Beta(1, 1) and Gamma(1, 1); the post uses Beta(2, 2) and Gamma(2, 0.1).
-    Computed by quadrature on a theta grid (refined once around the mass)
-    times a log-spaced grid over d spanning the prior's 1e-7..1-1e-7
-    quantiles.
+    ``successes[t]`` of ``trials[t]`` attempts right in unit t (a cluster of questions, or a question with
+    its repeats; fractional successes read quasi-binomially): ``y_t ~ BetaBin(n_t, d theta, d (1 - theta))``.
+    Priors: ``theta ~ Beta(*mean_prior)``, ``d ~ Gamma(shape, rate)`` with ``concentration_prior =
+    (shape, rate)``. Defaults are the paper's Beta(1, 1) and Gamma(1, 1); the post uses Beta(2, 2) and
+    Gamma(2, 0.1).
+
+    Computed by quadrature: a grid even in logit(theta) (a coarse pass over (-20, 20) locates the mass, a
+    second grid covers it), times a grid even in log d spanning the prior's 1e-6..1 - 1e-6 quantiles; the
+    likelihood in log-gamma functions, which stay finite for any d > 0 and theta in (0, 1).
     """
     successes = np.asarray(successes, dtype=float).ravel()
     trials = np.asarray(trials, dtype=float).ravel()
@@ -198,33 +186,36 @@ def clustered_beta_binomial_posterior(
         raise ValueError(f"prior parameters must be positive, got mean_prior={mean_prior}, concentration_prior={concentration_prior}")
     n_theta, n_conc = grid_size
     gamma = stats.gamma(shape, scale=1 / rate)
-    log_conc = np.linspace(math.log(gamma.ppf(1e-7)), math.log(gamma.ppf(1 - 1e-7)), n_conc)
+    log_conc = np.linspace(math.log(gamma.ppf(1e-6)), math.log(gamma.ppf(1 - 1e-6)), n_conc)
     concentration = np.exp(log_conc)
-    # Prior density of d on the log grid (Jacobian d), times the Beta prior on theta.
-    log_conc_prior = gamma.logpdf(concentration) + log_conc
+    log_conc_prior = gamma.logpdf(concentration) + log_conc  # density of log d
+    patterns = _unit_patterns(successes, trials)
+    conc_terms = special.gammaln(concentration)
+    trial_terms = {n: special.gammaln(concentration + n) for n in patterns["n"].unique()}
 
-    def posterior_on(theta):
-        log_post = (
-            _log_likelihood_grid(theta, concentration, successes, trials)
-            + log_conc_prior[None, :]
-            + stats.beta.logpdf(theta, a, b)[:, None]
-        )
-        log_post -= log_post.max()
-        return np.exp(log_post)
+    def posterior_on(logit_theta):
+        # theta ~ Beta(a, b) on the logit scale: theta^a (1 - theta)^b (the Jacobian is theta (1 - theta))
+        theta, other = special.expit(logit_theta)[:, None], special.expit(-logit_theta)[:, None]
+        alpha, beta = concentration * theta, concentration * other
+        base = conc_terms - special.gammaln(alpha) - special.gammaln(beta)
+        log_post = (a * np.log(theta) + b * np.log(other)) + log_conc_prior
+        for y, n, count in patterns.itertuples(index=False):
+            log_post = log_post + count * (base + special.gammaln(alpha + y) + special.gammaln(beta + n - y)
+                                           - trial_terms[n])
+        return np.exp(log_post - log_post.max())
 
-    coarse = np.linspace(0.5 / n_theta, 1 - 0.5 / n_theta, n_theta)
+    coarse = np.linspace(-20.0, 20.0, 241)
     coarse_mass = posterior_on(coarse).sum(axis=1)
-    support = np.nonzero(coarse_mass > coarse_mass.max() * 1e-10)[0]
+    support = np.nonzero(coarse_mass > coarse_mass.max() * 1e-12)[0]
     step = coarse[1] - coarse[0]
-    low = max(coarse[support[0]] - step, 1e-9)
-    high = min(coarse[support[-1]] + step, 1 - 1e-9)
-    theta = np.linspace(low, high, n_theta)
-    joint = posterior_on(theta)
+    logit_theta = np.linspace(coarse[support[0]] - step, coarse[support[-1]] + step, n_theta)
+    joint = posterior_on(logit_theta)
     joint /= joint.sum()
-    theta_mass = joint.sum(axis=1)
+    half = (logit_theta[1] - logit_theta[0]) / 2
     return ClusteredPosterior(
-        theta_grid=theta,
-        theta_mass=theta_mass,
+        theta_grid=special.expit(logit_theta),
+        theta_mass=joint.sum(axis=1),
+        theta_edges=special.expit(np.concatenate([logit_theta - half, [logit_theta[-1] + half]])),
         concentration_mean=float(np.sum(joint.sum(axis=0) * concentration)),
         mean_prior=(float(a), float(b)),
         concentration_prior=(float(shape), float(rate)),
