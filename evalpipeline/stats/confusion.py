@@ -295,7 +295,9 @@ CLASS_METRIC_COLUMNS = {
     "f1_delta_low": "delta-method CLT interval of the plug-in F1 (Eq. 41; macro: over every cell), lower, unclipped",
     "f1_delta_high": "upper",
     "level": "probability of every interval in the row",
-    "prior_concentration": "Dirichlet prior concentration per cell of the confusion matrix",
+    "prior_concentration": "Dirichlet prior concentration per cell of the confusion matrix: K classes have K x K "
+                           "cells (K x (K + 1) with (other)), so the prior weighs as many pseudo-attempts against "
+                           "n and pulls F1 towards chance (1 / K) until n is much larger",
 }
 
 
