@@ -11,7 +11,8 @@ Sources and choices:
 
 * Attempts: those a suite comparison counts (a score, no error, no limit) that
   have both an answer and a target. Counted attempts without one are not
-  classified; ``n_unlabelled`` says how many per model.
+  classified; ``n_unlabelled`` says how many per model, and a model with no
+  labelled attempt has a macro row with n = 0 and no metrics.
 * Classes: the suite's distinct targets (every model's), so that all models
   are scored over one label set. An answer that is no target is predicted
   ``(other)``: an error for its true class (a false negative), never dropped.
@@ -154,7 +155,12 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
         # labels x draws, the draws contiguous: comparing one model with all later ones is then ~10x faster
         f1_draws[model] = np.ascontiguousarray(np.column_stack([posterior.f1, posterior.macro_f1]).T)
         macro_means[model] = float(posterior.macro_f1.mean())
-    per_class = pd.concat(tables, ignore_index=True)[list(CLASSIFICATION_COLUMNS)]
+    for model in sorted(set(unlabelled.index) - set(f1_draws)):  # listed, not left out: it has no labelled attempt
+        tables.append(pd.DataFrame([{"model": model, "class": MACRO_LABEL, "n": 0, "n_predicted": 0, "n_correct": 0,
+                                     "level": float(level), "prior_concentration": float(prior_concentration),
+                                     "n_unlabelled": int(unlabelled[model])}]))
+    per_class = pd.concat(tables, ignore_index=True).sort_values("model", kind="stable", ignore_index=True)
+    per_class = per_class[list(CLASSIFICATION_COLUMNS)]
 
     order = sorted(f1_draws, key=lambda m: (-macro_means[m], m))  # A before B in every pair
     stacked = np.stack([f1_draws[m] for m in order])

@@ -543,3 +543,7 @@ def test_labels_that_are_not_classes_are_not_classified():
         suite_classification(samples(["A"]).drop(columns="score"))
     one_model = suite_classification(samples(["A", "B", "A", "B"], ["A", "A", "A", "B"]))
     assert one_model.not_computed is None and one_model.pairwise.empty and len(one_model.per_class) == 3
+    silent = pd.concat([samples(["A", "B", "A", "B"]), samples(["A", "B"]).assign(model="quiet", answer=None)])
+    listed = suite_classification(silent).per_class.set_index(["model", "class"])
+    assert listed.loc[("quiet", "(macro)"), ["n", "n_unlabelled"]].tolist() == [0, 2]  # listed, not dropped
+    assert np.isnan(listed.loc[("quiet", "(macro)"), "f1_mean"]) and len(listed.loc["quiet"]) == 1
