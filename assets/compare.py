@@ -4,6 +4,7 @@
 from dataclasses import asdict
 from datetime import datetime, timezone
 
+import pandas as pd
 from dagster import (
     AllPartitionMapping,
     AssetSelection,
@@ -19,8 +20,9 @@ from assets.automation import refresh_when_inputs_change
 from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
-from assets.metadata import column_schema, markdown_text, png_markdown, table_metadata
+from assets.metadata import column_schema, markdown_table, markdown_text, png_markdown, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_partitions, one_dimension, suite_partitions
+from evalpipeline.classification import CLASSIFICATION_FILE, MACRO_LABEL
 from evalpipeline.comparison import (
     LEADERBOARD_COLUMNS,
     PAIRWISE_TABLE_COLUMNS,
@@ -36,7 +38,8 @@ from evalpipeline.settings import load_comparison_settings
 from evalpipeline.versions import code_version
 from resources import LakeResource
 
-_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.fit_status", "evalpipeline.stats", "evalpipeline.plots"]
+_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.classification", "evalpipeline.fit_status",
+                  "evalpipeline.stats", "evalpipeline.plots"]
 
 
 def comparison_version() -> str:
@@ -62,7 +65,10 @@ def comparison_version() -> str:
         "P(best), expected rank, P(accuracy > threshold), and the suite GLM's model effect where a fit "
         "passed its diagnostics. pairwise.parquet: per pair independent and paired P(A > B), difference "
         "and odds-ratio intervals, the HPDI-overlap verdict, a plain-language verdict and t-test p-values. "
-        "fits.parquet: each suite GLM, whether it passed and was used. Models whose sample table failed "
+        "fits.parquet: each suite GLM, whether it passed and was used. classification.parquet and "
+        "classification_pairwise.parquet, when the attempts carry class labels (answer and target): per model "
+        "and class precision, recall and F1 with credible intervals, macro-F1, and P(F1 of A > F1 of B). "
+        "Models whose sample table failed "
         "validation are left out and listed. The column schema shown is that of leaderboard.parquet."
     ),
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
@@ -107,6 +113,11 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
         "pairs_computed": result.pairwise.attrs.get("pairs_computed", len(result.pairwise)),
         "pairs_reused": result.pairwise.attrs.get("pairs_reused", 0),
     }
+    classification = result.directory / CLASSIFICATION_FILE
+    if classification.exists():
+        macro = pd.read_parquet(classification, columns=["model", "class", "n", "f1_mean", "f1_low", "f1_high", "f1_plugin"])
+        metadata["classification_macro_f1"] = MetadataValue.md(markdown_table(
+            macro[macro["class"] == MACRO_LABEL].drop(columns="class").round(3)))
     for name, path in result.plots.items():
         metadata[f"plot_{name}"] = png_markdown(path, name)
     digest = sha256_file(result.directory / "leaderboard.parquet")[:8] + sha256_file(result.directory / "pairwise.parquet")[:8]

@@ -73,9 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)")
     ingest.add_argument("--format", choices=["auto", *FORMATS], default=None, help="source format (default: detect)")
     ingest.add_argument("--map", type=_pairs, default=None, metavar="COLUMN=SOURCE,...",
-                        help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,cov_<name>=COL,...")
+                        help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,answer=COL,target=COL,"
+                             "cov_<name>=COL,...")
     ingest.add_argument("--metadata-map", type=_pairs, default=None, metavar="COLUMN=KEY,...",
-                        help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...")
+                        help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...; answer=KEY or "
+                             "target=KEY replace the scorer's answer or the sample's target")
     ingest.add_argument("--suite", default=None,
                         help="suite name for tables without a suite column (wide tables default to the file name's stem)")
     ingest.add_argument("--model", default=None, help="model name for tables without a model column")

@@ -572,10 +572,11 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     Plots of an earlier run that this run does not produce (the GLM forest
     once no fit passes) are removed, so the folder shows only current results.
     """
+    from evalpipeline.classification import LABEL_COLUMNS, write_suite_classification
     from evalpipeline.plots import save_png
 
     settings = settings or ComparisonSettings()
-    samples = read_suite_samples(lake, suite, COMPARISON_COLUMNS)
+    samples = read_suite_samples(lake, suite, COMPARISON_COLUMNS + LABEL_COLUMNS)
     if not _counted(samples).any():
         raise ValueError(f"suite {suite!r} has sample rows but none counts (every row is errored, limit-hit or "
                          "unscored): nothing to compare")
@@ -591,6 +592,7 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     _write_table(board, directory / "leaderboard.parquet")
     _write_table(pairs, directory / "pairwise.parquet")
     _write_table(fits, directory / "fits.parquet")
+    write_suite_classification(lake, suite, samples, directory, level=settings.mass, seed=settings.seed)
     plots_dir = directory / "plots"
     plots = {"leaderboard": plots_dir / "leaderboard.png"}
     save_png(_leaderboard_figure(board, suite, settings), plots["leaderboard"])

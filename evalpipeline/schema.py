@@ -23,6 +23,12 @@ score           float64, nullable normalised score in [0, 1]; null for
 correct         bool, nullable    binary reading of ``score``: true for 1,
                                   false for 0, null otherwise
 score_raw       string, nullable  the score value as logged (JSON), for audit
+answer          string, nullable  the model's answer (predicted label) as the
+                                  scorer extracted it (Inspect ``Score.answer``;
+                                  lm-eval filtered response); several as a
+                                  JSON list; cut at 1024 characters
+target          string, nullable  the reference (true label): the sample's
+                                  target; several as a JSON list
 cluster         string, nullable  items whose outcomes move together (not
                                   filled by the Inspect reader yet)
 error           string, nullable  the sample's error message; errored samples
@@ -89,6 +95,8 @@ SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("score", pa.float64(), True, "normalised score in [0, 1]"),
     Column("correct", pa.bool_(), True, "binary reading of score where defined"),
     Column("score_raw", pa.string(), True, "score value as logged (JSON)"),
+    Column("answer", pa.string(), True, "the model's answer (predicted label) as the scorer extracted it"),
+    Column("target", pa.string(), True, "the reference answer (true label); several as a JSON list"),
     Column("cluster", pa.string(), True, "cluster of items whose outcomes move together"),
     Column("error", pa.string(), True, "sample error; errored samples are kept and flagged"),
     Column("limit", pa.string(), True, "limit the sample hit"),

@@ -15,6 +15,7 @@ START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 
 def tables() -> list[tuple[str, str, dict[str, str]]]:
     from evalpipeline.accounting import ACCOUNTING_COLUMNS
+    from evalpipeline.classification import CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS
     from evalpipeline.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
     from evalpipeline.glm_rankings import RANKING_COLUMNS
     from evalpipeline.models.compare import CRITERIA_COLUMNS
@@ -34,6 +35,9 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
         ("Suite leaderboard", "suite_comparison/suite=<key>/leaderboard.parquet", LEADERBOARD_COLUMNS),
         ("Pairwise comparisons", "suite_comparison/suite=<key>/pairwise.parquet", PAIRWISE_TABLE_COLUMNS),
         ("Suite GLMs used or not", "suite_comparison/suite=<key>/fits.parquet", FIT_STATUS_COLUMNS),
+        ("Per-class F1", "suite_comparison/suite=<key>/classification.parquet (suites whose attempts carry class labels)",
+         CLASSIFICATION_COLUMNS),
+        ("Pairwise F1", "suite_comparison/suite=<key>/classification_pairwise.parquet", CLASSIFICATION_PAIRWISE_COLUMNS),
         ("Model profile", "model_profile/model=<key>/profile.parquet", PROFILE_COLUMNS),
         ("GLM summaries", "glm_fits/model=<key>/suite=<key>/<glm>/summary.parquet, glm_suite_fits/suite=<key>/<glm>/summary.parquet", SUMMARY_COLUMNS),
         ("GLM diagnostics", "glm_fits/model=<key>/suite=<key>/<glm>/diagnostics.parquet, glm_suite_fits/suite=<key>/<glm>/diagnostics.parquet", DIAGNOSTICS_COLUMNS),

@@ -28,7 +28,11 @@ so the downstream analysis can be checked against known answers.
   one attempt, counting C=1, P=0.5, I=0 and numeric scores as they are (the
   same convention as Inspect's ``accuracy()``/``mean()`` metrics):
 
-  - ``arith``: the attempt is right with probability p.
+  - ``arith``: multiple choice, options A-D (the result and three near misses,
+    in a seeded order); the target is the right letter.  The attempt is right
+    with probability p, else it names one of the other letters; the ``match``
+    scorer's answer is the letter it reads, so the suite has the labels the
+    per-class F1 tables need.
   - ``reading``: a quality q ~ Beta(p*k, (1-p)*k) is drawn (mean p); the answer
     then recalls each of the item's key facts with probability q (a wrong fact
     otherwise), and the ``graded`` scorer returns the fraction of key facts found,
@@ -43,7 +47,7 @@ so the downstream analysis can be checked against known answers.
   ``<created>_<task>_<model>_<task id>`` (``INSPECT_EVAL_LOG_FILE_PATTERN``);
   Inspect always adds the creation time and a random task id.
 * The scorers really score: the solver writes a right or wrong *answer text*,
-  and the scorer compares it with the target (last number vs target for
+  and the scorer compares it with the target (last option letter vs target for
   ``match``; key-fact recall for ``graded``; set comparison of the reported items
   for ``judge``).
 * Exactly one errored sample: ``mockllm/borealis/v2`` / ``agentic_ops`` / item
@@ -167,11 +171,12 @@ class Item:
     subdomain: str
     input: str
     target: str
+    choices: tuple[str, ...] = ()
 
 
 ARITH_TEMPLATES = [
     "What is {expr}?",
-    "Compute {expr}. Reply with just the number.",
+    "Compute {expr}.",
     "Calculate {expr} and give the result.",
     "{expr} = ?",
 ]
@@ -189,7 +194,18 @@ def make_arith(seed: int, subdomain: str, item_id: str) -> Item:
         b, q = rng.randint(2, 19), rng.randint(2, 49)
         expr, answer = f"{b * q} / {b}", q
     prompt = rng.choice(ARITH_TEMPLATES).format(expr=expr)
-    return Item(item_id, subdomain, prompt, str(answer))
+    options = [answer]
+    while len(options) < len(LETTERS):
+        wrong = _wrong_number(rng, answer)
+        if wrong > 0 and wrong not in options:
+            options.append(wrong)
+    rng.shuffle(options)
+    listed = "\n".join(f"{letter}) {value}" for letter, value in zip(LETTERS, options))
+    prompt = f"{prompt}\n{listed}\nReply with the letter of the right option."
+    return Item(item_id, subdomain, prompt, LETTERS[options.index(answer)], tuple(str(v) for v in options))
+
+
+LETTERS = "ABCD"
 
 
 NAMES = ["Mara", "Tomasz", "Ines", "Kofi", "Yuki", "Priya", "Lars", "Amara",
@@ -420,15 +436,15 @@ def _wrong_number(rng: random.Random, right: int) -> int:
 
 
 def answer_arith(rng: random.Random, p: float, item: Item) -> str:
-    right = int(item.target)
-    value = right if rng.random() < p else _wrong_number(rng, right)
+    letter = item.target if rng.random() < p else rng.choice([c for c in LETTERS if c != item.target])
+    value = item.choices[LETTERS.index(letter)]
     expr = re.search(r"\d+ [-+*/] \d+", item.input).group(0)
     style = rng.randrange(3)
     if style == 0:
-        return str(value)
+        return letter
     if style == 1:
-        return f"The answer is {value}."
-    return f"{expr} = {value}"
+        return f"The answer is {letter}."
+    return f"{expr} = {value}, so {letter}."
 
 
 def answer_reading(rng: random.Random, p: float, item: Item) -> str:
@@ -526,6 +542,7 @@ def build_task(suite: Suite, seed: int):
                 id=it.id,
                 input=it.input,
                 target=it.target,
+                choices=list(it.choices) or None,
                 metadata={"domain": suite.domain, "subdomain": it.subdomain},
             )
             for it in items
@@ -562,8 +579,8 @@ def build_task(suite: Suite, seed: int):
     def match_scorer():
         async def score(state: TaskState, target: Target) -> Score:
             text = state.output.completion
-            numbers = re.findall(r"-?\d+", text)
-            answer = numbers[-1] if numbers else ""
+            letters = re.findall(r"\b[A-Z]\b", text)  # the option letter the reply ends on
+            answer = letters[-1] if letters else ""
             ok = answer == target.text.strip()
             return Score(value=CORRECT if ok else INCORRECT, answer=answer, explanation=text)
 

@@ -447,3 +447,98 @@ def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_t
     assert result.leaderboard.set_index("model").loc["b", "n"] == len(frame) - 10
     pooled = model_profile_table(lake, "b", settings).set_index("scope").loc["pooled"]
     assert pooled["n"] == len(frame) - 10 and pooled["k"] == frame["score"].iloc[10:].sum()
+
+
+# ------------------------------------------------------------------ classification metrics
+
+
+def _labelled_csv(path, rows) -> None:
+    """A long table of (model, item_id, epoch, answer, target[, error]) rows on suite "mc", scored by equality."""
+    lines = ["model,suite,item_id,epoch,score,answer,target,error"]
+    for model, item, epoch, answer, target, *error in rows:
+        score = int(answer == target) if answer is not None else 0
+        lines.append(f"{model},mc,{item},{epoch},{score},{answer or ''},{target},{error[0] if error else ''}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_labelled_suite_gets_per_class_f1_tables_beside_its_comparison(tmp_path):
+    from evalpipeline.classification import (
+        CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS, MACRO_LABEL, OTHER_LABEL,
+    )
+    from evalpipeline.ingest import ingest_paths
+
+    rng = np.random.default_rng(3)
+    targets = {f"q{i:02d}": "ABC"[i % 3] for i in range(30)}
+    rows = []
+    for model, p_right in (("good", 0.9), ("poor", 0.45)):
+        for item, target in targets.items():
+            for epoch in (1, 2):
+                answer = target if rng.random() < p_right else rng.choice([c for c in "ABC" if c != target])
+                rows.append((model, item, epoch, str(answer), target))
+    rows[5] = ("good", "q02", 2, None, "C")  # no answer: counted by the leaderboard, not classified
+    rows[70] = ("poor", "q05", 1, "none of these", "C")  # outside the targets: predicted (other)
+    rows[71] = ("poor", "q05", 2, "C", "C", "timeout")  # errored: not counted anywhere
+    lake = Lake(tmp_path / "lake")
+    _labelled_csv(tmp_path / "in" / "mc.csv", rows)
+    assert not ingest_paths([tmp_path / "in" / "mc.csv"], lake).file_errors
+
+    result = build_suite_comparison(lake, "mc")
+    per_class = pd.read_parquet(result.directory / "classification.parquet")
+    pairwise = pd.read_parquet(result.directory / "classification_pairwise.parquet")
+    assert list(per_class.columns) == list(CLASSIFICATION_COLUMNS)
+    assert list(pairwise.columns) == list(CLASSIFICATION_PAIRWISE_COLUMNS)
+    labels = ["A", "B", "C", OTHER_LABEL, MACRO_LABEL]
+    assert per_class["model"].tolist() == ["good"] * 5 + ["poor"] * 5 and per_class["class"].tolist() == labels * 2
+    table = per_class.set_index(["model", "class"])
+    counted = [r for r in rows if len(r) == 5 and r[3] is not None]
+    for model in ("good", "poor"):
+        mine = [r for r in counted if r[0] == model]
+        assert table.loc[(model, MACRO_LABEL), "n"] == len(mine)
+        assert table.loc[(model, MACRO_LABEL), "n_correct"] == sum(r[3] == r[4] for r in mine)
+        for label in "ABC":
+            assert table.loc[(model, label), "n"] == sum(r[4] == label for r in mine)
+            assert table.loc[(model, label), "n_predicted"] == sum(r[3] == label for r in mine)
+        scored = table.loc[model].drop(index=OTHER_LABEL)  # (other) has no metrics: no attempt's target
+        assert (scored["f1_low"] <= scored["f1_mean"]).all() and (scored["f1_mean"] <= scored["f1_high"]).all()
+    assert table.loc[("good", MACRO_LABEL), "n_unlabelled"] == 1 and table.loc[("poor", MACRO_LABEL), "n_unlabelled"] == 0
+    assert table.loc[("poor", OTHER_LABEL), "n_predicted"] == 1 and table.loc[("good", OTHER_LABEL), "n_predicted"] == 0
+    assert table.loc[("good", MACRO_LABEL), "f1_mean"] > table.loc[("poor", MACRO_LABEL), "f1_high"]
+    assert pairwise["class"].tolist() == ["A", "B", "C", MACRO_LABEL]
+    assert (pairwise["model_a"] == "good").all() and pairwise.set_index("class").loc[MACRO_LABEL, "p_a_better_f1"] > 0.99
+
+    files = [result.directory / "classification.parquet", result.directory / "classification_pairwise.parquet"]
+    mtimes = [p.stat().st_mtime_ns for p in files]
+    build_suite_comparison(lake, "mc")  # seeded: the same bytes, not rewritten
+    assert [p.stat().st_mtime_ns for p in files] == mtimes
+
+    _labelled_csv(tmp_path / "in" / "mc.csv", [(m, i, e, None, t) for m, i, e, _a, t, *_ in rows])  # answers gone
+    ingest_paths([tmp_path / "in" / "mc.csv"], lake)
+    build_suite_comparison(lake, "mc")
+    assert not any(p.exists() for p in files)  # nothing classified: the earlier tables are removed
+
+
+def test_labels_that_are_not_classes_are_not_classified():
+    from evalpipeline.classification import MAX_CLASSES, suite_classification, suite_classification_tables
+
+    def samples(targets, answers=None, items=None):
+        return pd.DataFrame({"model": "m", "item_id": items or [f"q{i}" for i in range(len(targets))],
+                             "score": 1.0, "answer": answers or targets, "target": targets})
+
+    free_text = suite_classification(samples([f"{i} + {i} = {2 * i}" for i in range(6)]))
+    assert free_text.not_computed == "no two items share a target: free-text references, not class labels"
+    many = suite_classification(samples([f"label {i}" for i in range(MAX_CLASSES + 1)] * 2))
+    assert many.not_computed.startswith(f"{MAX_CLASSES + 1} distinct targets, more than {MAX_CLASSES}")
+    unlabelled = samples(["A", "B"]).drop(columns=["answer", "target"])  # a table written before labels were kept
+    per_class, pairwise = suite_classification_tables(unlabelled)
+    assert per_class.empty and pairwise.empty
+    reserved = suite_classification(samples(["(other)", "(other)", "A", "A"]))
+    assert reserved.not_computed.startswith("a target is '(other)'")
+    with pytest.raises(ValueError, match=r"lack column\(s\) \['score'\]"):
+        suite_classification(samples(["A"]).drop(columns="score"))
+    one_model = suite_classification(samples(["A", "B", "A", "B"], ["A", "A", "A", "B"]))
+    assert one_model.not_computed is None and one_model.pairwise.empty and len(one_model.per_class) == 3
+    silent = pd.concat([samples(["A", "B", "A", "B"]), samples(["A", "B"]).assign(model="quiet", answer=None)])
+    listed = suite_classification(silent).per_class.set_index(["model", "class"])
+    assert listed.loc[("quiet", "(macro)"), ["n", "n_unlabelled"]].tolist() == [0, 2]  # listed, not dropped
+    assert np.isnan(listed.loc[("quiet", "(macro)"), "f1_mean"]) and len(listed.loc["quiet"]) == 1

@@ -1,6 +1,7 @@
 """Ingest of logs made here by inspect_ai, checked against inspect_ai's own full-log reader."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -329,3 +330,84 @@ def test_an_inspect_summary_that_fails_validation_is_named_by_its_place(tmp_path
     report = ingest_paths([path], Lake(tmp_path / "lake"))
     (error,) = report.file_errors
     assert f"cannot read samples: summary 3, after sample {log['samples'][1]['id']!r} (ValidationError: " in error.error
+
+
+# -- answers and targets (the labels classification metrics read) ------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["eval", "json"])
+def test_answer_and_target_are_the_scorers_answer_and_the_samples_target(logs, fmt):
+    path = logs[fmt]
+    _, rows = read_inspect_log(path)
+    full = read_eval_log(str(path))
+    expected = {(str(s.id), s.epoch): (None if s.error else s.scores["exact"].answer, s.target) for s in full.samples}
+    got = {(r.item_id, r.epoch): (None if pd.isna(r.answer) else r.answer, r.target) for r in rows.itertuples()}
+    assert got == expected
+    assert rows["target"].eq("yes").all() and set(rows["answer"].dropna()) == {"yes", "no"}
+    if fmt == "eval":  # the errored sample has no score, so no answer
+        assert rows.loc[rows["error"].notna(), "answer"].isna().all()
+
+
+def _labelled_log(folder, log_format: str = "eval"):
+    """Targets of every shape inspect_ai takes, and a scorer that gives an answer for some samples only."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.scorer import Score, accuracy, scorer
+
+    from tests.inspect_logs import planted_answers
+
+    targets = {"one": "B", "listed": ["C"], "several": ["A", "D"], "none": ""}
+    answers = {"one": "B", "listed": "A", "several": "D", "none": "x"}
+
+    @scorer(metrics=[accuracy()], name="letter")
+    def letter():
+        async def score(state, target):  # no answer for "several": Score.answer stays None
+            text = state.output.completion
+            return Score(value="C" if text in target.target else "I", answer=None if state.sample_id == "several" else text)
+
+        return score
+
+    dataset = MemoryDataset([Sample(id=i, input=f"question {i}", target=t, metadata={"gold": f"g-{i}", "said": 7})
+                             for i, t in targets.items()])
+    task = Task(dataset=dataset, solver=planted_answers({(i, 1): a for i, a in answers.items()}), scorer=letter(),
+                name="labels")
+    (log,) = inspect_eval(task, model="mockllm/model", log_dir=str(folder), log_format=log_format, display="none")
+    return Path(log.location)
+
+
+@pytest.mark.parametrize("fmt", ["eval", "json"])
+def test_a_list_target_and_a_missing_answer(tmp_path, fmt):
+    _, rows = read_inspect_log(_labelled_log(tmp_path, fmt))
+    labels = rows.set_index("item_id")[["answer", "target"]].astype(object).where(lambda f: f.notna(), None)
+    assert labels.to_dict("index") == {
+        "one": {"answer": "B", "target": "B"},
+        "listed": {"answer": "A", "target": "C"},  # a list of one target is that target
+        "several": {"answer": None, "target": '["A", "D"]'},  # several: a JSON list; no Score.answer: null
+        "none": {"answer": "x", "target": None},  # "" is inspect_ai's default target: none
+    }
+
+
+def test_answer_and_target_may_come_from_sample_metadata(tmp_path):
+    path = _labelled_log(tmp_path)
+    lake = Lake(tmp_path / "lake")
+    report = ingest_paths([path], lake, IngestOptions(metadata_map={"answer": "said", "target": "gold"}))
+    assert report.rows_ingested == 4 and report.notes == []
+    samples = read_samples(lake, "mockllm/model", "labels").set_index("item_id")
+    assert samples["target"].to_dict() == {i: f"g-{i}" for i in ("one", "listed", "several", "none")}
+    assert samples["answer"].eq("7").all()  # a mapped answer replaces the scorer's, as text
+    with pytest.raises(ValueError, match="metadata_map key 'label': use domain, subdomain, cluster, answer, target"):
+        IngestOptions(metadata_map={"label": "gold"})
+
+
+def test_a_score_answer_that_is_not_text_is_named_by_its_place(tmp_path):
+    """inspect_ai's Score.answer is text or null; a log holding a number there is invalid, and named."""
+    log = json.loads(_demo_json_log().read_text())
+    scorer = next(iter(log["samples"][1]["scores"]))
+    log["samples"][1]["scores"][scorer]["answer"] = 42
+    path = tmp_path / "in" / "odd.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(log))
+    (error,) = ingest_paths([path], Lake(tmp_path / "lake")).file_errors
+    assert (f"cannot read samples: summary 2, after sample {log['samples'][0]['id']!r} (ValueError: the answer of "
+            f"score {scorer!r} is a JSON int, not a string)") in error.error

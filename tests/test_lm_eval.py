@@ -215,6 +215,24 @@ def test_generate_task_with_two_filters(run, tmp_path):
 # -- a samples file on its own ----------------------------------------------------------
 
 
+def test_target_and_the_filtered_answer_where_it_is_text(run, tmp_path):
+    """A generate task's filtered response is its answer; a multiple-choice task logs log-likelihoods,
+    no answer text, so its answer is null; the target is the line's (an index as text; several as JSON)."""
+    lines = run.lines("toy_arith")
+    lines[1]["filtered_resps"] = "15"  # a bare string reads as one
+    lines[2]["filtered_resps"] = [["3"], ["x"]]  # two responses: not one plain answer
+    lines[2]["target"] = ["3", "three"]
+    run.write_lines("toy_arith", [json.dumps(line) for line in lines])
+    lake, _ = ingest([run.results], tmp_path)
+    arith = read_samples(lake, MODEL, "toy_arith").set_index("item_id")
+    assert arith.loc["0", ["answer", "target"]].tolist() == ["4", "2 + 2 = 4\n#### 4"]
+    assert arith.loc["1", "answer"] == "15"
+    assert pd.isna(arith.loc["2", "answer"]) and arith.loc["2", "target"] == '["3", "three"]'
+    physics = read_samples(lake, MODEL, "toy_physics")
+    assert physics["answer"].isna().all()
+    assert physics["target"].tolist() == [str(line["target"]) for line in run.lines("toy_physics")]
+
+
 def test_samples_file_passed_directly(run, tmp_path):
     path = run.samples["toy_biology"]
     lake, report = ingest([path], tmp_path)

@@ -969,3 +969,36 @@ def test_decimal_and_date_ids_name_items_as_before(tmp_path):
     assert report.rows_quarantined == 0 and report.rows_ingested == 3
     assert sorted(_table(lake, "samples", "m1", "s1")["item_id"]) == ["0", "12"]
     assert list(_table(lake, "samples", "m2", "s1")["item_id"]) == ["2020-01-01"]
+
+
+def test_answer_and_target_columns_of_every_long_format(tmp_path):
+    """Optional label columns, mapped or under their own names: a missing label is null, a whole number
+    stays whole where a row lacks one, a list of several targets is a JSON list."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    csv = _write(tmp_path / "in" / "labels.csv", "model,suite,item_id,score,pred,gold\n"
+                                                 "m,s,q1,1,A,A\nm,s,q2,0,B,C\nm,s,q3,0,,C\n")
+    lake = Lake(tmp_path / "lake")
+    ingest_paths([csv], lake, IngestOptions(column_map={"answer": "pred", "target": "gold"}))
+    rows = lake.read_partition("samples", "m", "s").set_index("item_id")
+    assert _values(rows["answer"]) == ["A", "B", None] and _values(rows["target"]) == ["A", "C", "C"]
+
+    table = pa.table({"model": ["m2"] * 3, "suite": ["s"] * 3, "item_id": ["q1", "q2", "q3"], "score": [1.0, 0.0, 1.0],
+                      "answer": pa.array([7, None, 2], pa.int64()),
+                      "target": pa.array([["7"], ["3", "4"], ["2"]], pa.list_(pa.string()))})
+    pq.write_table(table, tmp_path / "in" / "labels.parquet")
+    (tmp_path / "in" / "labels.jsonl").write_text(
+        '{"model": "m3", "suite": "s", "item_id": "q1", "score": 1, "answer": 7, "target": 7}\n'
+        '{"model": "m3", "suite": "s", "item_id": "q2", "score": 0, "target": ["a", "b"]}\n')
+    ingest_paths([tmp_path / "in" / "labels.parquet", tmp_path / "in" / "labels.jsonl"], lake, IngestOptions())
+    parquet = lake.read_partition("samples", "m2", "s").set_index("item_id")
+    assert _values(parquet["answer"]) == ["7", None, "2"]  # not "7.0": the column has a gap
+    assert _values(parquet["target"]) == ["7", '["3", "4"]', "2"]
+    jsonl = lake.read_partition("samples", "m3", "s").set_index("item_id")
+    assert _values(jsonl["answer"]) == ["7", None] and _values(jsonl["target"]) == ["7", '["a", "b"]']
+
+
+def _values(column: pd.Series) -> list:
+    """A text column's values with None for its missing ones (pandas' str dtype shows them as NaN)."""
+    return [None if pd.isna(v) else v for v in column]

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol
 
+import numpy as np
 import pandas as pd
 
 from evalpipeline.ingest.scores import ScoreNormalisation
@@ -33,8 +35,8 @@ from evalpipeline.schema import COVARIATE_PREFIX
 #: duplicate (the first is kept); JSONL columns come from every line; CSV reasons name the record's real line;
 #: model and suite cells are stripped; huge numbers are row reasons. 4: a table's whole-number ids and names
 #: stay whole where a row lacks one (item 7 was "7.0"); a list, object or boolean is no item, model or suite
-#: name; created_at "now" or "today" is no time.
-READERS_VERSION = 4
+#: name; created_at "now" or "today" is no time. 5: rows carry the answer and the target (true label).
+READERS_VERSION = 5
 
 #: Canonical columns a declared mapping may fill, besides ``cov_<name>`` covariates.
 MAPPABLE_COLUMNS = (
@@ -45,6 +47,8 @@ MAPPABLE_COLUMNS = (
     "epoch",
     "domain",
     "subdomain",
+    "answer",
+    "target",
     "scorer",
     "cluster",
     "error",
@@ -53,8 +57,13 @@ MAPPABLE_COLUMNS = (
     "created_at",
 )
 
-#: Where the Inspect reader finds domain/subdomain/cluster in sample metadata by default.
+#: Where the Inspect reader finds domain/subdomain/cluster in sample metadata by default. ``answer`` and
+#: ``target`` come from the scorer's answer and the sample's target unless a metadata key is mapped to them.
 DEFAULT_METADATA_MAP: Mapping[str, str] = {"domain": "domain", "subdomain": "subdomain", "cluster": "cluster"}
+#: Canonical columns a ``metadata_map`` may fill, besides ``cov_<name>`` covariates.
+METADATA_COLUMNS = ("domain", "subdomain", "cluster", "answer", "target")
+#: Longest answer or target kept, in characters: labels are short, and a long generation would swell the lake.
+MAX_LABEL_CHARS = 1024
 
 
 
@@ -83,8 +92,9 @@ class IngestOptions:
     ``column_map``: canonical column -> source column, for table formats
     (``long``) and lm-eval metric choice (``score`` -> metric name);
     ``cov_<name>`` keys declare covariates.
-    ``metadata_map``: canonical column or ``cov_<name>`` -> Inspect sample
-    metadata key.
+    ``metadata_map``: canonical column (:data:`METADATA_COLUMNS`) or
+    ``cov_<name>`` -> Inspect sample metadata key; a mapped ``answer`` or
+    ``target`` replaces the scorer's answer or the sample's target.
     ``suite`` / ``model``: fixed values where the source has no column for
     them (``wide`` tables: suite defaults to the file name's stem).
     ``chunk_rows``: rows per chunk for streaming readers.
@@ -133,10 +143,31 @@ class IngestOptions:
                     f"and {COVARIATE_PREFIX}<name> covariates"
                 )
         for key in self.metadata_map:
-            if key not in ("domain", "subdomain", "cluster") and not key.startswith(COVARIATE_PREFIX):
+            if key not in METADATA_COLUMNS and not key.startswith(COVARIATE_PREFIX):
                 raise ValueError(
-                    f"metadata_map key {key!r}: use domain, subdomain, cluster or {COVARIATE_PREFIX}<name>"
+                    f"metadata_map key {key!r}: use {', '.join(METADATA_COLUMNS)} or {COVARIATE_PREFIX}<name>"
                 )
+
+
+def label_text(value: Any) -> str | None:
+    """An answer or target as the ``answer`` / ``target`` columns hold it: text as it is, a list of one
+    as its element, a longer list as a JSON list, other values as text; null for a missing value or an
+    empty list. Cut at :data:`MAX_LABEL_CHARS` (with ``...``)."""
+    if isinstance(value, np.ndarray):  # a Parquet list cell
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1:
+            return label_text(value[0])
+        text = json.dumps(list(value), ensure_ascii=False, default=str) if value else None
+    elif value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        text = None
+    elif isinstance(value, dict):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    else:
+        text = str(value)
+    if text is not None and len(text) > MAX_LABEL_CHARS:
+        text = text[:MAX_LABEL_CHARS] + "..."
+    return text
 
 
 def canonical_name(name: str | None) -> str | None:

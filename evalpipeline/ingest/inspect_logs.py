@@ -34,8 +34,8 @@ with its ``EvalLog`` model. What is read, and how:
 ``.json`` (one JSON document)
     The header is read by inspect_ai (``read_eval_log(header_only=True)``,
     which itself stops at ``samples``). The ``samples`` list is then parsed
-    one sample at a time; only ``id``, ``epoch``, ``metadata``, ``scores``,
-    ``error`` and ``limit`` are kept, validated as the ``EvalSampleSummary``
+    one sample at a time; only ``id``, ``epoch``, ``target``, ``metadata``,
+    ``scores``, ``error`` and ``limit`` are kept, validated as the ``EvalSampleSummary``
     that inspect_ai's ``EvalSample.summary()`` would give (metadata thinned
     the same way), and the full sample is dropped. The rest of the document
     (``reductions``) is skipped value by value but read to its end: a log cut
@@ -77,6 +77,11 @@ Decisions (configurable where marked):
   need a second pass, and here nothing is dropped unaccounted.
 * Numeric covariates (``cov_<name>`` from metadata ints and floats) are
   float64, so that every chunk of a log has the same column type.
+* ``target`` is the sample's target (null for Inspect's default, the empty
+  target; a list of several as a JSON list) and ``answer`` the chosen
+  scorer's ``Score.answer`` (null when it has none), both through
+  :func:`~evalpipeline.ingest.base.label_text`; a ``metadata_map`` entry for
+  either replaces it with that metadata value.
 """
 
 from __future__ import annotations
@@ -106,6 +111,7 @@ from evalpipeline.ingest.base import (
     Source,
     SourcePartition,
     SourceReadError,
+    label_text,
     sample_label,
     short_error,
 )
@@ -413,6 +419,8 @@ def _sample_row(index, sample, header: LogHeader, scorer, normalisation, metadat
         "score": None,
         "correct": None,
         "score_raw": None,
+        "answer": label_text(scores[scorer].answer) if scorer in scores else None,
+        "target": label_text(sample.target) or None,  # "" is Inspect's default: no target
         "cluster": None,
         "error": _text_or_none(sample.error),
         "limit": _text_or_none(sample.limit),
@@ -430,7 +438,9 @@ def _sample_row(index, sample, header: LogHeader, scorer, normalisation, metadat
     }
     for column, key in metadata_map.items():
         value = metadata.get(key)
-        if not column.startswith(COVARIATE_PREFIX):
+        if column in ("answer", "target"):
+            row[column] = label_text(value)
+        elif not column.startswith(COVARIATE_PREFIX):
             row[column] = _text_or_none(value)
         elif isinstance(value, (dict, list)):
             row[column] = _text_or_none(value)
@@ -488,12 +498,13 @@ def _summary(item: Any):
     """One summary, validated by inspect_ai's ``EvalSampleSummary`` for the fields rows use.
 
     As inspect_ai's ``_parse_summaries`` (a fresh deserialising context per
-    item), restricted to id, epoch, metadata, score values, error and limit:
-    validating the fields never read (input messages, model usage, times,
-    score explanations and metadata) costs most of the time and changes no
-    row. Metadata is thinned by inspect_ai's own ``thin_metadata`` /
-    ``thin_text``, as the model's validator does (short strings memoised:
-    domain names repeat on every sample, and ``textwrap.shorten`` is slow).
+    item), restricted to id, epoch, target, metadata, score values and
+    answers, error and limit: validating the fields never read (input
+    messages, model usage, times, score explanations and metadata) costs most
+    of the time and changes no row. Metadata and score answers are thinned by
+    inspect_ai's own ``thin_metadata`` / ``thin_text``, as the model's
+    validator does (short strings memoised: domain names and answer letters
+    repeat on every sample, and ``textwrap.shorten`` is slow).
     """
     summary_model, context, _, _, _, _ = _inspect_api()
     if not isinstance(item, dict):
@@ -502,7 +513,10 @@ def _summary(item: Any):
     if not isinstance(metadata, dict):
         raise ValueError(f"sample metadata is a JSON {type(metadata).__name__}, not an object")
     scores = item.get("scores")
+    answers = {}
     if isinstance(scores, dict):
+        answers = {name: score["answer"] for name, score in scores.items()
+                   if isinstance(score, dict) and score.get("answer") is not None}
         scores = {
             name: {"value": score["value"]} if isinstance(score, dict) and "value" in score else score
             for name, score in scores.items()
@@ -512,7 +526,7 @@ def _summary(item: Any):
             "id": item.get("id"),
             "epoch": item.get("epoch"),
             "input": "",
-            "target": "",
+            "target": item.get("target", ""),
             "scores": scores,
             "error": item.get("error"),
             "limit": item.get("limit"),
@@ -520,6 +534,10 @@ def _summary(item: Any):
         context=context(),
     )
     summary.metadata = _thin_metadata(metadata)
+    for name, answer in answers.items():  # Score.answer is text or null, as inspect_ai's model has it
+        if not isinstance(answer, str):
+            raise ValueError(f"the answer of score {name!r} is a JSON {type(answer).__name__}, not a string")
+        summary.scores[name].answer = _thin_short_text(answer) if len(answer) <= 256 else _inspect_api()[3](answer)
     return summary
 
 
@@ -562,6 +580,7 @@ def _summary_of_sample(sample: Any, legacy_scorer: str):
         {
             "id": sample.get("id"),
             "epoch": sample.get("epoch"),
+            "target": sample.get("target", ""),
             "metadata": sample.get("metadata", {}),
             "scores": scores,
             "error": None if error is None else eval_error.model_validate(error).message,

@@ -46,6 +46,11 @@ Mapping (one row per samples line):
   by scorer name; ``metadata_json`` keeps the line's small fields
   (``filter``, the three hashes, ``target`` cut to 500 characters), never
   ``doc``, ``arguments`` or responses.
+* target: the line's ``target`` (a number as text; a list of several as a
+  JSON list); answer: the line's ``filtered_resps`` where that is one plain
+  string (generate tasks: ``["4"]``), else null (multiple-choice tasks log
+  log-likelihood pairs, no answer text). Both through
+  :func:`~evalpipeline.ingest.base.label_text`.
 
 Every line becomes a row (rows read = ingested + quarantined). Quarantined,
 with the reason:
@@ -83,6 +88,7 @@ from evalpipeline.ingest.base import (
     Source,
     SourcePartition,
     SourceReadError,
+    label_text,
     sample_label,
     short_error,
 )
@@ -434,6 +440,8 @@ def _line_row(raw: bytes, number: int, context: dict, domain: str | None, choice
     row = _base_row(number, context, domain)
     row.update(
         item_id=item_id,
+        answer=_filtered_answer(line.get("filtered_resps")),
+        target=label_text(line.get("target")),
         scores_json=_json({scorer_name(m, filter_name): line[m] for m in metrics if m in line}) if metrics else None,
         metadata_json=_json(_small_fields(line, filter_name)),
     )
@@ -486,6 +494,8 @@ def _base_row(number: int, context: dict, domain: str | None) -> dict:
         "score": None,
         "correct": None,
         "score_raw": None,
+        "answer": None,
+        "target": None,
         "cluster": None,
         "error": None,
         "limit": None,
@@ -508,6 +518,14 @@ def _bad_line_row(number: int, context: dict, domain: str | None, problem: str) 
     row["item_id"] = f"line-{number}"
     row["reason"] = f"{sample_label(row['item_id'], 1)}: {problem}"
     return row
+
+
+def _filtered_answer(filtered: Any) -> str | None:
+    """The answer text of a line's ``filtered_resps``: a string, or a list holding one string (one
+    request per document, as generate tasks log it); None otherwise."""
+    if isinstance(filtered, list) and len(filtered) == 1:
+        filtered = filtered[0]
+    return label_text(filtered) if isinstance(filtered, str) else None
 
 
 def _small_fields(line: Mapping[str, Any], filter_name: str) -> dict:

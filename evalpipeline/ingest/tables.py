@@ -5,10 +5,13 @@ mapping ``canonical column = source column`` (``IngestOptions.column_map``,
 ``--map`` or ``[ingest.columns]``); unmapped canonical columns are looked up
 under their own name. Required: ``model`` (or a fixed ``--model``),
 ``suite`` (or a fixed ``--suite``), ``item_id`` and ``score``; optional:
-``epoch`` (default 1), ``domain``, ``subdomain``, ``scorer``, ``cluster``,
-``error``, ``limit``, ``run_id``, ``created_at`` and ``cov_<name>``
-covariates. A mapping that names a missing column is an error that lists
-the columns the file has.
+``epoch`` (default 1), ``domain``, ``subdomain``, ``answer`` (the model's
+answer, predicted label), ``target`` (the reference, true label),
+``scorer``, ``cluster``, ``error``, ``limit``, ``run_id``, ``created_at``
+and ``cov_<name>`` covariates. Answers and targets are kept as
+:func:`~evalpipeline.ingest.base.label_text` gives them (a whole number stays
+``7``, a list of several is a JSON list). A mapping that names a missing
+column is an error that lists the columns the file has.
 
 Wide tables (CSV, Parquet), as used by the bayes_evals library: one row per
 item, one column per model, 0/1 cells. The item column is the mapped
@@ -53,6 +56,7 @@ from evalpipeline.ingest.base import (
     SourcePartition,
     SourceReadError,
     canonical_name,
+    label_text,
     placement_problem,
     sample_label,
     short_error,
@@ -60,7 +64,10 @@ from evalpipeline.ingest.base import (
 from evalpipeline.ingest.scores import Normalised, ScoreNormalisation, binary_reading
 
 REQUIRED_LONG = ("model", "suite", "item_id", "score")
-OPTIONAL_LONG = ("epoch", "domain", "subdomain", "scorer", "cluster", "error", "limit", "run_id", "created_at")
+OPTIONAL_LONG = ("epoch", "domain", "subdomain", "answer", "target", "scorer", "cluster", "error", "limit", "run_id",
+                 "created_at")
+#: Long-table columns whose whole numbers stay whole (see :func:`iter_table`): names, ids and labels.
+EXACT_LONG = ("model", "suite", "item_id", "answer", "target")
 ITEM_COLUMN_NAMES = ("item_id", "question_id", "id", "item")
 WIDE_LABEL_COLUMNS = ("domain", "subdomain", "cluster")
 TABLE_SOURCE_ID = "table"
@@ -292,7 +299,7 @@ def normalise_cell(value: Any, normalisation: ScoreNormalisation) -> Normalised:
 def _base_row(source: Source, index: int, line) -> dict[str, Any]:
     return {
         "domain": None, "subdomain": None, "item_id": None, "epoch": 1, "scorer": None, "score": None,
-        "correct": None, "score_raw": None, "cluster": None, "error": None, "limit": None,
+        "correct": None, "score_raw": None, "answer": None, "target": None, "cluster": None, "error": None, "limit": None,
         "metadata_json": None, "scores_json": None, "run_id": None, "eval_id": None,
         "log_path": source.path, "log_sha256": source.sha256, "log_format": source.format,
         "sample_index": index, "source_line": None if pd.isna(line) else int(line), "created_at": None,
@@ -435,7 +442,7 @@ class LongTableReader:
         # quarantined first one, as before
         seen: dict[tuple, tuple[str, str | None, bool]] = {}
         index = 0
-        exact = tuple(mapping[c] for c in ("model", "suite", "item_id") if c in mapping)
+        exact = tuple(mapping[c] for c in EXACT_LONG if c in mapping)
         for frame, lines in iter_table(path, options.chunk_rows, exact=exact):
             groups: dict[tuple[str | None, str | None], list[dict]] = {}
             records = frame.to_dict("records")
@@ -479,6 +486,8 @@ class LongTableReader:
             value = record.get(column)
             if canonical.startswith(COVARIATE_PREFIX):
                 row[canonical] = _json_covariate(value) if source.path.lower().endswith(".jsonl") else value
+            elif canonical in ("answer", "target"):
+                row[canonical] = label_text(value)
             else:
                 row[canonical] = _text(value)
         item = _text(record.get(mapping["item_id"]))
