@@ -33,12 +33,12 @@ Sources and choices:
   and their macro averages (unweighted over the target classes), each with its
   posterior mean and equal-tailed credible interval; beside them the plug-in F1
   and its delta-method CLT interval (Appendix A.5). See
-  :mod:`evalpipeline.stats.confusion`. The uniform prior puts one pseudo-attempt
-  in each of the K x K cells (K x (K + 1) with ``(other)``): with four classes
-  and 225 attempts a model's posterior macro-F1 sits a few points below its
-  plug-in value, towards chance; with ten classes and 300 attempts (110
-  pseudo-attempts) far below (0.56 against 0.73 on average over simulated
-  models). ``prior_concentration`` lowers the prior's weight.
+  :mod:`evalpipeline.stats.confusion`. The prior is a symmetric Dirichlet worth
+  four attempts in all, as Eq. 9's Dirichlet(1, 1, 1, 1) is for two classes,
+  spread evenly over the K x K cells (K x (K + 1) with ``(other)``): one
+  pseudo-attempt a cell would weigh K (K + 1) attempts and pull F1 towards
+  chance as K grows (ten classes, 300 attempts: posterior macro-F1 0.56
+  against 0.73 plug-in). ``prior_concentration`` sets the per-cell value.
 * Pairwise: P(F1 of A > F1 of B) per class and for macro-F1, from independent
   posterior draws; each model draws from its own seeded stream (named by the
   model, as ``stats.compare`` names its streams), so its draws do not depend on
@@ -67,6 +67,7 @@ from evalpipeline.stats.confusion import (
     CLASS_METRIC_COLUMNS,
     MACRO_LABEL,
     OTHER_LABEL,
+    PRIOR_WEIGHT,
     classification_posterior,
     classification_table,
     label_confusion,
@@ -112,7 +113,7 @@ class SuiteClassification:
 
 
 def suite_classification_tables(samples: pd.DataFrame, *, level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS,
-                                seed: int = 0, prior_concentration: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                                seed: int = 0, prior_concentration: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(per_class, pairwise)`` of one suite's samples (columns :data:`CLASSIFICATION_COLUMNS` and
     :data:`CLASSIFICATION_PAIRWISE_COLUMNS`); both empty when the labels are not classified (see the
     module docstring)."""
@@ -122,7 +123,7 @@ def suite_classification_tables(samples: pd.DataFrame, *, level: float = 0.95, n
 
 
 def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS,
-                         seed: int = 0, prior_concentration: float = 1.0) -> SuiteClassification:
+                         seed: int = 0, prior_concentration: float | None = None) -> SuiteClassification:
     """:func:`suite_classification_tables` with the classes, and why nothing was computed if so.
 
     ``samples``: every model's sample rows on the suite (``model``, ``score`` and, to be classified,
@@ -143,6 +144,8 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
         return SuiteClassification(_empty(CLASSIFICATION_COLUMNS), _empty(CLASSIFICATION_PAIRWISE_COLUMNS), (), reason)
 
     other = not rows["answer"].isin(classes).all()  # one outcome space for every model
+    if prior_concentration is None:  # a prior worth PRIOR_WEIGHT attempts, spread over the cells
+        prior_concentration = PRIOR_WEIGHT / (len(classes) * (len(classes) + int(other)))
     tables, f1_draws, macro_means = [], {}, {}
     for model, mine in rows.groupby("model", sort=True):
         confusion = label_confusion(mine["answer"], mine["target"], classes, other_column=other)
@@ -180,7 +183,7 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
 
 def write_suite_classification(lake: Lake, suite: str, samples: pd.DataFrame, directory: Path | None = None, *,
                                level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS, seed: int = 0,
-                               prior_concentration: float = 1.0) -> SuiteClassification:
+                               prior_concentration: float | None = None) -> SuiteClassification:
     """Write :data:`CLASSIFICATION_FILE` and :data:`CLASSIFICATION_PAIRWISE_FILE` of ``suite`` into
     ``directory`` (default: the suite comparison's folder), atomically; when nothing is classified,
     write nothing and remove the files of an earlier run, so that the folder shows only current results."""

@@ -193,3 +193,21 @@ def test_p_a_better_f1_is_symmetric_and_sees_a_better_model():
         f1_better_probabilities(a, classification_posterior(label_confusion(["A"], ["A"]), n_draws=5000))
     with pytest.raises(ValueError, match="prior concentration must be positive"):
         classification_posterior(strong, prior_concentration=0)
+
+
+def test_default_prior_weighs_four_attempts_whatever_the_number_of_classes():
+    from evalpipeline.stats.confusion import default_prior_concentration
+
+    two = label_confusion(["a", "b", "a"], ["a", "b", "b"])
+    assert default_prior_concentration(two) == 1.0  # Eq. 9's Dirichlet(1, 1, 1, 1)
+    rng = np.random.default_rng(3)
+    classes = [f"c{i}" for i in range(10)]
+    targets = rng.choice(classes, 300)
+    answers = np.where(rng.random(300) < 0.75, targets, rng.choice(classes, 300))
+    ten = label_confusion(answers, targets, classes)
+    assert default_prior_concentration(ten) * ten.counts.size == pytest.approx(4.0)
+    posterior = classification_posterior(ten, n_draws=20_000, seed=1)
+    uniform = classification_posterior(ten, prior_concentration=1.0, n_draws=20_000, seed=1)
+    plugin = macro_f1_delta_interval(ten)[0]
+    # the light prior leaves macro-F1 near its plug-in value; one pseudo-attempt a cell (100 of them) drags it down
+    assert abs(posterior.macro_f1.mean() - plugin) < 0.03 < plugin - uniform.macro_f1.mean()

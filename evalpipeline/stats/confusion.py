@@ -222,10 +222,22 @@ class ClassificationPosterior:
 _CELLS_PER_BLOCK = 1 << 21
 
 
-def classification_posterior(confusion: LabelConfusion, *, prior_concentration: float = 1.0, n_draws: int = 20_000,
-                             seed: int | np.random.SeedSequence = 0) -> ClassificationPosterior:
+#: The prior's total weight in pseudo-attempts: Eq. 9's Dirichlet(1, 1, 1, 1) over the four binary cells.
+PRIOR_WEIGHT = 4.0
+
+
+def default_prior_concentration(confusion: "LabelConfusion") -> float:
+    """Per-cell concentration that spreads :data:`PRIOR_WEIGHT` evenly over the confusion matrix's cells: 1 for
+    two classes (Eq. 9), less for more. A concentration of 1 per cell would add K (K + 1) pseudo-attempts and
+    pull F1 towards the prior as K grows (10 classes, 300 attempts: posterior macro-F1 0.56 against 0.73 plug-in)."""
+    return PRIOR_WEIGHT / confusion.counts.size
+
+
+def classification_posterior(confusion: LabelConfusion, *, prior_concentration: float | None = None,
+                             n_draws: int = 20_000, seed: int | np.random.SeedSequence = 0) -> ClassificationPosterior:
     """Eq. 9 generalised: the confusion matrix's cells (predicted x true) are categorical with
-    theta ~ Dirichlet(prior_concentration, ...), so theta | counts ~ Dirichlet(prior + counts).
+    theta ~ Dirichlet(prior_concentration, ...), so theta | counts ~ Dirichlet(prior + counts); by default
+    the concentration is :func:`default_prior_concentration` (a prior worth 4 attempts, 1 a cell for two classes).
     One-vs-rest per class c: TP = theta[c, c], FP = the rest of row c, FN = the rest of column c;
     precision TP / (TP + FP), recall TP / (TP + FN), F1 Eq. 10. All three are ratios of sums of
     theta, so every draw gives them for every class at once.
@@ -234,6 +246,8 @@ def classification_posterior(confusion: LabelConfusion, *, prior_concentration: 
     the first class, so its F1 draws are :func:`f1_posterior`'s for the same seed (up to rounding:
     2 TP + FP + FN is summed as (TP + FP) + (TP + FN)).
     """
+    if prior_concentration is None:
+        prior_concentration = default_prior_concentration(confusion)
     if prior_concentration <= 0:
         raise ValueError(f"prior concentration must be positive, got {prior_concentration}")
     if n_draws < 1:
@@ -304,9 +318,8 @@ CLASS_METRIC_COLUMNS = {
     "f1_delta_low": "delta-method CLT interval of the plug-in F1 (Eq. 41; macro: over every cell), lower, unclipped",
     "f1_delta_high": "upper",
     "level": "probability of every interval in the row",
-    "prior_concentration": "Dirichlet prior concentration per cell of the confusion matrix: K classes have K x K "
-                           "cells (K x (K + 1) with (other)), so the prior weighs as many pseudo-attempts against "
-                           "n and pulls F1 towards chance (1 / K) until n is much larger",
+    "prior_concentration": "Dirichlet prior concentration per cell of the confusion matrix (K x K cells, K x (K + 1) "
+                           "with (other)); by default 4 / cells, a prior worth four attempts (1 a cell for two classes)",
 }
 
 
