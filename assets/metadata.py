@@ -16,7 +16,7 @@ from evalpipeline.keys import printable
 COLUMN_TYPES: dict[str, str] = {
     **dict.fromkeys(["n", "n_items", "n_excluded", "rank", "n_suites", "n_models", "rows_ingested", "rows_errored",
                      "rows_quarantined", "rows_accounted", "waic_rank", "loo_rank", "n_pareto_k_high",
-                     "n_units"], "int64"),
+                     "n_units", "n_suite_items"], "int64"),
     **dict.fromkeys(["overlaps_leader", "waic_warning", "loo_warning"], "bool"),
     **dict.fromkeys([
         "k", "observed_mean", "prior_a", "prior_b", "posterior_a", "posterior_b", "posterior_mean", "hpdi_mass",
@@ -26,7 +26,8 @@ COLUMN_TYPES: dict[str, str] = {
         "waic_dse", "waic_weight", "elpd_loo", "loo_se", "p_loo", "d_loo", "loo_dse", "loo_weight",
         "pareto_k_threshold", "lower", "upper", "mean", "sd", "hpdi2_mass",
         "hpdi2_low", "hpdi2_high", "prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low",
-        "prob_hpdi2_high", "r_hat", "ess_bulk", "ess_tail"], "double"),
+        "prob_hpdi2_high", "r_hat", "ess_bulk", "ess_tail", "design_effect", "n_effective", "independent_hpdi_low",
+        "independent_hpdi_high"], "double"),
 }
 
 

@@ -24,8 +24,9 @@ from resources import LakeResource, PosteriorSettings
 
 
 def posteriors_version() -> str:
-    """Code version of the conjugate posteriors: their code plus the ``[posterior]`` prior and mass."""
-    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors", "evalpipeline.pipeline"],
+    """Code version of the headline posteriors: their code plus the ``[posterior]`` settings."""
+    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors", "evalpipeline.stats.clustered",
+                         "evalpipeline.pipeline"],
                         load_posterior_settings())
 
 
@@ -38,9 +39,11 @@ def posteriors_version() -> str:
     kinds={"parquet", "scipy"},
     owners=["team:evalpipeline"],
     description=(
-        "Conjugate Beta posterior of the success rate of one model on one suite, overall and per "
-        "domain and subdomain: posterior mean and HPDI, with the CLT interval beside it for contrast "
-        "(flagged where it collapses or leaves [0, 1]). Errored and limit-hit attempts are not counted."
+        "Design-aware posterior of the success rate of one model on one suite, overall and per domain and "
+        "subdomain: posterior mean and HPDI with the item (its repeats) or the declared cluster as the unit of "
+        "evidence, the design effect and effective n, the independent-attempts HPDI and the CLT interval beside "
+        "it for contrast (flagged where too narrow, collapsed or outside [0, 1]). Errored and limit-hit attempts "
+        "are not counted."
     ),
     metadata={"dagster/column_schema": column_schema(POSTERIOR_COLUMNS)},
     code_version=posteriors_version(),
@@ -64,6 +67,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
             suite,
             prior=(settings["prior_a"], settings["prior_b"]),
             mass=settings["hpdi_mass"],
+            concentration_prior=(settings["concentration_shape"], settings["concentration_rate"]),
         )
     overall = table[table["level"] == "overall"].iloc[0]
     return MaterializeResult(

@@ -15,19 +15,25 @@ Layout written (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the n
 
 Sources and choices:
 
-* Per model on a suite: the conjugate Beta posterior of the overall success
-  rate (``no-clt-position-paper.txt`` Section 4; prior recorded in every row),
-  its HPDI, and the conventional intervals beside it -- Wilson (Appendix A.2
-  Eq. 12), Clopper-Pearson (Eq. 24-25), CLT/Wald (Eq. 2, 5; unclipped, with
-  the zero-width / outside-[0, 1] flag of Section 3.1). Graded scores enter
-  the binomial methods quasi-binomially (k = sum of scores), as everywhere in
+* Per model on a suite: the headline, design-aware posterior of the overall
+  success rate (:func:`evalpipeline.stats.posteriors.success_rate_posterior`:
+  the unit of evidence is the item with its epochs, or the declared cluster;
+  prior recorded in every row), its HPDI, the independent-attempts HPDI
+  beside it (flagged when too narrow), and the conventional intervals --
+  Wilson (Appendix A.2 Eq. 12), Clopper-Pearson (Eq. 24-25), CLT/Wald (Eq. 2,
+  5; unclipped, with the zero-width / outside-[0, 1] flag of Section 3.1),
+  which count attempts as independent. Graded scores enter the binomial
+  methods quasi-binomially (k = sum of scores), as everywhere in
   ``evalpipeline.stats``.
-* P(best), expected rank: from seeded independent Beta posterior draws
+* P(best), expected rank: from seeded draws of the headline Beta posteriors
   (``stats.rankings``; the slides' "share of posterior samples").
-  P(accuracy > t): exact Beta tail (HiBayES Section 1, Scenario 1, the 80%
+  P(accuracy > t): exact tail of the headline Beta (HiBayES Section 1, Scenario 1, the 80%
   safety threshold). Thresholds are *wide* columns named ``p_above_<t>``
   with ``t`` printed by :func:`threshold_column` (``p_above_0.8``): one row
   per model keeps the leaderboard one table.
+* A model counted on fewer than 90% of the suite's items is flagged
+  (``subset_flag``): its raw rate answers a different question; the suite
+  GLM's item effects or the paired comparison on shared items compare it.
 * The pairwise table is :func:`evalpipeline.stats.compare.pairwise_table`
   plus ``suite``, the headline probability ``p_a_better`` and, when a suite
   GLM passed its diagnostics, ``p_a_better_glm`` from that GLM's joint
@@ -45,10 +51,10 @@ Sources and choices:
   skipped there; the logit model with item effects reads the 0.5 quasi-
   binomially and is reported.
 * Cross-suite view of a model (two rows, ``scope`` says which):
-  ``pooled`` -- one Beta posterior over every counted attempt on every suite
-  (weights suites by their number of attempts); ``mean of suites`` -- the
+  ``pooled`` -- one headline posterior over every counted attempt on every suite
+  (weights suites by their number of attempts; units are each suite's); ``mean of suites`` -- the
   posterior of the unweighted mean of the per-suite success rates, from
-  seeded draws of the independent per-suite Beta posteriors (every suite
+  seeded draws of the per-suite headline Beta posteriors (every suite
   counts the same; HPDI from the draws). Ranks and P(best) are per suite
   only: models are not all evaluated on the same suites.
 """
@@ -71,8 +77,9 @@ from evalpipeline.lake import Lake, file_identity, read_parquet_files, write_par
 from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
 from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
-from evalpipeline.stats.intervals import beta_hpdi, beta_posterior, clt_flags, clt_interval
-from evalpipeline.stats.rankings import beta_posterior_draws, rank_probabilities, threshold_probabilities_beta
+from evalpipeline.stats.intervals import clt_flags, clt_interval
+from evalpipeline.stats.posteriors import CONCENTRATION_PRIOR, DESIGN_COLUMNS, attempt_units, success_rate_posterior
+from evalpipeline.stats.rankings import beta_draws, rank_probabilities, threshold_probabilities_beta
 
 SUITE_COMPARISON_TABLE = "suite_comparison"
 MODEL_PROFILE_TABLE = "model_profile"
@@ -91,10 +98,14 @@ class ComparisonSettings:
     seed: int = 0
     probit: bool = True  # compute the bivariate-probit columns (0/1 suites only)
     suite_glms: tuple[str, ...] = DEFAULT_SUITE_GLMS  # preference order of the suite GLM to report
+    concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR  # Gamma(shape, rate) on the clusters' d
 
     def __post_init__(self):
         if len(self.prior) != 2 or min(self.prior) <= 0:
             raise ValueError(f"ComparisonSettings.prior must be two positive numbers, got {self.prior}")
+        if len(self.concentration_prior) != 2 or min(self.concentration_prior) <= 0:
+            raise ValueError("ComparisonSettings.concentration_prior must be two positive numbers (shape, rate), "
+                             f"got {self.concentration_prior}")
         if not 0 < self.mass < 1:
             raise ValueError(f"ComparisonSettings.mass must be in (0, 1), got {self.mass}")
         for t in self.thresholds:
@@ -122,12 +133,17 @@ _LEADERBOARD_BASE = {
     "observed_mean": "k / n (NaN when n = 0)",
     "prior_a": "Beta prior a",
     "prior_b": "Beta prior b",
-    "posterior_a": "Beta posterior a = prior_a + k",
-    "posterior_b": "Beta posterior b = prior_b + n - k",
-    "posterior_mean": "posterior mean of the success rate",
+    "posterior_a": "headline Beta a = prior_a + k / design_effect",
+    "posterior_b": "headline Beta b = prior_b + (n - k) / design_effect",
+    "posterior_mean": "posterior mean of the success rate (headline: design-aware)",
     "hpdi_mass": "probability mass of the HPDI and level of every interval in the row",
-    "hpdi_low": "Beta posterior HPDI, lower",
-    "hpdi_high": "Beta posterior HPDI, upper",
+    "hpdi_low": "headline HPDI, lower: the unit of evidence is the item with its epochs or the declared cluster",
+    "hpdi_high": "headline HPDI, upper",
+    **DESIGN_COLUMNS,
+    "n_suite_items": "distinct items any model was counted on in the suite",
+    "subset_flag": "the model was counted on fewer than 90% of the suite's items: its raw success rate is not "
+                   "comparable with the others'; read the suite GLM (item effects) or the paired comparison on "
+                   "shared items instead. Null otherwise",
     "wilson_low": "Wilson score interval, lower (conventional)",
     "wilson_high": "Wilson score interval, upper",
     "clopper_pearson_low": "Clopper-Pearson exact interval, lower (conventional)",
@@ -136,7 +152,7 @@ _LEADERBOARD_BASE = {
                 "(Wald), from the scores' sample variance for graded ones (then narrower than Wilson's)",
     "clt_high": "CLT interval, upper, unclipped",
     "clt_flag": "why the CLT interval is degenerate (zero width, outside [0, 1], no data), else null",
-    "p_best": "posterior probability that this model has the highest success rate on the suite",
+    "p_best": "posterior probability that this model has the highest success rate on the suite (headline posteriors)",
     "expected_rank": "posterior mean rank (1 = best)",
     "rank_low": "2.5% quantile of the posterior rank",
     "rank_high": "97.5% quantile of the posterior rank",
@@ -155,7 +171,8 @@ _LEADERBOARD_GLM = {
 
 def leaderboard_columns(thresholds=(0.8,)) -> dict[str, str]:
     """Column -> meaning of the leaderboard for the given thresholds (wide ``p_above_<t>`` columns)."""
-    threshold_cols = {threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact Beta tail)" for t in thresholds}
+    threshold_cols = {threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact tail of the headline Beta)"
+                      for t in thresholds}
     return {**_LEADERBOARD_BASE, **threshold_cols, **_LEADERBOARD_GLM}
 
 
@@ -181,7 +198,7 @@ FIT_STATUS_COLUMNS = {
 
 PROFILE_COLUMNS = {
     "model": "model display name",
-    "scope": "suite (one suite), pooled (one Beta posterior over every attempt on every suite) or "
+    "scope": "suite (one suite), pooled (one headline posterior over every attempt on every suite) or "
              "mean of suites (posterior of the unweighted mean of the per-suite success rates)",
     "suite": "suite display name ((all) for the cross-suite rows)",
     "n_suites": "suites the row covers",
@@ -191,10 +208,14 @@ PROFILE_COLUMNS = {
     "observed_mean": "k / n for suite and pooled rows; the mean of per-suite observed means for 'mean of suites'",
     "prior_a": "Beta prior a",
     "prior_b": "Beta prior b",
-    "posterior_mean": "posterior mean of the success rate",
+    "posterior_mean": "posterior mean of the success rate (headline: design-aware)",
     "hpdi_mass": "HPDI mass and interval level",
-    "hpdi_low": "HPDI lower (exact Beta HPDI; from draws for 'mean of suites')",
+    "hpdi_low": "headline HPDI lower (exact Beta HPDI; from draws of the suites' headline posteriors for "
+                "'mean of suites')",
     "hpdi_high": "HPDI upper",
+    "unit": DESIGN_COLUMNS["unit"] + " (suite and pooled rows; pooled: units of every suite)",
+    "design_effect": DESIGN_COLUMNS["design_effect"] + " (suite and pooled rows)",
+    "n_effective": DESIGN_COLUMNS["n_effective"] + " (suite and pooled rows)",
     "wilson_low": "Wilson interval, lower (suite and pooled rows)",
     "wilson_high": "Wilson interval, upper",
     "clt_low": "CLT interval, lower, unclipped (suite and pooled rows)",
@@ -250,7 +271,7 @@ def lake_models(lake: Lake) -> list[str]:
 
 #: The sample columns a suite comparison reads (:func:`build_suite_comparison`): the attempt (item, epoch),
 #: its score and what decides whether it counts. The others (ids, paths, metadata) were ~60% of reading them.
-COMPARISON_COLUMNS = ("item_id", "epoch", "score", "error", "limit")
+COMPARISON_COLUMNS = ("item_id", "epoch", "score", "error", "limit", "cluster")
 
 
 def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -276,14 +297,16 @@ def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None =
     return samples
 
 
-#: The columns of a sample table that :func:`_counted_scores` reads: the score and what decides whether it counts.
-COUNTING_COLUMNS = ("score", "error", "limit")
+#: The columns of a sample table that :func:`_counted_scores` reads: the score, what decides whether it
+#: counts, and what makes its unit of evidence.
+COUNTING_COLUMNS = ("score", "error", "limit", "item_id", "cluster")
 
 
-def _counted_scores(lake: Lake, model: str, suite: str) -> np.ndarray:
-    """The scores of the counted attempts (:func:`_counted`) of one partition's sample table, read from
-    :data:`COUNTING_COLUMNS` alone: a profile reads every suite's table of its model, and converting the
-    other columns (ids, paths, metadata) was ~80% of that (~15 ms a table)."""
+def _counted_scores(lake: Lake, model: str, suite: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """The scores of the counted attempts (:func:`_counted`) of one partition's sample table with their units
+    (:func:`attempt_units`, labelled with the suite) and the units' kind, read from :data:`COUNTING_COLUMNS`
+    alone: a profile reads every suite's table of its model, and converting the other columns (paths,
+    metadata) was most of that."""
     import pyarrow.parquet as pq
 
     path = lake.table_path("samples", "samples.parquet", model, suite)
@@ -291,7 +314,9 @@ def _counted_scores(lake: Lake, model: str, suite: str) -> np.ndarray:
         read_samples(lake, model, suite)  # raises the NoDataError that names the table
     table = pq.ParquetFile(path)
     samples = table.read(columns=[c for c in COUNTING_COLUMNS if c in table.schema_arrow.names]).to_pandas()
-    return samples.loc[_counted(samples), "score"].to_numpy(dtype=float)
+    samples = samples[_counted(samples)]
+    units, kind = attempt_units(samples)
+    return samples["score"].to_numpy(dtype=float), (suite + "\x1f") + units.astype(str), kind
 
 
 def _counted(samples: pd.DataFrame) -> pd.Series:
@@ -386,12 +411,16 @@ def _interval_or_nan(function, k, n, level):
     return float(low), float(high)
 
 
-def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: ComparisonSettings) -> dict:
-    """Posterior and conventional intervals of one model's success rate from its counted scores."""
+def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: ComparisonSettings,
+                  units=None, unit_kind: str = "item") -> dict:
+    """Headline (design-aware) posterior and conventional intervals of one model's success rate from its counted
+    scores and each score's unit of evidence (:func:`evalpipeline.stats.posteriors.attempt_units`; None: every
+    score its own unit)."""
     scores = np.asarray(scores, dtype=float)
     n, k = int(scores.size), float(scores.sum())
-    a, b = beta_posterior(k, n, settings.prior)
-    low, high = beta_hpdi(a, b, settings.mass)
+    units = np.arange(n).astype(str) if units is None else units
+    headline = success_rate_posterior(scores, units, unit_kind, prior=settings.prior, mass=settings.mass,
+                                      concentration_prior=settings.concentration_prior)
     _, clt_low, clt_high = clt_interval(scores, settings.mass)
     wilson = _interval_or_nan(wilson_interval, k, n, settings.mass)
     clopper = _interval_or_nan(clopper_pearson_interval, k, n, settings.mass)
@@ -399,13 +428,16 @@ def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: C
         "n": n, "n_items": int(n_items), "k": k, "n_excluded": int(n_excluded),
         "observed_mean": k / n if n else math.nan,
         "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
-        "posterior_a": float(a), "posterior_b": float(b), "posterior_mean": float(a / (a + b)),
-        "hpdi_mass": float(settings.mass), "hpdi_low": float(low), "hpdi_high": float(high),
+        **headline, "hpdi_mass": float(settings.mass),
         "wilson_low": wilson[0], "wilson_high": wilson[1],
         "clopper_pearson_low": clopper[0], "clopper_pearson_high": clopper[1],
         "clt_low": float(clt_low), "clt_high": float(clt_high),
         "clt_flag": clt_flags(clt_low, clt_high) if n else "no data",
     }
+
+
+#: A model counted on fewer than this share of a suite's items is flagged (``subset_flag``).
+SUBSET_SHARE = 0.9
 
 
 def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
@@ -423,18 +455,22 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
     score = samples["score"]
     # a numeric column converts at once; otherwise only counted rows are converted (others may hold anything)
     numeric = score.to_numpy(dtype=float, na_value=np.nan) if pd.api.types.is_numeric_dtype(score) else None
+    units, unit_kind = attempt_units(samples)
+    suite_items = int(samples["item_id"][counted].nunique())
     rows = []
     for model in models:
         mine = positions[model]
         kept = mine[counted[mine]]
         scores = numeric[kept] if numeric is not None else score.iloc[kept].to_numpy(dtype=float)
         n_items = samples["item_id"].iloc[kept].nunique()
-        row = {"suite": suite, "model": model, **model_summary(scores, n_items, int(len(mine) - len(kept)), settings)}
+        row = {"suite": suite, "model": model,
+               **model_summary(scores, n_items, int(len(mine) - len(kept)), settings, units[kept], unit_kind),
+               "n_suite_items": suite_items, "subset_flag": _subset_flag(n_items, suite_items)}
         tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
         row.update({threshold_column(t): p for t, p in tails.items()})
         rows.append(row)
     board = pd.DataFrame(rows)
-    draws = beta_posterior_draws(board["k"], board["n"], prior=settings.prior, n_draws=settings.rank_draws, seed=settings.seed)
+    draws = beta_draws(board["posterior_a"], board["posterior_b"], n_draws=settings.rank_draws, seed=settings.seed)
     ranks = rank_probabilities(draws, models).drop(columns="model")
     board = pd.concat([board, ranks], axis=1)
     board["glm"] = glm
@@ -449,18 +485,33 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
             board["glm_p_best"] = board["model"].map(glm_ranks).astype(float)
     board = board.sort_values(["posterior_mean", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
     board["rank"] = np.arange(1, len(board) + 1)
-    board["glm"] = board["glm"].astype(object)
+    for column in ("glm", "subset_flag", "independent_flag", "design_note"):
+        board[column] = board[column].astype(object).where(board[column].notna(), None)
     return board[list(leaderboard_columns(settings.thresholds))]
+
+
+def _subset_flag(n_items: int, suite_items: int) -> str | None:
+    if suite_items == 0 or n_items >= SUBSET_SHARE * suite_items:
+        return None
+    return (f"counted on {n_items} of the suite's {suite_items} items: its raw rate is not comparable with models "
+            "counted on the others; read the suite GLM's item-adjusted effect (glm_mean) or the paired comparison "
+            "on shared items")
 
 
 def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
                          glm: str | None = None, effects: pd.DataFrame | None = None,
-                         glm_draws: np.ndarray | None = None, previous: pd.DataFrame | None = None) -> pd.DataFrame:
+                         glm_draws: np.ndarray | None = None, previous: pd.DataFrame | None = None,
+                         board: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`evalpipeline.stats.compare.pairwise_table` plus suite, headline P and the GLM contrast.
 
-    ``previous``: the suite's earlier pairwise table; its unchanged pairs are reused."""
+    ``previous``: the suite's earlier pairwise table; its unchanged pairs are reused. ``board``: the suite's
+    leaderboard, whose headline posteriors the independent comparisons read (computed again when absent)."""
+    posteriors = None
+    if board is not None:
+        posteriors = {m: (a, b) for m, a, b in zip(board["model"], board["posterior_a"], board["posterior_b"])}
     pairs = pairwise_table(samples, prior=settings.prior, level=settings.mass, n_draws=settings.pairwise_draws,
-                           seed=settings.seed, probit=settings.probit, previous=previous)
+                           seed=settings.seed, probit=settings.probit, previous=previous, posteriors=posteriors,
+                           concentration_prior=settings.concentration_prior)
     reuse = dict(pairs.attrs)
     pairs.insert(0, "suite", suite)
     pairs["p_a_better"] = np.where(pairs["verdict_source"] == "paired", pairs["p_a_better_paired"],
@@ -587,7 +638,7 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws)
     directory = suite_comparison_dir(lake, suite)
     pairs = suite_pairwise_table(samples, suite, settings, glm, effects, draws,
-                                 previous=_previous_table(directory / "pairwise.parquet"))
+                                 previous=_previous_table(directory / "pairwise.parquet"), board=board)
 
     _write_table(board, directory / "leaderboard.parquet")
     _write_table(pairs, directory / "pairwise.parquet")
@@ -655,36 +706,38 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
     if not suites:
         raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}"
                           + rejected_note(lake, model=model))
-    rows, pooled_scores, per_suite = [], [], []
+    rows, pooled, per_suite = [], [], []
     for suite in suites:
         board = _suite_board(lake, suite, settings).set_index("model")
         if model not in board.index:
             raise NoDataError(f"the leaderboard of suite {suite!r} has no row for {model!r}: it predates the "
                               "model's samples; rebuild the suite comparison first")
-        pooled_scores.append(_counted_scores(lake, model, suite))
+        pooled.append(_counted_scores(lake, model, suite))
         entry = board.loc[model]
         per_suite.append((entry["posterior_a"], entry["posterior_b"], entry["observed_mean"], entry["n_items"]))
         rows.append({
             "model": model, "scope": "suite", "suite": suite, "n_suites": 1,
             **{c: entry[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
-                                     "hpdi_mass", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
-                                     "clt_low", "clt_high", "clt_flag", "rank", "p_best", "expected_rank",
-                                     "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")},
+                                     "hpdi_mass", "hpdi_low", "hpdi_high", "unit", "design_effect", "n_effective",
+                                     "wilson_low", "wilson_high", "clt_low", "clt_high", "clt_flag", "rank", "p_best",
+                                     "expected_rank", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")},
             "n_models": len(board),
         })
-    scores = np.concatenate(pooled_scores)
+    scores, units = np.concatenate([p[0] for p in pooled]), np.concatenate([p[1] for p in pooled])
+    kinds = {p[2] for p in pooled}
     n_items = int(sum(p[3] for p in per_suite))
-    pooled = model_summary(scores, n_items, 0, settings)
+    summary = model_summary(scores, n_items, 0, settings, units, "cluster" if "cluster" in kinds else "item")
     rows.append({"model": model, "scope": "pooled", "suite": "(all)", "n_suites": len(suites),
-                 **{c: pooled[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
-                                           "hpdi_mass", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
-                                           "clt_low", "clt_high", "clt_flag")}})
+                 **{c: summary[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
+                                            "hpdi_mass", "hpdi_low", "hpdi_high", "unit", "design_effect",
+                                            "n_effective", "wilson_low", "wilson_high", "clt_low", "clt_high",
+                                            "clt_flag")}})
     rng = np.random.default_rng(settings.seed)
     mean_draws = np.mean([rng.beta(a, b, settings.rank_draws) for a, b, _, _ in per_suite], axis=0)
     low, high = _hpdi_of_draws(mean_draws, settings.mass)
     observed = [p[2] for p in per_suite if not math.isnan(p[2])]
     rows.append({"model": model, "scope": "mean of suites", "suite": "(all)", "n_suites": len(suites),
-                 "n": pooled["n"], "n_items": n_items, "k": pooled["k"],
+                 "n": summary["n"], "n_items": n_items, "k": summary["k"],
                  "observed_mean": float(np.mean(observed)) if observed else math.nan,
                  "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
                  # exact: the mean of the per-suite Beta posterior means

@@ -26,7 +26,7 @@ from evalpipeline.ingest import (
 )
 from evalpipeline.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
-from evalpipeline.stats.posteriors import accuracy_posteriors, suite_leaderboard
+from evalpipeline.stats.posteriors import CONCENTRATION_PRIOR, accuracy_posteriors, suite_leaderboard
 
 
 class NoDataError(LookupError):
@@ -296,10 +296,12 @@ def read_samples(lake: Lake, model: str, suite: str) -> pd.DataFrame:
 
 
 def write_accuracy_posteriors(
-    lake: Lake, model: str, suite: str, *, prior: tuple[float, float] = (1.0, 1.0), mass: float = 0.95
+    lake: Lake, model: str, suite: str, *, prior: tuple[float, float] = (1.0, 1.0), mass: float = 0.95,
+    concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR,
 ) -> tuple[pd.DataFrame, Path]:
-    """Compute and store the conjugate posteriors of one partition."""
-    table = accuracy_posteriors(read_samples(lake, model, suite), prior=prior, mass=mass)
+    """Compute and store the design-aware posteriors of one partition."""
+    table = accuracy_posteriors(read_samples(lake, model, suite), prior=prior, mass=mass,
+                                concentration_prior=concentration_prior)
     path = lake.table_path("accuracy_posteriors", "posteriors.parquet", model, suite)
     write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
     return table, path

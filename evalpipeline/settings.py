@@ -31,10 +31,12 @@ share, so a mapping declared once applies everywhere::
     epoch_max = 1000
     max_error_share = 0.2           # share of errored samples a partition may have
 
-    [posterior]                     # the conjugate baseline (accuracy_posteriors, suite_comparison, model_profile)
+    [posterior]                     # the headline posteriors (accuracy_posteriors, suite_comparison, model_profile)
     prior_a = 1.0                   # Beta(prior_a, prior_b) prior on each success rate
     prior_b = 1.0
     hpdi_mass = 0.95
+    concentration_shape = 1.0       # Gamma(shape, rate) prior on how alike an item's repeats (a cluster's
+    concentration_rate = 1.0        # items) are, for the design effect (position paper Eq. 8's default)
 
     [plots]                         # a model x suite partition's GLM and reliability figures:
     partitions = "on_request"       # drawn by the partition_plots asset when asked for, or "always"
@@ -464,8 +466,11 @@ def load_validation_settings(path: Path | None = None):
         raise ConfigError(f"{path}: [validate]: {exc}") from exc
 
 
-#: ``[posterior]`` defaults: the uniform Beta(1, 1) prior and a 95% HPDI.
-POSTERIOR_DEFAULTS = {"prior_a": 1.0, "prior_b": 1.0, "hpdi_mass": 0.95}
+#: ``[posterior]`` defaults: the uniform Beta(1, 1) prior, a 95% HPDI and the position paper's Gamma(1, 1) on the
+#: concentration of a unit's attempts (Eq. 8). The post's Gamma(2, 0.1) leans to weak clustering: planted
+#: 40 items x 5 epochs (concentration 2) gave its headline intervals 0.92 coverage at 95%, Gamma(1, 1) 0.955.
+POSTERIOR_DEFAULTS = {"prior_a": 1.0, "prior_b": 1.0, "hpdi_mass": 0.95, "concentration_shape": 1.0,
+                      "concentration_rate": 1.0}
 
 
 def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
@@ -487,9 +492,10 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
         if not math.isfinite(value):  # nan and inf pass the range checks below
             raise ConfigError(f"{path}: [posterior] {name} must be a finite number, got {value!r}")
         values[name] = float(value)
-    if min(values["prior_a"], values["prior_b"]) <= 0:
-        raise ConfigError(f"{path}: [posterior] prior_a and prior_b must be positive, got "
-                          f"{values['prior_a']} and {values['prior_b']}")
+    for first, second in (("prior_a", "prior_b"), ("concentration_shape", "concentration_rate")):
+        if min(values[first], values[second]) <= 0:
+            raise ConfigError(f"{path}: [posterior] {first} and {second} must be positive, got "
+                              f"{values[first]} and {values[second]}")
     if not 0.0 < values["hpdi_mass"] < 1.0:
         raise ConfigError(f"{path}: [posterior] hpdi_mass must be in (0, 1), got {values['hpdi_mass']}")
     return values
@@ -502,7 +508,8 @@ def load_comparison_settings(path: Path | None = None):
     from evalpipeline.comparison import ComparisonSettings
 
     values = load_posterior_settings(path)
-    return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"])
+    return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"],
+                              concentration_prior=(values["concentration_shape"], values["concentration_rate"]))
 
 
 def load_glm_config(path: Path | None = None):

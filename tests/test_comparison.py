@@ -76,7 +76,9 @@ def test_planted_truth(planted_lake):
     assert len(strong) == 2
     assert (strong["verdict_band"] == "near-certain").all() and (strong["hpdi_verdict"] == "different").all()
     assert strong["verdict"].str.contains("almost certainly better").all()
-    assert strong["p_a_better_probit"].notna().all()  # 0/1 scores: the probit model applies
+    assert strong["p_a_better_probit"].isna().all()  # two epochs an item: the probit's 0/1 pairs would not be independent
+    assert (board["unit"] == "item").all() and (board["design_effect"] >= 1).all()
+    assert (board["n_effective"] == board["n"] / board["design_effect"]).all()
     twins = pairs[pairs.model_b.isin(["twin a", "twin b"]) & pairs.model_a.isin(["twin a", "twin b"])].iloc[0]
     assert twins["p_a_better_independent"] == pytest.approx(0.5, abs=1e-9)
     # identical answers: the symmetric paired logit says exactly even
@@ -236,7 +238,9 @@ def test_model_profile(planted_lake):
     assert suites.loc["other", "n_models"] == 1 and suites.loc["other", "p_best"] == 1.0
     pooled = profile[profile.scope == "pooled"].iloc[0]
     k, n = suites["k"].sum(), suites["n"].sum()
-    assert pooled["n"] == n and pooled["posterior_mean"] == pytest.approx((1 + k) / (2 + n))
+    effect = pooled["design_effect"]  # quiz has two epochs an item: its items are the units
+    assert pooled["unit"] == "item" and effect > 1 and pooled["n_effective"] == pytest.approx(n / effect)
+    assert pooled["n"] == n and pooled["posterior_mean"] == pytest.approx((1 + k / effect) / (2 + n / effect))
     mean_row = profile[profile.scope == "mean of suites"].iloc[0]
     assert mean_row["posterior_mean"] == pytest.approx(suites["posterior_mean"].mean())
     assert mean_row["hpdi_low"] < mean_row["posterior_mean"] < mean_row["hpdi_high"]
@@ -438,7 +442,7 @@ def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_t
 
     settings = ComparisonSettings()
     narrow = read_suite_samples(lake, "quiz", COMPARISON_COLUMNS)
-    assert set(narrow.columns) == {"model", *COMPARISON_COLUMNS}
+    assert set(narrow.columns) == {"model", *COMPARISON_COLUMNS} - {"cluster"}  # the planted tables declare none
     full = read_suite_samples(lake, "quiz")
     result = build_suite_comparison(lake, "quiz", settings)
     pd.testing.assert_frame_equal(result.leaderboard, suite_leaderboard_table(full, "quiz", settings))

@@ -918,8 +918,10 @@ PAIRWISE_COLUMNS = {
     "n_b": "attempts of B counted",
     "mean_a": "observed mean score of A",
     "mean_b": "observed mean score of B",
-    "n_shared_items": "items both models attempted (the paired analyses use only these)",
-    "p_a_better_independent": "P(theta_A > theta_B) from independent Beta posteriors (exact)",
+    "n_shared_items": "units both models attempted: items, or declared clusters of items (the paired analyses use "
+                      "only these, each unit's epochs summed)",
+    "p_a_better_independent": "P(theta_A > theta_B) from the models' independent headline (design-aware) Beta "
+                              "posteriors (exact)",
     "diff_mean_independent": "posterior mean of theta_A - theta_B (independent)",
     "diff_low_independent": "equal-tailed interval of theta_A - theta_B, lower (independent)",
     "diff_high_independent": "upper bound of that interval",
@@ -933,10 +935,11 @@ PAIRWISE_COLUMNS = {
     "odds_ratio_median_paired": "exp(gap): item-conditional odds ratio A : B, posterior median",
     "odds_ratio_low_paired": "its equal-tailed interval, lower",
     "odds_ratio_high_paired": "upper",
-    "p_a_better_probit": "P(theta_A > theta_B), position paper's bivariate-probit model (0/1 scores, pairs by item and epoch; NaN for graded)",
+    "p_a_better_probit": "P(theta_A > theta_B), position paper's bivariate-probit model: one 0/1 pair per item; NaN "
+                         "for graded scores, repeats or clusters (its pairs would not be independent)",
     "diff_low_probit": "equal-tailed interval of theta_A - theta_B (probit), lower",
     "diff_high_probit": "upper",
-    "hpdi_low_a": "A's Beta posterior HPDI, lower",
+    "hpdi_low_a": "A's headline (design-aware) HPDI, lower",
     "hpdi_high_a": "A's HPDI, upper",
     "hpdi_low_b": "B's HPDI, lower",
     "hpdi_high_b": "B's HPDI, upper",
@@ -947,19 +950,22 @@ PAIRWISE_COLUMNS = {
     "verdict": "the sentence for the room",
     "t_unpaired_p": "Welch t-test p-value on all attempts (conventional reading)",
     "t_paired_p": "paired t-test p-value on per-item mean scores over shared items",
-    "prior_a": "Beta prior a (independent posteriors and HPDIs)",
+    "prior_a": "Beta prior a (headline posteriors and HPDIs)",
     "prior_b": "Beta prior b",
     "level": "interval probability",
-    "inputs_hash": "content hash of both models' counted rows and the comparison settings; a rerun reuses the row "
-                   "when it is unchanged",
+    "inputs_hash": "content hash of both models' counted rows, headline posteriors and the comparison settings; a "
+                   "rerun reuses the row when it is unchanged",
 }
 
 #: Part of every pair's inputs hash: bump it when a pair row's computation changes, so that rows
 #: computed by the old code are recomputed rather than reused.
-PAIR_ROW_VERSION = "7"
+PAIR_ROW_VERSION = "8"
 
 
 def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
+    """The counted attempts (a score, no error or limit) with their unit of evidence (:func:`attempt_units`)."""
+    from evalpipeline.stats.posteriors import attempt_units
+
     missing = {"model", "item_id", "epoch", "score"} - set(samples.columns)
     if missing:
         raise ValueError(f"samples lack columns {sorted(missing)}; need model, item_id, epoch, score")
@@ -967,11 +973,27 @@ def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
     for column in ("error", "limit"):
         if column in samples.columns:
             keep &= samples[column].isna()
-    frame = samples.loc[keep, ["model", "item_id", "epoch", "score"]].copy()
+    columns = ["model", "item_id", "epoch", "score"] + (["cluster"] if "cluster" in samples.columns else [])
+    frame = samples.loc[keep, columns].copy()
     frame["score"] = frame["score"].astype(float)
     if ((frame["score"] < 0) | (frame["score"] > 1)).any():
         raise ValueError("scores must lie in [0, 1]")
-    return frame
+    frame["unit"], kind = attempt_units(frame)
+    frame.attrs["unit_kind"] = kind
+    return frame.drop(columns=[c for c in ("cluster",) if c in frame.columns])
+
+
+def headline_posteriors(frame: pd.DataFrame, prior, level: float, concentration_prior) -> dict[str, tuple[float, float]]:
+    """Each model's headline (design-aware) Beta posterior from :func:`_countable_rows`."""
+    from evalpipeline.stats.posteriors import success_rate_posterior
+
+    result = {}
+    for model, rows in frame.groupby("model", sort=True):
+        headline = success_rate_posterior(rows["score"].to_numpy(), rows["unit"].to_numpy(),
+                                          frame.attrs.get("unit_kind", "item"), prior=prior, mass=level,
+                                          concentration_prior=concentration_prior)
+        result[model] = (headline["posterior_a"], headline["posterior_b"])
+    return result
 
 
 def pairwise_table(
@@ -983,15 +1005,22 @@ def pairwise_table(
     seed: int = 0,
     probit: bool = True,
     previous: pd.DataFrame | None = None,
+    posteriors: dict[str, tuple[float, float]] | None = None,
+    concentration_prior: tuple[float, float] = (1.0, 1.0),
 ) -> pd.DataFrame:
     """One row per unordered pair of models on one suite (columns: ``PAIRWISE_COLUMNS``).
 
     ``samples``: the canonical sample rows of every model on the suite
-    (``model, item_id, epoch, score``; rows with an error or limit, if those
+    (``model, item_id, epoch, score`` and ``cluster`` if declared; rows with an error or limit, if those
     columns exist, and unscored rows are dropped).
 
+    ``posteriors``: each model's headline Beta posterior (a, b), as its leaderboard row states it; computed
+    from the samples (:func:`evalpipeline.stats.posteriors.success_rate_posterior`) when not given. The
+    independent comparison and the HPDIs read them; the paired ones sum each unit's attempts (an item's
+    epochs, a declared cluster's items).
+
     ``previous``: an earlier table of the suite (with its ``inputs_hash``). A
-    row depends only on its two models' counted rows and the settings (the
+    row depends only on its two models' counted rows, posteriors and the settings (the
     A/B orientation too), so a pair whose inputs hash is unchanged is copied
     from it instead of recomputed: adding a model costs its new pairs, not
     every pair again. ``frame.attrs`` records ``pairs_computed`` and
@@ -999,21 +1028,24 @@ def pairwise_table(
     """
     frame = _countable_rows(samples)
     models = sorted(frame["model"].unique())
+    if posteriors is None:
+        posteriors = headline_posteriors(frame, prior, level, concentration_prior)
+    posteriors = {m: (float(posteriors[m][0]), float(posteriors[m][1])) for m in models}
+    posterior_mean = {m: a / (a + b) for m, (a, b) in posteriors.items()}
     totals = frame.groupby("model")["score"].agg(["sum", "size"])
-    posterior_mean = {m: beta_posterior(totals.loc[m, "sum"], totals.loc[m, "size"], prior) for m in models}
-    posterior_mean = {m: a / (a + b) for m, (a, b) in posterior_mean.items()}
-    by_item = frame.groupby(["model", "item_id"])["score"].agg(["sum", "size", "mean"])
+    by_item = frame.groupby(["model", "unit"])["score"].agg(["sum", "size", "mean"])
     fingerprints = _model_fingerprints(frame)
     settings = repr((PAIR_ROW_VERSION, tuple(float(x) for x in prior), float(level), int(n_draws), int(seed), bool(probit)))
     reusable = {}
     if previous is not None and len(previous) and "inputs_hash" in previous.columns:
         reusable = {(a, b, h): row for a, b, h, row in zip(previous["model_a"], previous["model_b"],
                                                           previous["inputs_hash"], previous[list(PAIRWISE_COLUMNS)].to_dict("records"))}
-    per_model = _PerModel(frame, by_item, totals, prior, level, n_draws, seed)
+    per_model = _PerModel(frame, by_item, totals, posteriors, level, n_draws, seed)
     rows, pending = [], []
     for first, second in itertools.combinations(models, 2):
         model_a, model_b = sorted((first, second), key=lambda m: (-posterior_mean[m], m))
-        inputs_hash = _digest(settings, first, fingerprints[first], second, fingerprints[second])
+        inputs_hash = _digest(settings, first, fingerprints[first], repr(posteriors[first]),
+                              second, fingerprints[second], repr(posteriors[second]))
         row = reusable.get((model_a, model_b, inputs_hash))
         if row is None:
             pending.append((len(rows), model_a, model_b, inputs_hash))
@@ -1033,9 +1065,9 @@ def _digest(*parts: str) -> str:
 
 
 def _model_fingerprints(frame: pd.DataFrame) -> dict[str, str]:
-    """A content hash of each model's counted rows (item, epoch, score), independent of row order."""
+    """A content hash of each model's counted rows (item, epoch, score, unit), independent of row order."""
     ordered = frame.sort_values(["model", "item_id", "epoch"], kind="stable")
-    hashes = pd.util.hash_pandas_object(ordered[["item_id", "epoch", "score"]], index=False).to_numpy()
+    hashes = pd.util.hash_pandas_object(ordered[["item_id", "epoch", "score", "unit"]], index=False).to_numpy()
     result = {}
     for model, positions in ordered.groupby("model", sort=True).indices.items():
         result[model] = hashlib.blake2b(hashes[positions].tobytes(), digest_size=16).hexdigest()
@@ -1045,43 +1077,33 @@ def _model_fingerprints(frame: pd.DataFrame) -> dict[str, str]:
 class _PerModel:
     """What every pair row reads of one model, computed once per model rather than once per pair.
 
-    A model's items are integer codes into one sorted item order (the item level of
-    ``by_item``, grouped with ``sort=True``), so a pair's shared items are an
-    intersection of integer arrays (ascending, the order ``Index.intersection`` of
-    the two item indexes gave), with numpy arrays of their sums, sizes and means.
-    Its attempts are ``(item, epoch)`` codes, the first row of each kept, with their
-    scores, for the probit's pairing.
+    A model's units (items, or declared clusters) are integer codes into one sorted unit order (the unit
+    level of ``by_item``, grouped with ``sort=True``), so a pair's shared units are an intersection of
+    integer arrays, with numpy arrays of their sums, sizes and means. For the probit, a model whose every
+    unit has one attempt keeps its units' codes and scores (None otherwise: its attempts do not pair as
+    independent 0/1 outcomes).
     """
 
-    def __init__(self, frame: pd.DataFrame, by_item: pd.DataFrame, totals: pd.DataFrame, prior, level: float,
-                 n_draws: int, seed: int):
-        self.prior, self.level, self.n_draws, self.seed = prior, level, n_draws, seed
+    def __init__(self, frame: pd.DataFrame, by_item: pd.DataFrame, totals: pd.DataFrame, posteriors: dict,
+                 level: float, n_draws: int, seed: int):
+        self.posteriors, self.level, self.n_draws, self.seed = posteriors, level, n_draws, seed
         self.totals = {m: (float(row["sum"]), int(row["size"])) for m, row in totals.iterrows()}
-        item_level = by_item.index.levels[by_item.index.names.index("item_id")]
-        self.items = {}
+        unit_level = by_item.index.levels[by_item.index.names.index("unit")]
+        self.items, self.attempts = {}, {}
         for m in totals.index:
             rows = by_item.xs(m, level="model")
-            self.items[m] = (item_level.get_indexer(rows.index), rows["sum"].to_numpy(dtype=float),
-                             rows["size"].to_numpy(dtype=float), rows["mean"].to_numpy(dtype=float))
-        # rows without an item id (not in by_item, so never a shared item) are left out of the pairing
-        item_codes = item_level.get_indexer(frame["item_id"])
-        epoch_codes, epochs = pd.factorize(frame["epoch"], use_na_sentinel=False)
-        attempt_keys = item_codes.astype(np.int64) * max(len(epochs), 1) + epoch_codes
+            codes, sizes = unit_level.get_indexer(rows.index), rows["size"].to_numpy(dtype=float)
+            self.items[m] = (codes, rows["sum"].to_numpy(dtype=float), sizes, rows["mean"].to_numpy(dtype=float))
+            self.attempts[m] = (codes, rows["sum"].to_numpy(dtype=float)) if np.all(sizes == 1) else None
         scores = frame["score"].to_numpy(dtype=float)
-        self.scores, self.attempts, self.t_moments = {}, {}, {}
-        for m, positions in frame.groupby("model", sort=True).indices.items():
-            self.scores[m] = scores[positions]
-            self.t_moments[m] = _t_moments(self.scores[m])  # every pair's Welch test reads them
-            keys = attempt_keys[positions]
-            known = item_codes[positions] >= 0
-            keys, first = np.unique(keys[known], return_index=True)  # the first row of a repeated (item, epoch)
-            self.attempts[m] = (keys, self.scores[m][known][first])
+        self.t_moments = {m: _t_moments(scores[positions])  # every pair's Welch test reads them
+                          for m, positions in frame.groupby("model", sort=True).indices.items()}
         self._hpdi: dict = {}
         self._draws: dict = {}
         self._odds: dict = {}
 
     def shared(self, model_a: str, model_b: str) -> tuple:
-        """The pair's shared item codes, their positions in A's and B's arrays, and both models' item arrays."""
+        """The pair's shared unit codes, their positions in A's and B's arrays, and both models' unit arrays."""
         items_a, items_b = self.items[model_a], self.items[model_b]
         shared, in_a, in_b = np.intersect1d(items_a[0], items_b[0], assume_unique=True, return_indices=True)
         return shared, in_a, in_b, items_a, items_b
@@ -1129,8 +1151,11 @@ def _paired_logits(per_model: _PerModel, pairs: list[tuple[str, str]], level: fl
 
 
 def _probit_table(per_model: _PerModel, model_a: str, model_b: str) -> tuple[int, int, int, int] | None:
-    """The pair's :func:`paired_table` over the attempts both models made (paired by item and epoch), or
-    None when there is none or a score is not 0/1 (then the bivariate probit does not apply)."""
+    """The pair's :func:`paired_table` over the units both models attempted, each unit one 0/1 attempt, or
+    None when there is none, a unit has several attempts or a score is not 0/1 (then the bivariate probit
+    does not apply)."""
+    if per_model.attempts[model_a] is None or per_model.attempts[model_b] is None:
+        return None
     keys_a, attempts_a = per_model.attempts[model_a]
     keys_b, attempts_b = per_model.attempts[model_b]
     _, at_a, at_b = np.intersect1d(keys_a, keys_b, assume_unique=True, return_indices=True)
@@ -1159,7 +1184,7 @@ def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, pair
               paired_probits: dict | None = None) -> dict:
     k_a, n_a = per_model.totals[model_a]
     k_b, n_b = per_model.totals[model_b]
-    posterior_a, posterior_b = beta_posterior(k_a, n_a, prior), beta_posterior(k_b, n_b, prior)
+    posterior_a, posterior_b = per_model.posteriors[model_a], per_model.posteriors[model_b]
     independent = _independent_comparison(posterior_a, posterior_b, per_model.draws(model_a, posterior_a),
                                           per_model.draws(model_b, posterior_b), prior, level,
                                           (per_model.odds(model_a, posterior_a), per_model.odds(model_b, posterior_b)))
@@ -1178,7 +1203,7 @@ def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, pair
             paired = paired_logit_comparison(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], level=level)
         t_paired = paired_t_test(mean_a[in_a], mean_b[in_b], level)
         if probit:
-            # attempts paired by (item, epoch); an attempt both models made is on a shared item
+            # one 0/1 attempt per unit, paired by unit
             if paired_probits is not None:
                 probit_result = paired_probits.get((model_a, model_b), probit_result)
             else:

@@ -34,10 +34,16 @@ RANKING_COLUMNS = {
 def beta_posterior_draws(
     successes: Sequence[float], trials: Sequence[float], *, prior=(1.0, 1.0), n_draws: int = 20_000, seed: int = 0
 ) -> np.ndarray:
-    """Seeded draws (n_draws x n_models) from each model's independent Beta posterior."""
-    rng = np.random.default_rng(seed)
+    """Seeded draws (n_draws x n_models) from each model's independent conjugate Beta posterior."""
     params = [beta_posterior(k, n, prior) for k, n in zip(successes, trials, strict=True)]
-    return np.column_stack([rng.beta(a, b, n_draws) for a, b in params]) if params else np.empty((n_draws, 0))
+    return beta_draws([a for a, _ in params], [b for _, b in params], n_draws=n_draws, seed=seed)
+
+
+def beta_draws(a: Sequence[float], b: Sequence[float], *, n_draws: int = 20_000, seed: int = 0) -> np.ndarray:
+    """Seeded draws (n_draws x n_models) of independent Beta(a_i, b_i), one column per model, in order."""
+    rng = np.random.default_rng(seed)
+    columns = [rng.beta(x, y, n_draws) for x, y in zip(a, b, strict=True)]
+    return np.column_stack(columns) if columns else np.empty((n_draws, 0))
 
 
 def rank_probabilities(draws: np.ndarray, models: Sequence[str]) -> pd.DataFrame:
