@@ -154,8 +154,10 @@ _LEADERBOARD_BASE = {
     "clt_flag": "why the CLT interval is degenerate (zero width, outside [0, 1], no data), else null",
     "p_best": "posterior probability that this model has the highest success rate on the suite (headline posteriors)",
     "expected_rank": "posterior mean rank (1 = best)",
-    "rank_low": "2.5% quantile of the posterior rank",
-    "rank_high": "97.5% quantile of the posterior rank",
+    "rank_low": "lower end of the 95% posterior rank interval: the best rank with at least 2.5% of the draws at it "
+                "or better (an integer, a rank some draw has)",
+    "rank_high": "upper end: the worst rank with at least 2.5% of the draws at it or worse (an integer); under 2.5% "
+                 "of the draws lie beyond either end, so the interval holds at least 95% of them",
 }
 _LEADERBOARD_GLM = {
     "glm": "suite GLM the glm_* columns come from (null when no suite GLM passed its diagnostics)",

@@ -6,12 +6,13 @@ Theorems 1-6, Remark 6, Appendix B).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import special, stats
+from scipy import optimize, special, stats
 
 from evalpipeline.reliability import (
     HyperBox,
@@ -31,7 +32,14 @@ from evalpipeline.reliability import (
     weighted_sum_moments,
     within_domain_profiles,
 )
-from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, beta_mixture_cdf, beta_survival
+from evalpipeline.reliability import core
+from evalpipeline.reliability.core import (
+    ReliabilityResult,
+    SubdomainEnvelopes,
+    beta_mixture_cdf,
+    beta_survival,
+    mixture_quantiles,
+)
 
 # Small but structurally complete numerics (K^2 > max_pairings, so LLM pairings are capped).
 FAST = ReliabilitySettings(n_configurations=48, n_draws=1500, grid_size=900, cdf_points=101, seed=11)
@@ -96,7 +104,7 @@ def test_degenerate_box_one_subdomain_matches_beta_moment_closed_form():
     np.testing.assert_allclose(cdf["cdf_upper"], cdf["cdf_lower"])
     q = res.quantile_envelopes[res.quantile_envelopes["level"] == "subdomain"]
     exact_q = stats.beta.ppf(q["quantile"], a + c, b + n_trials - c)
-    np.testing.assert_allclose(q["lower"], exact_q, atol=2e-4)  # linear interpolation on a 201-point grid
+    np.testing.assert_allclose(q["lower"], exact_q, atol=1e-8)  # the hyperprior's spread moves them ~1e-9
 
 
 def test_beta_moments_and_weighted_sum_moments_against_binomial_expansion():
@@ -129,6 +137,92 @@ def test_beta_mixture_cdf_equals_the_incomplete_beta_mixture(low, high):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     one = beta_mixture_cdf(weights, alpha, beta, x[:1])  # a one-point grid
     np.testing.assert_allclose(one, want[:, :1], rtol=0, atol=1e-15)
+
+
+def exact_mixture_quantile(weights, alpha, beta, q):
+    """The q-quantile of ``weights @ Beta(alpha, beta)`` by brentq on the exact CDF (``betainc``), solved in
+    log x below the median's side of 1/2 and in log(1 - x) above it, so it is accurate relative to the
+    distance to the nearer end: 0 (1) when it is nearer that end than 2.2e-308 (2**-53)."""
+    cdf = lambda x: weights @ special.betainc(alpha, beta, x)
+    if q <= cdf(0.5):
+        gap = lambda t: cdf(math.exp(t)) - q
+        low = math.log(np.finfo(float).tiny)
+        return 0.0 if gap(low) >= 0 else math.exp(optimize.brentq(gap, low, math.log(0.5), xtol=1e-14, rtol=1e-15))
+    gap = lambda t: (1.0 - q) - weights @ special.betainc(beta, alpha, math.exp(t))  # P(theta > 1 - e**t)
+    low = math.log(2.0**-53)
+    return 1.0 if gap(low) <= 0 else -math.expm1(optimize.brentq(gap, low, math.log(0.5), xtol=1e-14, rtol=1e-15))
+
+
+def assert_quantiles_match(got, want):
+    """Equal to 1e-8 of the distance to the nearer end of [0, 1] (plus rounding near 1)."""
+    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+    bound = 1e-8 * np.minimum(want, 1.0 - want) + 1e-15
+    worst = np.unravel_index(np.argmax(np.abs(got - want) - bound), got.shape)
+    assert (np.abs(got - want) <= bound).all(), f"at {worst}: got {got[worst]!r}, exact {want[worst]!r}"
+
+
+@pytest.mark.parametrize("low, high, points", [(0.0, 1.0, 101), (0.0, 1.0, 2), (0.0, 0.3, 101), (1e-4, 0.2, 101),
+                                               (0.31, 0.62, 101), (0.8, 1.0, 101), (0.9, 1.0 - 1e-5, 101)])
+def test_mixture_quantiles_invert_the_exact_mixture_cdf(low, high, points):
+    """Subdomain quantiles from the tabulated CDF against brentq on ``weights @ betainc``, for the Betas of
+    the tabulation test (U- and J-shaped ones put quantiles within 1e-100 of 0 or 1; the narrowest peaks
+    are far narrower than a grid interval), on grids that touch 0 or 1, stop short of them, or sit inside."""
+    rng = np.random.default_rng(7)
+    shapes = np.array([0.05, 0.3, 0.7, 1.0, 1.5, 3.0, 17.0, 60.0, 400.0, 5e3, 2e5])
+    alpha, beta = (a.ravel() for a in np.meshgrid(shapes, shapes))
+    weights = rng.dirichlet(np.full(alpha.size, 0.5), size=4)
+    quantiles = (0.001, 0.05, 0.5, 0.95, 0.999)
+    x = np.linspace(low, high, points)
+    got = mixture_quantiles(weights, alpha, beta, x, beta_mixture_cdf(weights, alpha, beta, x), quantiles)
+    want = [[exact_mixture_quantile(w, alpha, beta, q) for q in quantiles] for w in weights]
+    assert_quantiles_match(got, want)
+
+
+def all_success_or_failure_counts() -> pd.DataFrame:
+    return pd.DataFrame({"domain": ["aced"] * 2 + ["failed"] * 2, "subdomain": ["a", "b"] * 2,
+                         "n": 20, "k": [20, 20, 0, 0]})
+
+
+def test_subdomain_quantiles_near_0_and_1_match_the_exact_mixture(monkeypatch):
+    """With 20 successes (failures) in 20 trials the strongly pooled configurations put nearly all of a
+    subdomain's posterior within 1e-10 of 1 (0), inside the CDF grid's last (first) interval: the
+    quantiles of every configuration, and so the envelopes, must still be those of the exact mixture."""
+    seen = []
+
+    def keep(weights, alpha, beta, x, cdf, quantiles):
+        out = mixture_quantiles(weights, alpha, beta, x, cdf, quantiles)
+        seen.append((weights, alpha, beta, out))
+        return out
+
+    monkeypatch.setattr(core, "mixture_quantiles", keep)
+    settings = dataclasses.replace(FAST, n_configurations=20)
+    res = assess_reliability(all_success_or_failure_counts(), settings)
+    envelopes = res.quantile_envelopes[res.quantile_envelopes["level"] == "subdomain"]
+    assert len(seen) == 4
+    for (weights, alpha, beta, out), domain, subdomain in zip(seen[::2], ["aced", "failed"], ["a", "a"]):
+        want = np.array([[exact_mixture_quantile(w, alpha, beta, q) for q in settings.quantiles] for w in weights])
+        assert_quantiles_match(out, want)
+        rows = envelopes[(envelopes["domain"] == domain) & (envelopes["subdomain"] == subdomain)]
+        assert_quantiles_match(rows["lower"], want.min(axis=0))
+        assert_quantiles_match(rows["upper"], want.max(axis=0))
+
+
+def test_subdomains_at_0_or_1_bound_the_quantiles_of_their_domain():
+    """The domain's rate p is the mean of its subdomains' rates, which given (mu, nu) are independent and,
+    with the same counts, identically distributed: under each configuration P(p <= x) >= P(theta_1 <= x,
+    theta_2 <= x) >= P(theta <= x)**2, and likewise P(p >= x) >= P(theta >= x)**2. At the subdomains'
+    median both are >= 1/4, so the domain's 5% quantile is at most it and its 95% quantile at least it,
+    envelope-wise too (Monte Carlo moves the domain's levels by ~0.006; its draws are float32).
+    With 20 successes in 20 trials linear interpolation in the CDF grid's last interval put the
+    subdomains' median below 0.996, under the domain's 5% quantile (1 to float32); with 20 failures it
+    put their median near 0.004, above the domain's 95% quantile (4e-6)."""
+    res = assess_reliability(all_success_or_failure_counts(), FAST)
+    q = res.quantile_envelopes.set_index(["domain", "level", "subdomain", "quantile"]).sort_index()
+    for subdomain in ("a", "b"):
+        aced, aced_domain = q.loc[("aced", "subdomain", subdomain)], q.loc[("aced", "domain", "(all)")]
+        assert aced_domain.loc[0.05, "upper"] <= aced.loc[0.5, "upper"] + 2.0**-24
+        failed, failed_domain = q.loc[("failed", "subdomain", subdomain)], q.loc[("failed", "domain", "(all)")]
+        assert failed_domain.loc[0.95, "lower"] >= failed.loc[0.5, "lower"] * (1 - 2.0**-24) - 2.0**-149
 
 
 def test_beta_survival_is_betaincc_on_both_sides_of_one_half():

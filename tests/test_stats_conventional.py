@@ -73,6 +73,20 @@ def test_wilson_and_clopper_pearson_match_scipy(k, n):
     assert [float(x) for x in clopper_pearson_interval(k, n)] == pytest.approx([exact.low, exact.high], abs=1e-10)
 
 
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_wilson_is_exactly_0_at_no_successes_and_1_at_all(level):
+    # centre -+ half left 2.8e-17 at k = 0 (n = 3, 6, 7, ...) and 1 - 1.1e-16 at k = n (n = 10, 13, ...)
+    n = np.arange(1, 201)
+    low, high = wilson_interval(np.zeros(n.size), n, level)
+    assert (low == 0.0).all() and (high > 0.0).all()
+    low, high = wilson_interval(n, n, level)
+    assert (high == 1.0).all() and (low < 1.0).all()
+    for k, n_one in ((0, 7), (2.5, 2.5), (0.0, 3)):  # scalars (graded k too) stay scalars
+        low, high = wilson_interval(k, n_one, level)
+        assert np.ndim(low) == np.ndim(high) == 0
+        assert (low == 0.0) == (k == 0) and (high == 1.0) == (k == n_one)
+
+
 def test_wald_eq5_and_t_eq11():
     low, high = wald_interval(3, 4)
     half = stats.norm.ppf(0.975) * np.sqrt(0.75 * 0.25 / 4)

@@ -29,7 +29,11 @@ How each quantity is computed (per configuration h):
   with F_R(t) = F_theta(t**(1/n))), and E[theta**n] a mixture of Beta moments
   prod_{r<n} (alpha + r) / (alpha + beta + r). The CDF's mixture is tabulated
   by quadrature of the Beta densities between exact anchors
-  (:func:`beta_mixture_cdf`, within ~1e-12 of ``betainc``).
+  (:func:`beta_mixture_cdf`, within ~1e-12 of ``betainc``). Quantiles invert
+  the mixture within the grid interval that brackets them, in log x or
+  log(1 - x) near 0 or 1 (:func:`mixture_quantiles`), so they keep that
+  accuracy where a posterior piles up within 1e-10 of 0 or 1 (all failures or
+  all successes), inside the grid's first or last interval.
 * E[p_i**n] and E[p_L**n], exact given the grid: given (mu, nu) the theta_ij
   are independent, so the moments of the weighted sum follow from binomial
   convolution of the Beta moments (all terms positive: no cancellation);
@@ -404,15 +408,190 @@ def _batched_searchsorted(sorted_rows: np.ndarray, values: np.ndarray, side: str
     return idx.reshape(rows, -1) - width * np.arange(rows)[:, None]
 
 
-def _invert_cdf(cdf: np.ndarray, x: np.ndarray, quantiles) -> np.ndarray:
-    """Quantiles (R, Q) of each row of a CDF tabulated on ``x``, by linear interpolation."""
+_QUANTILE_NODES = 16  # Gauss-Legendre nodes per piece when a CDF cell is inverted
+_QUANTILE_TAIL = 1e-13  # a piece is halved while its density's last two Legendre terms exceed this (probability)
+_QUANTILE_SPLITS = 30  # rounds of halving at most
+_QUANTILE_NEWTON = 12  # safeguarded Newton steps at most on a piece's polynomial CDF
+_QUANTILE_STEP = math.log(2.0)  # near 0 or 1, the first piece spans a factor 2 in the distance to that end ...
+_QUANTILE_MAX_STEP = 16.0  # ... the next ones the square of the previous factor, up to e**16
+_EDGE_DISTANCE = (np.finfo(float).tiny, 2.0**-53)  # quantiles nearer 0 (1) than this are reported as 0 (1)
+_LOG_NEGLIGIBLE = -600.0  # densities below e**-600 are set to that: exp (and BLAS) are slow on subnormals
+
+
+def _legendre_analysis(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and the (n, n) matrix taking values at them to the Legendre coefficients of
+    the interpolating polynomial of degree n - 1 (the n-point rule is exact to degree 2n - 1)."""
+    nodes, gl_weights = np.polynomial.legendre.leggauss(n)
+    vander = np.polynomial.legendre.legvander(nodes, n - 1)
+    return nodes, (vander * gl_weights[:, None]).T * ((2 * np.arange(n) + 1) / 2.0)[:, None]
+
+
+_QUANTILE_X, _QUANTILE_ANALYSIS = _legendre_analysis(_QUANTILE_NODES)
+
+
+def mixture_quantiles(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x: np.ndarray, cdf: np.ndarray,
+                      quantiles) -> np.ndarray:
+    """Quantiles (R, Q) of the Beta mixtures ``weights @ Beta(alpha, beta)`` (``weights`` (R, G)) whose
+    CDFs ``cdf`` (R, T) are tabulated on the ascending grid ``x`` (:func:`beta_mixture_cdf`).
+
+    The table brackets each quantile in a cell of ``x`` (extended by 0 and 1, where the CDF is 0 and 1).
+    Within the cell the CDF is the table's value at one end plus the integral of the mixture density,
+    which is interpolated on pieces of the cell by polynomials of degree 15 (16 Gauss-Legendre nodes
+    each), and the polynomial CDF is solved by safeguarded Newton steps. A piece is halved until, for
+    every row with a quantile in its cell, the last two Legendre coefficients of its density are below
+    1e-13, so the CDF is resolved to about the table's own accuracy (~1e-12) whether the density is
+    smooth or peaked.
+
+    A cell nearer 0 (1) than its own width is cut in log x (log(1 - x)), where a Beta density behaves
+    like a power of the distance to that end, into pieces spanning a factor 2 in that distance at first.
+    This resolves quantiles at any distance from 0 or 1, which linear interpolation in the table's edge
+    cell cannot: with all successes a posterior can hold most of its mass within 1e-10 of 1, and its
+    quantiles lie there. A cell that reaches 0 (1) is resolved down to a distance of 2.2e-308 (2**-53,
+    the spacing of doubles below 1) from it; a quantile nearer than that is reported as 0 (1).
+    """
     q = np.asarray(quantiles, dtype=float)
     cdf = np.maximum.accumulate(np.clip(cdf, 0.0, 1.0), axis=1)
-    hi = np.clip(_batched_searchsorted(cdf, q, side="left"), 1, len(x) - 1)
-    rows = np.arange(cdf.shape[0])[:, None]
-    f0, f1 = cdf[rows, hi - 1], cdf[rows, hi]
-    frac = np.where(f1 > f0, (q[None, :] - f0) / np.where(f1 > f0, f1 - f0, 1.0), 0.5)
-    return x[hi - 1] + np.clip(frac, 0.0, 1.0) * (x[hi] - x[hi - 1])
+    n_rows = cdf.shape[0]
+    xe, fe = np.asarray(x, dtype=float), cdf
+    if xe[0] > 0.0:
+        xe, fe = np.concatenate([[0.0], xe]), np.concatenate([np.zeros((n_rows, 1)), fe], axis=1)
+    if xe[-1] < 1.0:
+        xe, fe = np.concatenate([xe, [1.0]]), np.concatenate([fe, np.ones((n_rows, 1))], axis=1)
+    cells = np.minimum(_batched_searchsorted(fe, q, side="left") - 1, xe.size - 2)  # fe[cell] < q <= fe[cell + 1]
+    width = np.diff(xe)
+    if ((xe[:-1] < width) & (1.0 - xe[1:] < width))[cells].any():  # a cell near both ends: cut it at 1/2
+        at = int(np.searchsorted(xe, 0.5))
+        xe, fe = np.insert(xe, at, 0.5), np.insert(fe, at, weights @ special.betainc(alpha, beta, 0.5), axis=1)
+        cells = np.minimum(_batched_searchsorted(fe, q, side="left") - 1, xe.size - 2)
+    used = np.unique(cells)
+    initial = [_initial_pieces(xe[c], xe[c + 1]) for c in used]
+    cell_of = np.repeat(used, [len(p[1]) for p in initial])
+    side = np.repeat([p[0] for p in initial], [len(p[1]) for p in initial])
+    ua, ub = np.concatenate([p[1] for p in initial]), np.concatenate([p[2] for p in initial])
+    has_pair = np.zeros((n_rows, xe.size - 1), dtype=bool)
+    has_pair[np.arange(n_rows)[:, None], cells] = True
+    coef = _piece_coefficients(weights, alpha, beta, cell_of, side, ua, ub, has_pair)
+    for _ in range(_QUANTILE_SPLITS):
+        tail = np.abs(coef[:, :, -1]) + np.abs(coef[:, :, -2])
+        split = ((tail > _QUANTILE_TAIL) & has_pair[:, cell_of]).any(axis=0)
+        if not split.any():
+            break
+        k, mid = int(split.sum()), (ua[split] + ub[split]) / 2
+        halves = _piece_coefficients(weights, alpha, beta, np.tile(cell_of[split], 2), np.tile(side[split], 2),
+                                     np.concatenate([ua[split], mid]), np.concatenate([mid, ub[split]]), has_pair)
+        # each split piece is replaced by its left and right halves, so pieces stay in x order
+        origin = np.concatenate([np.flatnonzero(~split), np.flatnonzero(split), np.flatnonzero(split)])
+        order = np.lexsort((np.arange(origin.size) >= origin.size - k, origin))
+        cell_of = np.concatenate([cell_of[~split], cell_of[split], cell_of[split]])[order]
+        side = np.concatenate([side[~split], side[split], side[split]])[order]
+        ua = np.concatenate([ua[~split], ua[split], mid])[order]
+        ub = np.concatenate([ub[~split], mid, ub[split]])[order]
+        coef = np.concatenate([coef[:, ~split], halves], axis=1)[:, order]
+    mass = 2.0 * coef[:, :, 0]  # (R, pieces): twice the constant term
+    # the CDF at each piece's left end: from the table at the cell's left end, or at its right end when
+    # the cell reaches 0 (the mass nearer 0 than the first piece is then the table's)
+    first = np.searchsorted(cell_of, used, side="left")
+    last = np.searchsorted(cell_of, used, side="right")
+    start = fe[:, cell_of].copy()  # right for a cell of one piece not at 0
+    for c, i, j in zip(used, first, last):
+        if j - i > 1 or xe[c] == 0.0:
+            before = np.cumsum(mass[:, i:j], axis=1) - mass[:, i:j]
+            anchor = fe[:, c, None] if xe[c] > 0.0 else fe[:, c + 1, None] - mass[:, i:j].sum(axis=1, keepdims=True)
+            start[:, i:j] = anchor + before
+    rows, cols = (index.ravel() for index in np.indices(cells.shape))
+    pair_cell, target = cells.ravel(), q[cols]
+    lo, hi = first[np.searchsorted(used, pair_cell)], last[np.searchsorted(used, pair_cell)]
+    index = np.arange(cell_of.size)
+    below = (index >= lo[:, None]) & (index < hi[:, None]) & (start[rows] + mass[rows] < target[:, None])
+    piece = np.minimum(lo + below.sum(axis=1), hi - 1)
+    density = coef[rows, piece]
+    integral = np.polynomial.legendre.legint(density.T, lbnd=-1).T  # (P, n + 1): the CDF minus its start
+    t = _solve_polynomial_cdf(integral, density, target - start[rows, piece])
+    u = ua[piece] + (t + 1.0) / 2.0 * (ub[piece] - ua[piece])
+    out = np.where(side[piece] == 0, np.exp(u), np.where(side[piece] == 1, -np.expm1(u), u))
+    out = np.clip(out, xe[pair_cell], xe[pair_cell + 1])
+    # beyond the pieces: mass nearer 0 (1) than _EDGE_DISTANCE, or a table a rounding error above their sum
+    nearer_zero = (xe[pair_cell] == 0.0) & (target <= start[rows, lo])
+    out[nearer_zero] = 0.0
+    beyond = (start[rows, hi - 1] + mass[rows, hi - 1] < target) & ~nearer_zero
+    out[beyond] = xe[pair_cell[beyond] + 1]
+    return out.reshape(cells.shape)
+
+
+def _initial_pieces(low: float, high: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """A cell [low, high] cut into pieces: (side, starts, ends) in x order, in the variable of ``side``:
+    -1: x (one piece); 0: log x; 1: log(1 - x) (decreasing in x). Near an end the first piece spans a
+    factor of 2 in the distance to it and each next one the square of the previous factor, up to e**16."""
+    width = high - low
+    if low < width:
+        side, near, far = 0, low, high
+    elif 1.0 - high < width:
+        side, near, far = 1, 1.0 - high, 1.0 - low
+    else:
+        return -1, np.array([low]), np.array([high])
+    bottom = math.log(near if near > 0.0 else _EDGE_DISTANCE[side])
+    points, step = [math.log(far)], _QUANTILE_STEP
+    while points[-1] - step > bottom:
+        points.append(points[-1] - step)
+        step = min(2.0 * step, _QUANTILE_MAX_STEP)
+    bounds = np.array(points + [bottom])
+    if side == 0:  # x order is increasing log x
+        bounds = bounds[::-1]
+    return side, bounds[:-1], bounds[1:]
+
+
+def _piece_coefficients(weights, alpha, beta, cell_of, side, ua, ub, has_pair) -> np.ndarray:
+    """Legendre coefficients (R, pieces, n) of the mixtures' densities on each piece [ua, ub], in its
+    variable t in [-1, 1] (Jacobian included: a piece's mass is twice coefficient 0); computed for the
+    rows with a quantile in the piece's cell (``has_pair`` (R, cells)), zero for the others."""
+    n = _QUANTILE_NODES
+    out = np.zeros((weights.shape[0], ua.size, n))
+    u = ua[:, None] + (_QUANTILE_X[None, :] + 1.0) / 2.0 * (ub - ua)[:, None]  # (pieces, n)
+    log_x, log_1mx = np.empty(u.shape), np.empty(u.shape)
+    lin, low, high = side == -1, side == 0, side == 1
+    log_x[lin], log_1mx[lin] = np.log(u[lin]), np.log1p(-u[lin])
+    log_x[low], log_1mx[low] = u[low], np.log1p(-np.exp(u[low]))
+    log_x[high], log_1mx[high] = np.log1p(-np.exp(u[high])), u[high]
+    # dx = (ub - ua) / 2 dt, times x (side 0) or 1 - x (side 1) when u is log x or log(1 - x)
+    log_jacobian = np.log(np.abs(ub - ua) / 2.0)[:, None] + np.where(lin[:, None], 0.0, u)
+    coefficients = np.stack([alpha - 1.0, beta - 1.0, -special.betaln(alpha, beta), np.ones(alpha.size)], axis=1)
+    powers = np.stack([log_x, log_1mx, np.ones(u.shape), log_jacobian], axis=-1)  # (pieces, n, 4)
+    order = np.argsort(cell_of, kind="stable")
+    per_block = max(1, _CHUNK_ELEMENTS // (alpha.size * n))  # pieces per block: memory stays flat in G
+    for begin in range(0, order.size, per_block):
+        block = order[begin:begin + per_block]
+        density = powers[block].reshape(-1, 4) @ coefficients.T  # (pieces * n, G)
+        np.maximum(density, _LOG_NEGLIGIBLE, out=density)
+        np.exp(density, out=density)
+        block_cells, starts, counts = np.unique(cell_of[block], return_index=True, return_counts=True)
+        for cell, i, m in zip(block_cells, starts, counts):  # block is sorted by cell
+            rows = np.flatnonzero(has_pair[:, cell])
+            mixed = weights[rows] @ density[i * n:(i + m) * n].T
+            out[rows[:, None], block[None, i:i + m]] = mixed.reshape(rows.size, m, n) @ _QUANTILE_ANALYSIS.T
+    return out
+
+
+def _solve_polynomial_cdf(integral: np.ndarray, density: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """t in [-1, 1] where the polynomial with Legendre coefficients ``integral`` (P, n + 1) equals y, its
+    derivative having coefficients ``density`` (P, n): bracketed on 33 points, then safeguarded Newton."""
+    n = density.shape[1]
+    grid = np.linspace(-1.0, 1.0, 33)
+    values = np.maximum.accumulate(integral @ np.polynomial.legendre.legvander(grid, n).T, axis=1)
+    j = np.clip((values < y[:, None]).sum(axis=1), 1, grid.size - 1)
+    lo, hi = grid[j - 1], grid[j]
+    f_lo, f_hi = values[np.arange(j.size), j - 1], values[np.arange(j.size), j]
+    t = lo + np.clip((y - f_lo) / np.where(f_hi > f_lo, f_hi - f_lo, 1.0), 0.0, 1.0) * (hi - lo)
+    for _ in range(_QUANTILE_NEWTON):
+        basis = np.polynomial.legendre.legvander(t, n)
+        gap = (basis * integral).sum(axis=1) - y
+        lo, hi = np.where(gap < 0, t, lo), np.where(gap < 0, hi, t)
+        slope = (basis[:, :n] * density).sum(axis=1)
+        step = t - gap / np.where(slope > 0, slope, np.inf)
+        newton = (slope > 0) & (step >= lo) & (step <= hi)
+        t, previous = np.where(newton, step, (lo + hi) / 2), t
+        if np.all(np.abs(t - previous) <= 4 * np.finfo(float).eps):
+            break
+    return t
 
 
 def _sorted_quantiles(sorted_draws: np.ndarray, quantiles) -> np.ndarray:
@@ -650,7 +829,7 @@ def _assess_domain(domain, index, cells, settings, n_max, thresholds,
         x = xs[j]
         cdf = np.clip(beta_mixture_cdf(w, alpha[:, j], beta[:, j], x), 0.0, 1.0)
         target = w @ beta_survival(alpha[:, j, None], beta[:, j, None], thresholds[None, :])
-        quantiles = _invert_cdf(cdf, x, settings.quantiles)
+        quantiles = mixture_quantiles(w, alpha[:, j], beta[:, j], x, cdf, settings.quantiles)
         unit = _Unit(SUBDOMAIN, domain, subdomain, x, cdf, quantiles, moments[j], np.clip(target, 0, 1), "exact")
         sub_units.append(unit)
         sub_rows.append(_envelopes(unit, settings))

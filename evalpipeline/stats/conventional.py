@@ -84,8 +84,11 @@ def wilson_interval(k, n, level: float = 0.95):
     denominator = 1 + z**2 / n
     centre = (p + z**2 / (2 * n)) / denominator
     half = (z / (2 * n)) / denominator * np.sqrt(4 * n * p * (1 - p) + z**2)
-    # Mathematically inside [0, 1]; the clip removes rounding at k = 0 or k = n.
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    # Mathematically inside [0, 1], and exactly 0 at k = 0 and 1 at k = n, where centre -+ half leaves
+    # rounding (~1e-17 above 0, 1e-16 below 1): those ends are set, the rest clipped. [()] keeps scalars scalar.
+    low = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))[()]
+    high = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))[()]
+    return low, high
 
 
 def clopper_pearson_interval(k, n, level: float = 0.95):

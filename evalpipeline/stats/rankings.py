@@ -26,8 +26,10 @@ RANKING_COLUMNS = {
     "model": "model",
     "p_best": "posterior probability that this model has the highest accuracy",
     "expected_rank": "posterior mean rank (1 = best)",
-    "rank_low": "2.5% quantile of the rank",
-    "rank_high": "97.5% quantile of the rank",
+    "rank_low": "lower end of the 95% rank interval: the best rank with at least 2.5% of the draws at it or better "
+                "(an integer, a rank some draw has)",
+    "rank_high": "upper end: the worst rank with at least 2.5% of the draws at it or worse (an integer); under 2.5% "
+                 "of the draws lie beyond either end, so the interval holds at least 95% of them",
 }
 
 
@@ -61,13 +63,17 @@ def rank_probabilities(draws: np.ndarray, models: Sequence[str]) -> pd.DataFrame
     best = ranks == 1
     # A draw's "best" is shared equally among tied leaders so that P(best) sums to 1.
     p_best = (best / best.sum(axis=1, keepdims=True)).mean(axis=0)
+    # The interval's ends are ranks that occur, not interpolations between them: the 2.5% inverted-CDF
+    # quantile counted from each end, so fewer than 2.5% of the draws lie beyond each of them.
+    rank_low = np.quantile(ranks, 0.025, axis=0, method="inverted_cdf").astype(np.int64)
+    rank_high = -np.quantile(-ranks, 0.025, axis=0, method="inverted_cdf").astype(np.int64)
     return pd.DataFrame(
         {
             "model": list(models),
             "p_best": p_best,
             "expected_rank": ranks.mean(axis=0),
-            "rank_low": np.quantile(ranks, 0.025, axis=0),
-            "rank_high": np.quantile(ranks, 0.975, axis=0),
+            "rank_low": rank_low,
+            "rank_high": rank_high,
         },
         columns=list(RANKING_COLUMNS),
     )
