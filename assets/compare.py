@@ -170,7 +170,8 @@ def _profile(lake: LakeResource, key: str) -> MaterializeResult:
     retry_policy=TRANSIENT_RETRY,
     kinds={"html"},
     owners=["team:evalpipeline"],
-    code_version=code_version(["evalpipeline.report", "evalpipeline.report_builder"]),
+    code_version=code_version(["evalpipeline.report", "evalpipeline.report_builder"],
+                              {"judges": [judge.scorer for judge in load_comparison_settings().judges]}),
     automation_condition=refresh_when_inputs_change(),
     description=(
         "One static HTML page (report/index.html in the lake, readable offline): a section per suite with the "
@@ -182,7 +183,8 @@ def report(context: AssetExecutionContext, lake: LakeResource) -> MaterializeRes
     store = lake.lake()
     generated = data_as_of(store)
     with permanent_errors():
-        path = build_report(store, f"{generated.isoformat()} (time of the newest table it shows)")
+        judges = tuple(judge.scorer for judge in load_comparison_settings().judges)
+        path = build_report(store, f"{generated.isoformat()} (time of the newest table it shows)", judges=judges)
     return MaterializeResult(
         metadata={"path": MetadataValue.path(str(path)), "url": MetadataValue.url(path.resolve().as_uri()),
                   "data_as_of": generated.isoformat()}

@@ -79,6 +79,7 @@ from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
 from evalpipeline.stats.intervals import clt_flags, clt_interval
 from evalpipeline.stats.posteriors import CONCENTRATION_PRIOR, DESIGN_COLUMNS, attempt_units, success_rate_posterior
+from evalpipeline.stats.judge import JudgeCalibration, judge_corrected_accuracy
 from evalpipeline.stats.rankings import beta_draws, rank_probabilities, threshold_probabilities_beta
 
 SUITE_COMPARISON_TABLE = "suite_comparison"
@@ -99,6 +100,7 @@ class ComparisonSettings:
     probit: bool = True  # compute the bivariate-probit columns (0/1 suites only)
     suite_glms: tuple[str, ...] = DEFAULT_SUITE_GLMS  # preference order of the suite GLM to report
     concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR  # Gamma(shape, rate) on the clusters' d
+    judges: tuple[JudgeCalibration, ...] = ()  # LLM judges to correct for, by scorer ([judge.<scorer>])
 
     def __post_init__(self):
         if len(self.prior) != 2 or min(self.prior) <= 0:
@@ -169,13 +171,22 @@ _LEADERBOARD_GLM = {
     "glm_hpdi_mass": "mass of that HPDI (the fit's setting)",
     "glm_p_best": "P(best) from the GLM's joint posterior draws of the model effects",
 }
+_LEADERBOARD_JUDGE = {
+    "judge": "the scorer of the model's attempts that has an LLM judge configured ([judge.<scorer>]); null when "
+             "none has",
+    "judge_mean": "success rate corrected for the judge's sensitivity and specificity, posterior mean (the post's "
+                  "judge model, the calibration's uncertainty propagated; from the headline's effective counts)",
+    "judge_low": "its equal-tailed interval, lower",
+    "judge_high": "its equal-tailed interval, upper",
+    "judge_note": "why a configured judge was not corrected for (several scorers, graded scores), else null",
+}
 
 
 def leaderboard_columns(thresholds=(0.8,)) -> dict[str, str]:
     """Column -> meaning of the leaderboard for the given thresholds (wide ``p_above_<t>`` columns)."""
     threshold_cols = {threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact tail of the headline Beta)"
                       for t in thresholds}
-    return {**_LEADERBOARD_BASE, **threshold_cols, **_LEADERBOARD_GLM}
+    return {**_LEADERBOARD_BASE, **threshold_cols, **_LEADERBOARD_GLM, **_LEADERBOARD_JUDGE}
 
 
 LEADERBOARD_COLUMNS = leaderboard_columns(ComparisonSettings().thresholds)
@@ -273,7 +284,7 @@ def lake_models(lake: Lake) -> list[str]:
 
 #: The sample columns a suite comparison reads (:func:`build_suite_comparison`): the attempt (item, epoch),
 #: its score and what decides whether it counts. The others (ids, paths, metadata) were ~60% of reading them.
-COMPARISON_COLUMNS = ("item_id", "epoch", "score", "error", "limit", "cluster")
+COMPARISON_COLUMNS = ("item_id", "epoch", "score", "error", "limit", "cluster", "scorer")
 
 
 def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -468,6 +479,8 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
         row = {"suite": suite, "model": model,
                **model_summary(scores, n_items, int(len(mine) - len(kept)), settings, units[kept], unit_kind),
                "n_suite_items": suite_items, "subset_flag": _subset_flag(n_items, suite_items)}
+        scorers = samples["scorer"].iloc[kept].dropna().unique() if "scorer" in samples.columns else []
+        row.update(_judge_columns(row, scores, scorers, settings))
         tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
         row.update({threshold_column(t): p for t, p in tails.items()})
         rows.append(row)
@@ -487,9 +500,31 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
             board["glm_p_best"] = board["model"].map(glm_ranks).astype(float)
     board = board.sort_values(["posterior_mean", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
     board["rank"] = np.arange(1, len(board) + 1)
-    for column in ("glm", "subset_flag", "independent_flag", "design_note"):
+    for column in ("glm", "subset_flag", "independent_flag", "design_note", "judge", "judge_note"):
         board[column] = board[column].astype(object).where(board[column].notna(), None)
     return board[list(leaderboard_columns(settings.thresholds))]
+
+
+def _judge_columns(row: dict, scores: np.ndarray, scorers, settings: ComparisonSettings) -> dict:
+    """The judge-corrected success rate of one leaderboard row, where its scorer has a ``[judge.<scorer>]``."""
+    judges = {judge.scorer: judge for judge in settings.judges}
+    result = {"judge": None, "judge_mean": math.nan, "judge_low": math.nan, "judge_high": math.nan, "judge_note": None}
+    configured = sorted(set(scorers) & set(judges))
+    if not configured:
+        return result
+    result["judge"] = ", ".join(configured)
+    if len(scorers) > 1:
+        return {**result, "judge_note": f"scored by {len(scorers)} scorers ({', '.join(sorted(map(str, scorers)))}): "
+                                        "a judge's correction applies to one scorer's pass/fail counts"}
+    if row["n"] == 0:
+        return {**result, "judge_note": "no counted attempt"}
+    if not np.isin(scores, (0.0, 1.0)).all():
+        return {**result, "judge_note": "graded scores: a judge's correction reads pass (1) / fail (0)"}
+    effect = row["design_effect"]
+    corrected = judge_corrected_accuracy(row["k"] / effect, row["n"] / effect, calibration=judges[configured[0]],
+                                         prior=settings.prior, level=settings.mass, seed=settings.seed)
+    return {**result, "judge": configured[0], "judge_mean": corrected["corrected_mean"],
+            "judge_low": corrected["corrected_low"], "judge_high": corrected["corrected_high"]}
 
 
 def _subset_flag(n_items: int, suite_items: int) -> str | None:

@@ -41,18 +41,22 @@ REPORT_PATH = Path("report") / "index.html"
 RELIABILITY_CACHE = Path("report") / "reliability_summaries.json"
 
 #: Leaderboard columns shown in the report (the Parquet file has them all).
-LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
-                     "clt_low", "clt_high", "clt_flag", "p_best", "expected_rank", "n", "n_items")
-PROFILE_SHOWN = ("scope", "suite", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low", "wilson_high",
-                 "clt_low", "clt_high", "rank", "n_models", "p_best", "n", "glm", "glm_mean", "glm_hpdi_low",
-                 "glm_hpdi_high")
+LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "independent_hpdi_low",
+                     "independent_hpdi_high", "clt_low", "clt_high", "p_best", "expected_rank", "rank_low", "rank_high",
+                     "n", "n_items", "n_effective")
+JUDGE_SHOWN = ("model", "judge", "posterior_mean", "hpdi_low", "hpdi_high", "judge_mean", "judge_low", "judge_high",
+               "judge_note")
+PROFILE_SHOWN = ("scope", "suite", "posterior_mean", "hpdi_low", "hpdi_high", "clt_low", "clt_high", "rank",
+                 "n_models", "p_best", "n", "n_effective", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")
 RANKINGS_SHOWN = ("scope", "model", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic", "waic_dse", "waic_weight",
                   "p_waic", "loo_rank", "elpd_loo", "n_pareto_k_high", "loo_warning")
 
 READING_GUIDE = (
     "How to read this page. Every success rate comes with its posterior mean and 95% highest posterior density "
-    "interval (HPDI) under the stated Beta prior; the conventional Wilson and CLT intervals are shown beside them "
-    "for comparison (a CLT interval that has zero width or leaves [0, 1] is flagged). P(best) is the posterior "
+    "interval (HPDI) under the stated Beta prior. The unit of evidence is the question with its repeats, or the "
+    "declared cluster of questions: repeats of one question are not independent evidence, so n_effective says how "
+    "many independent attempts the data were worth. The independent-attempts and CLT intervals, which count "
+    "every attempt as independent, are shown beside them for comparison. P(best) is the posterior "
     "probability that a model has the highest success rate on the suite. Pairwise verdicts use the paired model "
     "with item effects when both models answered the same items: too close to call below 60%, leaning 60-70%, "
     "likely 70-95%, confident 95-99%, near-certain from 99%. The HPDI rule of HiBayES Figure 3 is given beside: "
@@ -113,6 +117,42 @@ def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
     return paragraphs
 
 
+def _count(n: float, noun: str) -> str:
+    n = int(round(n))
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def design_sentence(board: pd.DataFrame) -> str | None:
+    """What the suite's design did to its intervals, in words (None when every attempt was independent)."""
+    if "design_effect" not in board.columns:
+        return None
+    rows = board[board["design_effect"] > 1]
+    if rows.empty:
+        return None
+    row = rows.loc[rows["n"].idxmax()]  # the most attempted model speaks for the design
+    unit = row["unit"]
+    if unit == "cluster":
+        what = f"{_count(row['n'], 'attempt')} in {_count(row['n_units'], 'cluster')}"
+    else:
+        repeats = row["n"] / max(row["n_units"], 1)
+        what = (f"{repeats:.3g} repeats of {_count(row['n_units'], 'question')}" if float(repeats).is_integer()
+                else f"{_count(row['n'], 'attempt')} on {_count(row['n_units'], 'question')}")
+    others = "" if len(rows) == 1 else (f" (design effects of the {len(rows)} models with repeats: "
+                                        f"{rows['design_effect'].min():.2f} to {rows['design_effect'].max():.2f})")
+    return (f"For {row['model']}, {what} carried the information of about "
+            f"{_count(row['n_effective'], 'independent question' if unit != 'cluster' else 'independent attempt')}: "
+            f"the headline intervals are as wide as that warrants{others}. Counting every attempt as independent "
+            "would make them narrower than the evidence supports (the independent_hpdi columns).")
+
+
+def subset_sentences(board: pd.DataFrame) -> list[str]:
+    """A warning for each model counted on only part of the suite's items (``subset_flag``)."""
+    if "subset_flag" not in board.columns:
+        return []
+    return [f"Not comparable by raw success rate: {row.model} was {row.subset_flag}."
+            for row in board[board["subset_flag"].notna()].itertuples(index=False)]
+
+
 def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None,
                    summaries: SummaryCache, all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> Section:
     blocks: list = []
@@ -125,6 +165,12 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
     blocks.append(Table(_shown(board, LEADERBOARD_SHOWN + tuple(threshold_cols)),
                         caption=f"Leaderboard (Beta({prior[0]:g}, {prior[1]:g}) prior; intervals at "
                                 f"{board['hpdi_mass'].iloc[0]:.0%})"))
+    blocks += [Paragraph(text) for text in (design_sentence(board), *subset_sentences(board)) if text]
+    if "judge" in board.columns and (board["judge"].notna() | board["judge_note"].notna()).any():
+        judged = board[board["judge"].notna() | board["judge_note"].notna()]
+        blocks.append(Table(_shown(judged, JUDGE_SHOWN),
+                            caption="Success rates corrected for the LLM judge's sensitivity and specificity "
+                                    "(its calibration's uncertainty included), beside the headline"))
     glm_rows = board[board["glm"].notna()] if "glm" in board.columns else board.iloc[0:0]
     if len(glm_rows):
         blocks.append(Table(_shown(glm_rows, ("model", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high", "glm_p_best")),
@@ -269,17 +315,35 @@ def _suite_reliability_table(lake: Lake, suite_key: str, summaries: SummaryCache
     return [Table(table, caption="Reliability on this suite (HIP-LLM, the suite's subdomains pooled in its domain)")]
 
 
+def _unused_judges(suites: list[tuple[str, Path]], judges) -> list[str]:
+    """A warning for each configured judge whose scorer scored no model on any suite (a misspelt name?)."""
+    if not judges:
+        return []
+    used: set[str] = set()
+    for _suite, folder in suites:
+        path = folder / "leaderboard.parquet"
+        if path.exists():
+            board = pd.read_parquet(path)
+            if "judge" in board.columns:
+                used |= {name.strip() for value in board["judge"].dropna() for name in str(value).split(",")}
+    return [f"Configured judge [judge.{scorer}] corrected nothing: no suite has attempts scored by {scorer!r}. "
+            "Check the scorer's name against the sample tables' scorer column." for scorer in judges
+            if scorer not in used]
+
+
 def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | None = None,
-                    all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> list[Section]:
+                    all_pairs_up_to: int = ALL_PAIRS_UP_TO, judges: tuple[str, ...] = ()) -> list[Section]:
     """Every section of the report, in order (suites, models, reliability, ingest accounting).
 
     ``summaries``: the reliability rows of an earlier report (:data:`RELIABILITY_CACHE`), to save.
-    ``all_pairs_up_to``: a suite with more pairs shows those that decide its ranking (:func:`_pairs_shown`)."""
+    ``all_pairs_up_to``: a suite with more pairs shows those that decide its ranking (:func:`_pairs_shown`).
+    ``judges``: the scorers with a configured judge; one that no leaderboard names is warned of."""
     summaries = summaries if summaries is not None else reliability_summaries(lake)
     rankings_path = lake.root / "waic_rankings" / "rankings.parquet"
     rankings = pd.read_parquet(rankings_path) if rankings_path.exists() else None
-    sections = [Section("Reading this report", [Paragraph(READING_GUIDE)])]
     suites = _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite")
+    sections = [Section("Reading this report", [Paragraph(READING_GUIDE),
+                                                *[Paragraph(text) for text in _unused_judges(suites, judges)]])]
     models = _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model")
     if suites:
         sections += [_suite_section(lake, suite, folder, report_path, rankings, summaries, all_pairs_up_to)
@@ -304,17 +368,18 @@ def reliability_summaries(lake: Lake) -> SummaryCache:
     return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report_builder"]))
 
 
-def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> Path:
+def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO,
+                 judges: tuple[str, ...] = ()) -> Path:
     """Render and write ``<lake>/report/index.html`` atomically; return its path.
 
     ``generated_at`` is printed as given (no clock is read), so a rerun on the
     same lake writes the same bytes (and :func:`write_report` then leaves the
-    file untouched). ``all_pairs_up_to``: as in :func:`report_sections`.
+    file untouched). ``all_pairs_up_to`` and ``judges``: as in :func:`report_sections`.
     """
     report_path = lake.root / REPORT_PATH
     report_path.parent.mkdir(parents=True, exist_ok=True)
     summaries = reliability_summaries(lake)
-    sections = report_sections(lake, report_path, summaries, all_pairs_up_to)
+    sections = report_sections(lake, report_path, summaries, all_pairs_up_to, judges)
     html = render_report("Evaluation report", sections, generated_at=generated_at)
     write_report(html, report_path)
     summaries.save()

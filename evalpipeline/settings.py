@@ -38,6 +38,12 @@ share, so a mapping declared once applies everywhere::
     concentration_shape = 1.0       # Gamma(shape, rate) prior on how alike an item's repeats (a cluster's
     concentration_rate = 1.0        # items) are, for the design effect (position paper Eq. 8's default)
 
+    [judge.model_graded_qa]         # an LLM judge's calibration, per scorer (see load_judge_settings)
+    good_passed = 72                # passed 72 of 80 answers humans marked correct,
+    n_good = 80
+    bad_failed = 51                 # failed 51 of 60 marked wrong
+    n_bad = 60
+
     [plots]                         # a model x suite partition's GLM and reliability figures:
     partitions = "on_request"       # drawn by the partition_plots asset when asked for, or "always"
 
@@ -289,7 +295,7 @@ def _prior_defaults(name: str) -> dict:
 
 
 #: The tables of the project configuration; another one is a typo that would silently be ignored.
-CONFIG_SECTIONS = ("ingest", "validate", "posterior", "glm", "reliability", "plots")
+CONFIG_SECTIONS = ("ingest", "validate", "posterior", "judge", "glm", "reliability", "plots")
 
 
 def check_config(path: Path | None = None) -> None:
@@ -303,6 +309,7 @@ def check_config(path: Path | None = None) -> None:
     load_ingest_options(path)
     load_validation_settings(path)
     load_posterior_settings(path)
+    load_judge_settings(path)
     load_glm_config(path)
     load_reliability_settings(path)
     load_plot_settings(path)
@@ -501,6 +508,45 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
     return values
 
 
+#: The keys of a ``[judge.<scorer>]`` table: a labelled calibration set's counts, or known rates.
+JUDGE_KEYS = ("good_passed", "n_good", "bad_failed", "n_bad", "sensitivity", "specificity")
+
+
+def load_judge_settings(path: Path | None = None) -> tuple:
+    """The LLM judges to correct for, from ``[judge.<scorer>]`` tables (none by default)::
+
+        [judge.model_graded_qa]      # the scorer whose scores the judge gave
+        good_passed = 72             # the judge passed 72 of 80 answers humans marked correct
+        n_good = 80
+        bad_failed = 51              # and failed 51 of 60 marked wrong
+        n_bad = 60
+        # or, if its rates are known: sensitivity = 0.92, specificity = 0.85
+
+    Each is refused here, naming the scorer, when it is malformed or too close to chance to correct for
+    (:func:`evalpipeline.stats.judge.check_judge`)."""
+    from evalpipeline.stats.judge import JudgeCalibration, check_judge
+
+    path = path or config_path()
+    data: dict = _table(path, read_config(path), "judge") if path is not None else {}
+    judges = []
+    for scorer, table in sorted(data.items()):
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [judge.{scorer}] must be a table of {', '.join(JUDGE_KEYS)}, got {table!r}")
+        unknown = sorted(set(table) - set(JUDGE_KEYS))
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys in [judge.{scorer}]: {unknown}; known: {list(JUDGE_KEYS)}")
+        for key, value in table.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{path}: [judge.{scorer}] {key} must be a finite number, got {value!r}")
+        try:
+            judge = JudgeCalibration(scorer, **{k: float(v) for k, v in table.items()})
+            check_judge(judge)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: [judge.{scorer}]: {exc}") from exc
+        judges.append(judge)
+    return tuple(judges)
+
+
 def load_comparison_settings(path: Path | None = None):
     """Settings of the suite comparisons and model profiles: the Beta prior and interval mass of
     ``[posterior]``, so that their leaderboards state the same conjugate posterior as
@@ -509,7 +555,8 @@ def load_comparison_settings(path: Path | None = None):
 
     values = load_posterior_settings(path)
     return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"],
-                              concentration_prior=(values["concentration_shape"], values["concentration_rate"]))
+                              concentration_prior=(values["concentration_shape"], values["concentration_rate"]),
+                              judges=load_judge_settings(path))
 
 
 def load_glm_config(path: Path | None = None):

@@ -546,3 +546,49 @@ def test_labels_that_are_not_classes_are_not_classified():
     listed = suite_classification(silent).per_class.set_index(["model", "class"])
     assert listed.loc[("quiet", "(macro)"), ["n", "n_unlabelled"]].tolist() == [0, 2]  # listed, not dropped
     assert np.isnan(listed.loc[("quiet", "(macro)"), "f1_mean"]) and len(listed.loc["quiet"]) == 1
+
+
+def test_judge_corrected_columns_reproduce_the_posts_example(tmp_path):
+    # The post's judge example: 323 of 400 answers passed by the judge; on a calibration set it passed 72 of 80
+    # answers humans marked correct and failed 51 of 60 marked wrong. With the uniform prior the post's prior
+    # sweep gives 0.884 [0.796, 0.979] (PyMC); the naive reading 0.804 [0.764, 0.842] misses the planted 0.85.
+    from evalpipeline.report_builder import build_report
+    from evalpipeline.stats.judge import JudgeCalibration
+
+    lake = Lake(tmp_path / "lake")
+    write_samples(lake, "judged", "qa", np.r_[np.ones(323), np.zeros(77)][:, None])
+    write_samples(lake, "other", "qa", np.r_[np.ones(300), np.zeros(100)][:, None])
+    judge = JudgeCalibration("match", good_passed=72, n_good=80, bad_failed=51, n_bad=60)
+    settings = ComparisonSettings(judges=(judge,))
+    board = build_suite_comparison(lake, "qa", settings).leaderboard.set_index("model")
+    row = board.loc["judged"]
+    assert row["judge"] == "match" and row["judge_note"] is None
+    assert [row["judge_mean"], row["judge_low"], row["judge_high"]] == pytest.approx([0.884, 0.796, 0.979], abs=0.006)
+    assert row["posterior_mean"] == pytest.approx(324 / 402)  # the headline stays the judge's reading
+    # a graded model on the same scorer is not corrected, and says why; a judge of another scorer is warned of
+    unknown = JudgeCalibration("model_graded_qa", sensitivity=0.9, specificity=0.9)
+    graded = np.full((10, 1), 0.5)
+    write_samples(lake, "graded", "qa", graded)
+    board = build_suite_comparison(lake, "qa", ComparisonSettings(judges=(judge, unknown))).leaderboard.set_index("model")
+    assert np.isnan(board.loc["graded", "judge_mean"]) and "graded scores" in board.loc["graded", "judge_note"]
+    html = build_report(lake, "now", judges=("match", "model_graded_qa")).read_text()
+    assert "[judge.model_graded_qa] corrected nothing" in html and "[judge.match]" not in html
+
+
+def test_repeats_are_said_in_words_and_subsets_flagged(tmp_path):
+    from evalpipeline.report_builder import build_report
+
+    rng = np.random.default_rng(5)
+    lake = Lake(tmp_path / "lake")
+    rates = rng.beta(1.4, 0.6, 40)
+    write_samples(lake, "full", "qa", (rng.random((40, 5)) < rates[:, None]).astype(float))
+    write_samples(lake, "partial", "qa", (rng.random((8, 5)) < rates[:8, None]).astype(float))
+    result = build_suite_comparison(lake, "qa")
+    board = result.leaderboard.set_index("model")
+    assert board.loc["full", "subset_flag"] is None
+    assert board.loc["partial", "subset_flag"].startswith("counted on 8 of the suite's 40 items")
+    assert board.loc["full", "n_effective"] < 200 and board.loc["full", "independent_flag"] is not None
+    html = build_report(lake, "now").read_text()
+    effective = int(round(board.loc["full", "n_effective"]))
+    assert f"5 repeats of 40 questions carried the information of about {effective} independent questions" in html
+    assert "Not comparable by raw success rate: partial was counted on 8" in html

@@ -480,7 +480,7 @@ def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"evalpipeline.settings.ConfigError: {tmp_path / 'evalpipeline.toml'}: unknown table(s) ['reliabilty']; "
-        "known: ['ingest', 'validate', 'posterior', 'glm', 'reliability', 'plots']")
+        "known: ['ingest', 'validate', 'posterior', 'judge', 'glm', 'reliability', 'plots']")
 
 
 @pytest.mark.parametrize("cache", ["{tmp}/jax", ""])
@@ -526,3 +526,26 @@ def test_a_lake_or_landing_variable_of_spaces_means_its_default(monkeypatch):
     assert (lake_root(), landing_root()) == (Path(DEFAULT_LAKE), Path(DEFAULT_LANDING))
     assert config_path() is None
     assert GlmSettings().cache_max_bytes() == int(DEFAULT_CACHE_MAX_MB) * 2**20
+
+
+def test_judge_tables_are_read_and_bad_ones_refused_naming_the_scorer(tmp_path):
+    from evalpipeline.settings import ConfigError, load_comparison_settings, load_judge_settings
+
+    config = tmp_path / "evalpipeline.toml"
+    config.write_text("[judge.model_graded_qa]\ngood_passed = 72\nn_good = 80\nbad_failed = 51\nn_bad = 60\n"
+                      "[judge.known]\nsensitivity = 0.92\nspecificity = 0.85\n")
+    judges = {judge.scorer: judge for judge in load_judge_settings(config)}
+    assert judges["model_graded_qa"].measured and judges["known"].sensitivity == 0.92
+    assert {j.scorer for j in load_comparison_settings(config).judges} == {"model_graded_qa", "known"}
+    bad = {
+        "[judge.coin]\nsensitivity = 0.5\nspecificity = 0.55\n": "judge.coin.*too close to chance",
+        "[judge.x]\ngood_passed = 72\nn_good = 80\n": "judge.x.*either the calibration counts",
+        "[judge.x]\nsensitivity = 0.9\nspecificity = 0.9\nfalse_positive = 0.1\n": r"unknown keys in \[judge.x\]",
+        "[judge.x]\nsensitivity = \"0.9\"\nspecificity = 0.9\n": r"\[judge.x\] sensitivity must be a finite number",
+        "[judge.x]\ngood_passed = 90\nn_good = 80\nbad_failed = 51\nn_bad = 60\n": "judge.x.*0 <= count <= total",
+        "[judge]\nx = 3\n": r"\[judge.x\] must be a table",
+    }
+    for text, message in bad.items():
+        config.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_judge_settings(config)

@@ -33,5 +33,29 @@ def test_naive_reading_misses_the_planted_truth():
 def test_refuses_a_near_chance_judge():
     with pytest.raises(ValueError, match="too close to chance"):
         judge_corrected_accuracy(200, 400, 44, 80, 33, 60)
-    with pytest.raises(ValueError, match="calibration good"):
+    with pytest.raises(ValueError, match="good_passed of n_good"):
         judge_corrected_accuracy(200, 400, 90, 80, 33, 60)
+
+
+def test_known_sensitivity_and_specificity_have_no_calibration_uncertainty():
+    from evalpipeline.stats.judge import JudgeCalibration, check_judge
+
+    known = judge_corrected_accuracy(323, 400, calibration=JudgeCalibration("judge", sensitivity=0.9, specificity=0.85))
+    measured = judge_corrected_accuracy(323, 400, 72, 80, 51, 60)
+    assert known["rogan_gladen"] == pytest.approx((323 / 400 + 0.85 - 1) / (0.9 + 0.85 - 1))
+    assert known["corrected_high"] - known["corrected_low"] < measured["corrected_high"] - measured["corrected_low"]
+    assert known["corrected_low"] < known["rogan_gladen"] < known["corrected_high"]
+    with pytest.raises(ValueError, match="scorer 'coin'.*too close to chance"):
+        check_judge(JudgeCalibration("coin", sensitivity=0.55, specificity=0.5))
+    with pytest.raises(ValueError, match="either the calibration counts"):
+        JudgeCalibration("mixed", good_passed=1, n_good=2, bad_failed=1, n_bad=2, sensitivity=0.9, specificity=0.9)
+    with pytest.raises(ValueError, match="either the calibration counts"):
+        JudgeCalibration("half", sensitivity=0.9)
+
+
+def test_fractional_passes_read_quasi_binomially():
+    # a design-aware headline's effective counts: 323/400 at a design effect of 2 is 161.5 of 200
+    whole = judge_corrected_accuracy(323, 400, 72, 80, 51, 60)
+    effective = judge_corrected_accuracy(161.5, 200, 72, 80, 51, 60)
+    assert effective["rogan_gladen"] == pytest.approx(whole["rogan_gladen"])  # the same pass rate
+    assert effective["corrected_high"] - effective["corrected_low"] > whole["corrected_high"] - whole["corrected_low"]
