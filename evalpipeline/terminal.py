@@ -29,7 +29,8 @@ def pad(text: str, width: int) -> str:
 
 
 def format_leaderboard(board: pd.DataFrame, limit: int | None = None, rest: str = "") -> str:
-    """A plain-text leaderboard: rank, model, posterior mean with HPDI, CLT interval, n; the columns line
+    """A plain-text leaderboard: rank, model, posterior mean with HPDI, CLT interval, n (and the independent
+    attempts it was worth, where repeats or clusters made it fewer); the columns line
     up whatever the names' length or script and however many models there are. ``limit``: only the
     first ``limit`` rows, then one line counting the others and pointing to ``rest`` (where they are)."""
     hidden = board.iloc[limit:] if limit is not None else board.iloc[:0]
@@ -40,10 +41,12 @@ def format_leaderboard(board: pd.DataFrame, limit: int | None = None, rest: str 
     lines = []
     for row, name in zip(board.itertuples(), names):
         flag = f" ({row.clt_flag})" if isinstance(row.clt_flag, str) else ""
+        worth = (f" (worth ~{row.n_effective:.0f} independent)"
+                 if getattr(row, "design_effect", 1.0) > 1 else "")
         lines.append(
             f"  {str(row.rank) + '.':>{rank_width + 1}} {pad(name, name_width)} {row.posterior_mean:.3f}  "
             f"{row.hpdi_mass:.0%} HPDI [{row.hpdi_low:.3f}, {row.hpdi_high:.3f}]  "
-            f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}"
+            f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}{worth}"
         )
     if len(hidden):
         ranks = f"rank {hidden['rank'].iloc[0]}" if len(hidden) == 1 else \

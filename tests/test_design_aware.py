@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from evalpipeline.stats.coverage import DESIGNS, simulate_design_coverage
+from evalpipeline.stats.coverage import DESIGNS, simulate_design_coverage, simulate_pair_calibration
 from evalpipeline.stats.intervals import beta_hpdi
 from evalpipeline.stats.posteriors import accuracy_posteriors, attempt_units, success_rate_posterior
 
@@ -130,3 +130,27 @@ def test_headline_intervals_cover_planted_truth(design):
         assert row["coverage"] == row["coverage_independent"]
     elif design != "100 items x 3 epochs":
         assert row["coverage_independent"] < 0.85  # what the headline was before
+
+
+def _pooled_calibration(monkeypatch=None, **kwargs) -> tuple[float, float, int]:
+    """Mean reported P(A > B) and share truly better over the planted pairs reported between 0.55 and 0.95."""
+    table = simulate_pair_calibration(**kwargs)
+    middle = table[table["bin"].isin(["0.5-0.6", "0.6-0.7", "0.7-0.8", "0.8-0.9"])]
+    pairs = middle["pairs"].sum()
+    return (float((middle["mean_reported"] * middle["pairs"]).sum() / pairs),
+            float((middle["share_better"] * middle["pairs"]).sum() / pairs), int(pairs))
+
+
+@pytest.mark.slow
+def test_paired_p_is_calibrated_under_repeats_when_models_differ_item_by_item(monkeypatch):
+    # 16 items x 5 epochs, models differing item by item (sd 0.7 on the logit scale) beyond their gap: among the
+    # pairs reported between 0.5 and 0.9 A is truly better about as often as stated. The binomial reading of the
+    # repeats (no dispersion) overstates it on the same pairs.
+    import evalpipeline.stats.compare as compare
+
+    settings = dict(n_pairs=1200, n_items=16, epochs=5, interaction=0.7, seed=5)
+    reported, share, pairs = _pooled_calibration(**settings)
+    assert pairs > 400 and abs(share - reported) <= 0.05, (reported, share, pairs)
+    monkeypatch.setattr(compare, "pair_dispersion", lambda *args: 1.0)
+    reported, share, _ = _pooled_calibration(**settings)
+    assert share < reported - 0.03, (reported, share)

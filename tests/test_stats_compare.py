@@ -628,7 +628,8 @@ def test_pairwise_table_graded_scores_skip_probit_and_unshared_items_fall_back()
 def _reference_row(frame, model_a, model_b):
     # one pairwise row's numbers from the public functions, with the pandas alignment pairwise_table used to do
     totals = frame.groupby("model")["score"].agg(["sum", "size"])
-    by_item = frame.groupby(["model", "item_id"])["score"].agg(["sum", "size", "mean"])
+    by_item = (frame.assign(square=frame["score"] ** 2).groupby(["model", "item_id"])
+               .agg(sum=("score", "sum"), size=("score", "size"), mean=("score", "mean"), squares=("square", "sum")))
     items_a, items_b = by_item.xs(model_a, level="model"), by_item.xs(model_b, level="model")
     shared = items_a.index.intersection(items_b.index)
     ia, ib = items_a.loc[shared], items_b.loc[shared]
@@ -648,7 +649,8 @@ def _reference_row(frame, model_a, model_b):
            "p_a_better_paired": np.nan, "diff_low_paired": np.nan, "diff_high_paired": np.nan, "t_paired_p": np.nan,
            "p_a_better_probit": np.nan, "diff_low_probit": np.nan}
     if len(shared):
-        paired = paired_logit_comparison(ia["sum"], ia["size"], ib["sum"], ib["size"])
+        paired = paired_logit_comparison(ia["sum"], ia["size"], ib["sum"], ib["size"], squares_a=ia["squares"],
+                                         squares_b=ib["squares"])
         row.update(p_a_better_paired=paired["p_a_better"], diff_low_paired=paired["diff_low"],
                    diff_high_paired=paired["diff_high"], t_paired_p=paired_t_test(ia["mean"], ib["mean"])["p_value"])
         # the probit needs one 0/1 attempt an item: with repeats it stays NaN
@@ -736,3 +738,25 @@ def test_pairs_with_the_same_margins_share_a_probit_grid_and_get_what_they_get_a
         alone = paired_probit_comparison(tables[(row.model_a, row.model_b)])
         got = [row.p_a_better_probit, row.diff_low_probit, row.diff_high_probit]
         assert got == [alone["p_a_better"], alone["diff_low"], alone["diff_high"]], (row.model_a, row.model_b)
+
+
+def test_pair_dispersion_is_the_spread_of_item_differences_over_their_repeats_noise():
+    from evalpipeline.stats.compare import pair_dispersion
+
+    rng = np.random.default_rng(21)
+    ones = np.ones(30)
+    assert pair_dispersion(rng.integers(0, 2, 30), ones, rng.integers(0, 2, 30), ones) == 1.0  # one attempt an item
+    k_a, k_b, n = rng.binomial(5, 0.6, 30).astype(float), rng.binomial(5, 0.5, 30).astype(float), np.full(30, 5.0)
+    mean_a, mean_b = k_a / 5, k_b / 5
+    within = (k_a - 5 * mean_a**2) / 4 / 5 + (k_b - 5 * mean_b**2) / 4 / 5  # 0/1 scores: squares = successes
+    assert pair_dispersion(k_a, n, k_b, n) == pytest.approx(max(1.0, np.var(mean_a - mean_b, ddof=1) / within.mean()))
+    # items that differ beyond one gap: the dispersion grows; without, it stays near 1
+    item = rng.normal(0, 1, 400)
+    plain = [rng.binomial(5, special.expit(item + s)).astype(float) for s in (0.3, -0.3)]
+    spread = [rng.binomial(5, special.expit(item + s + rng.normal(0, 1.5, 400))).astype(float) for s in (0.3, -0.3)]
+    many = np.full(400, 5.0)
+    assert pair_dispersion(plain[0], many, plain[1], many) < 1.2 < 2 < pair_dispersion(spread[0], many, spread[1], many)
+    # symmetric in A and B, and graded scores read their squares
+    assert pair_dispersion(k_a, n, k_b, n) == pair_dispersion(k_b, n, k_a, n)
+    assert pair_dispersion(k_a * 0.5, n, k_b * 0.5, n, squares_a=k_a * 0.25, squares_b=k_b * 0.25) == pytest.approx(
+        pair_dispersion(k_a, n, k_b, n))
