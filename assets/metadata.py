@@ -27,7 +27,7 @@ COLUMN_TYPES: dict[str, str] = {
         "pareto_k_threshold", "lower", "upper", "mean", "sd", "hpdi2_mass",
         "hpdi2_low", "hpdi2_high", "prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low",
         "prob_hpdi2_high", "r_hat", "ess_bulk", "ess_tail", "design_effect", "n_effective", "independent_hpdi_low",
-        "independent_hpdi_high"], "double"),
+        "independent_hpdi_high", "judge_mean", "judge_low", "judge_high", "dispersion_paired"], "double"),
 }
 
 

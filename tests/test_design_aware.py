@@ -122,8 +122,8 @@ def test_graded_scores_read_quasi_binomially_per_unit():
 @pytest.mark.parametrize("design", list(DESIGNS))
 def test_headline_intervals_cover_planted_truth(design):
     # The position paper's protocol: theta from the uniform prior, unit rates Beta(2 theta, 2 (1 - theta)).
-    # 1,000 datasets keep the Monte Carlo standard error under 0.007.
-    row = simulate_design_coverage({design: DESIGNS[design]}, n_datasets=1000, seed=7).iloc[0]
+    # 1,400 datasets keep the Monte Carlo standard error under 0.007 down to a coverage of 0.93.
+    row = simulate_design_coverage({design: DESIGNS[design]}, n_datasets=1400, seed=7).iloc[0]
     assert row["mc_se"] <= 0.007
     assert abs(row["coverage"] - 0.95) <= 0.02, row["coverage"]
     if DESIGNS[design][1] == 1:  # one attempt an item: the independent reading, unchanged

@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
+from evalpipeline.stats.compare import pair_dispersion
 from evalpipeline.stats.posteriors import success_rate_posterior
 from evalpipeline.stats.compare import (
     PAIRWISE_COLUMNS,
@@ -436,7 +437,9 @@ def test_paired_logit_agrees_with_a_brute_force_grid_with_repeats():
         k_b = rng.binomial(epochs, special.expit(item + 0.2)).astype(float)
         trials = np.full(n, float(epochs))
         result = paired_logit_comparison(k_a, trials, k_b, trials)
-        reference = _naive_symmetric_logit(k_a, trials, k_b, trials)
+        dispersion = pair_dispersion(k_a, trials, k_b, trials)  # the counts the model reads
+        assert result["dispersion"] == dispersion and (epochs > 1 or dispersion == 1.0)
+        reference = _naive_symmetric_logit(k_a / dispersion, trials / dispersion, k_b / dispersion, trials / dispersion)
         assert result["p_a_better"] == pytest.approx(reference["p_a_better"], abs=3e-3), epochs
         assert result["diff_mean"] == pytest.approx(reference["diff_mean"], abs=1e-3), epochs
 
