@@ -6,10 +6,10 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 from assets.automation import refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY
 from assets.metadata import column_schema, table_metadata
-from evalpipeline.accounting import ACCOUNTING_CODE, ACCOUNTING_COLUMNS, UNPLACED_MODEL
-from evalpipeline.accounting import ingest_accounting as account_rows
+from evalpipeline.steps.accounting import ACCOUNTING_CODE, ACCOUNTING_COLUMNS, UNPLACED_MODEL
+from evalpipeline.steps.accounting import ingest_accounting as account_rows
 from evalpipeline.lake import sha256_file, write_parquet_atomic
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
 import pyarrow as pa

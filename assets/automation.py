@@ -11,7 +11,7 @@ from dagster._record import record
 
 from assets.partitions import model_suite_key
 from evalpipeline.config import lake_root
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake
 
 #: The nightly's cron and timezone (``EVALPIPELINE_NIGHTLY_CRON``, ``EVALPIPELINE_TIMEZONE``): the

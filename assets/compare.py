@@ -22,8 +22,8 @@ from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, markdown_table, markdown_text, png_markdown, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_partitions, one_dimension, suite_partitions
-from evalpipeline.classification import CLASSIFICATION_FILE, MACRO_LABEL
-from evalpipeline.comparison import (
+from evalpipeline.steps.classification import CLASSIFICATION_FILE, MACRO_LABEL
+from evalpipeline.steps.comparison import (
     LEADERBOARD_COLUMNS,
     PAIRWISE_TABLE_COLUMNS,
     PROFILE_COLUMNS,
@@ -31,14 +31,14 @@ from evalpipeline.comparison import (
     build_suite_comparison,
     ranking_pairs,
 )
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import sha256_file
-from evalpipeline.report_builder import build_report
+from evalpipeline.report.build import build_report
 from evalpipeline.settings import load_comparison_settings
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
-_STATS_MODULES = ["evalpipeline.comparison", "evalpipeline.classification", "evalpipeline.fit_status",
+_STATS_MODULES = ["evalpipeline.steps.comparison", "evalpipeline.steps.classification", "evalpipeline.steps.fits",
                   "evalpipeline.stats", "evalpipeline.plots"]
 
 
@@ -170,7 +170,7 @@ def _profile(lake: LakeResource, key: str) -> MaterializeResult:
     retry_policy=TRANSIENT_RETRY,
     kinds={"html"},
     owners=["team:evalpipeline"],
-    code_version=code_version(["evalpipeline.report", "evalpipeline.report_builder"],
+    code_version=code_version(["evalpipeline.report.html", "evalpipeline.report.build"],
                               {"judges": [judge.scorer for judge in load_comparison_settings().judges]}),
     automation_condition=refresh_when_inputs_change(),
     description=(

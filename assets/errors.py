@@ -8,7 +8,7 @@ from dagster import Backoff, Failure, Jitter, MetadataValue, RetryPolicy
 
 from assets.batch import FAILED_PARTITIONS
 from assets.partitions import model_suite_key
-from evalpipeline.pipeline import NoDataError
+from evalpipeline.steps.samples import NoDataError
 
 
 #: Errors that the same input and code raise again on a retry (``ValueError`` covers Arrow's invalid data

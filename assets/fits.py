@@ -20,14 +20,14 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
-from evalpipeline.fits import FIT_PLOTS, FitOutcome, fit_partition_glm, fit_suite_glm
-from evalpipeline.glm_rankings import RANKING_COLUMNS, waic_plot_path, write_waic_rankings
-from evalpipeline.keys import from_partition_key
+from evalpipeline.steps.fits import FIT_PLOTS, FitOutcome, fit_partition_glm, fit_suite_glm
+from evalpipeline.steps.rankings import RANKING_COLUMNS, waic_plot_path, write_waic_rankings
+from evalpipeline.lake.keys import from_partition_key
 from evalpipeline.lake import sha256_file
 from evalpipeline.models import MODELS, PARTITION_MODELS, SUITE_MODELS
 from evalpipeline.models.fit import DIAGNOSTICS, SUMMARY_COLUMNS
 from evalpipeline.settings import load_glm_config, load_plot_settings
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 from resources.fit import GlmSettings
 
@@ -45,7 +45,7 @@ DIAGNOSTIC_DOCS = {
     "pareto_k": "largest Pareto-k of PSIS-LOO over the observations",
 }
 
-_MODEL_MODULES = ["evalpipeline.models", "evalpipeline.fits"]
+_MODEL_MODULES = ["evalpipeline.models", "evalpipeline.steps.fits"]
 
 
 def glm_version(glm: str) -> str:
@@ -57,7 +57,7 @@ def _per_fit_progress(context: AssetExecutionContext, glm: str, config):
     """Where a step's fits report progress: the step's log, one line per fit; for a GLM left out of
     ``[glm] models``, one line for the step instead (each log line is an event the instance stores, ~7 ms:
     0.4 s of a 60-partition step saying the same thing 60 times)."""
-    # as evalpipeline.fits decides it (a change there would change every fit's code version)
+    # as evalpipeline.steps.fits decides it (a change there would change every fit's code version)
     if config.models is None or glm in config.models:
         return context.log.info
     context.log.info(f"{glm}: disabled: not in [glm] models {list(config.models)}; its "
@@ -233,7 +233,7 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
     # not gated on every fit's checks: a failed fit is listed as excluded here, and one failure
     # anywhere would otherwise hold the whole lake's rankings back
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.glm_rankings", "evalpipeline.fit_status", "evalpipeline.fits",
+    code_version=code_version(["evalpipeline.steps.rankings", "evalpipeline.steps.fits", "evalpipeline.steps.fits",
                                "evalpipeline.models"]),
     description=(
         "The candidate GLMs of every partition and of every suite compared by WAIC (as HiBayES) and by "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from dagster import MetadataValue, TableColumn, TableSchema
 
-from evalpipeline.keys import printable
+from evalpipeline.lake.keys import printable
 
 
 #: Arrow types of the lake tables' columns other than text, by column name: a name means the same in

@@ -10,7 +10,7 @@ import warnings
 from dagster import BackfillPolicy, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, RunRequest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake.keys import from_partition_key, to_partition_key
 
 model_partitions = DynamicPartitionsDefinition(name="model")
 suite_partitions = DynamicPartitionsDefinition(name="suite")

@@ -1,6 +1,6 @@
 """Assets ``partition_plots`` (a model x suite partition's GLM and reliability figures) and
 ``suite_fit_plots`` (a suite GLM fit's figures), drawn on request (``[plots] partitions`` and
-``[plots] suite_fits``, both ``"on_request"`` by default; see evalpipeline.partition_plots).
+``[plots] suite_fits``, both ``"on_request"`` by default; see evalpipeline.steps.figures).
 
 They are in no job, schedule or automation: the nightly never draws them. Select the partitions in
 the Dagster UI and materialise them to see their figures in their metadata."""
@@ -16,14 +16,14 @@ from assets.metadata import png_markdown
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, suite_partitions
 from assets.reliability import _version as reliability_code
 from evalpipeline.lake import sha256_file
-from evalpipeline.keys import from_partition_key
-from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
+from evalpipeline.lake.keys import from_partition_key
+from evalpipeline.steps.figures import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
 from evalpipeline.settings import load_reliability_settings
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
 #: what draws the figures: the plotting package and the two modules that lay out a fit's and an assessment's
-PLOT_MODULES = ["evalpipeline.plots", "evalpipeline.partition_plots", "evalpipeline.fits", "evalpipeline.reliability.lake"]
+PLOT_MODULES = ["evalpipeline.plots", "evalpipeline.steps.figures", "evalpipeline.steps.fits", "evalpipeline.steps.reliability"]
 
 
 @asset(

@@ -14,19 +14,19 @@ from assets.batch import PartitionResult, emit
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
-from evalpipeline.keys import from_partition_key
+from evalpipeline.lake.keys import from_partition_key
 from evalpipeline.lake import sha256_file
-from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
+from evalpipeline.steps.samples import write_accuracy_posteriors, write_suite_leaderboard
 from evalpipeline.settings import load_posterior_settings
 from evalpipeline.stats.posteriors import LEADERBOARD_COLUMNS, POSTERIOR_COLUMNS
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource, PosteriorSettings
 
 
 def posteriors_version() -> str:
     """Code version of the headline posteriors: their code plus the ``[posterior]`` settings."""
     return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors", "evalpipeline.stats.clustered",
-                         "evalpipeline.pipeline"],
+                         "evalpipeline.steps.samples"],
                         load_posterior_settings())
 
 
@@ -97,7 +97,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
     kinds={"parquet"},
     owners=["team:evalpipeline"],
     automation_condition=refresh_when_inputs_change(dimension="suite"),
-    code_version=code_version(["evalpipeline.stats.posteriors", "evalpipeline.pipeline"]),
+    code_version=code_version(["evalpipeline.stats.posteriors", "evalpipeline.steps.samples"]),
     description=(
         "Every model evaluated on the suite, ranked by posterior mean success rate, with HPDI and the "
         "CLT interval side by side; models never evaluated on the suite are absent, not zero."

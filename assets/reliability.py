@@ -18,16 +18,16 @@ from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import FIT_POOL
 from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_partitions, model_suite_names, model_suite_partitions, one_dimension
-from evalpipeline.keys import from_partition_key
+from evalpipeline.lake.keys import from_partition_key
 from evalpipeline.lake import sha256_file
-from evalpipeline.reliability.lake import (
+from evalpipeline.steps.reliability import (
     EXPECTED_RELIABILITY_COLUMNS,
     ReliabilityOutput,
     assess_model,
     assess_partition,
 )
 from evalpipeline.settings import load_plot_settings, load_reliability_settings
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
 

@@ -1,5 +1,5 @@
 """Job ``prepare_samplers`` and sensor ``sampler_requests``: compile ahead the warm samplers
-that suite fits asked for (evalpipeline.fits.prepare_requested_samplers), so that the night a new LLM
+that suite fits asked for (evalpipeline.steps.fits.prepare_requested_samplers), so that the night a new LLM
 makes a suite outgrow its sampler's padded size does not trace and compile one in every worker.
 
 ``evalpipeline run`` runs the job itself, beside the lake-wide tables (its last stage), when a
@@ -23,7 +23,7 @@ from dagster import (
 )
 
 from assets.fits import FIT_POOL
-from evalpipeline.fits import prepare_requested_samplers
+from evalpipeline.steps.fits import prepare_requested_samplers
 from evalpipeline.models.fit import preparation_requests
 from resources import LakeResource
 from resources.fit import GlmSettings

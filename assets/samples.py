@@ -19,13 +19,13 @@ from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, markdown_table, markdown_text
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions
 from evalpipeline.ingest import partition_files_state
-from evalpipeline.pipeline import ingest_partitions, partition_validator, read_samples
+from evalpipeline.steps.samples import ingest_partitions, partition_validator, read_samples
 from evalpipeline.schema import column_docs, samples_schema
 from evalpipeline.settings import load_ingest_options, load_validation_settings
 from evalpipeline.lake import sha256_file
 from evalpipeline.validate import SUITE_NAME, check_names
 from evalpipeline.validate.checks import first_example_line
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 from resources import IngestSettings, LakeResource
 
 #: One blocking check per expectation of the canonical GX suite and per suite-level check:

@@ -54,10 +54,10 @@ from assets.automation import nightly_cron
 from assets.partitions import model_suite_key, model_suite_partitions, range_blocks, range_run_request, requested_range_size
 from assets.samples import FILES_STATE
 from assets.status import range_partition_keys
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake
-from evalpipeline.refresh import Discovery, discover, ingested_partitions
-from evalpipeline.status import resolve_retired
+from evalpipeline.steps.discovery import Discovery, discover, ingested_partitions
+from evalpipeline.steps.run_status import resolve_retired
 from resources import IngestSettings, LakeResource
 
 SAMPLES = AssetKey("eval_samples")

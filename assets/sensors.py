@@ -29,7 +29,7 @@ from dagster import DefaultSensorStatus, MultiPartitionKey, RunRequest, SensorEv
 from assets.jobs import ingest_and_fit_job
 from assets.partitions import model_partitions, range_blocks, range_run_request, requested_range_size, suite_partitions
 from evalpipeline.ingest import already_ingested, find_log_files, record_file_error, scan_sources
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource
 

@@ -18,7 +18,7 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.batch import FAILED_PARTITIONS
-from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
+from evalpipeline.steps.run_status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
 from resources import LakeResource
 
 

@@ -34,10 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from evalpipeline.fits import samples_content_hash
+from evalpipeline.steps.fits import samples_content_hash
 from evalpipeline.ingest import find_log_files, scan_sources
 from evalpipeline.lake import Lake
-from evalpipeline.pipeline import ingest_partitions, partition_validator
+from evalpipeline.steps.samples import ingest_partitions, partition_validator
 from evalpipeline.validate import ValidationSettings
 
 landing, lake_dir, suites = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])

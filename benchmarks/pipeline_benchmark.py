@@ -70,7 +70,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
 STAGES = ("ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports",
           "prepare_samplers")
-#: The job that writes no output: it compiles the sampler a later night will need (evalpipeline.fits.
+#: The job that writes no output: it compiles the sampler a later night will need (evalpipeline.steps.fits.
 #: prepare_requested_samplers), beside the last outputs. A night's outputs are complete without it.
 PREPARE_JOB = "prepare_samplers"
 LEADERBOARD = {"models": 100, "suites": 6, "items": 200}
@@ -272,16 +272,16 @@ def peak_rss_mib() -> float:
 
 def source_version() -> str:
     """Hash of the model and fit code: what the fits' provenance records (assets.fits.glm_version)."""
-    from evalpipeline.versions import code_version
+    from evalpipeline.lake.versions import code_version
 
-    return code_version(["evalpipeline.models", "evalpipeline.fits"])
+    return code_version(["evalpipeline.models", "evalpipeline.steps.fits"])
 
 
 def warn_if_code_changed(started_version: str) -> bool:
     """A fit's provenance hashes the source files as they are on disk when it runs, so another
     session editing them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
     if source_version() != started_version:
-        print("WARNING: evalpipeline/models or evalpipeline/fits.py changed on disk during the benchmark: "
+        print("WARNING: evalpipeline/models or evalpipeline/steps/fits.py changed on disk during the benchmark: "
               "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)")
         return True
     return False

@@ -62,7 +62,7 @@ def forest_rows() -> pd.DataFrame:
 
 
 def reliability_figures():
-    """The two figures :func:`evalpipeline.reliability.lake.write_reliability_plots` draws, built alike."""
+    """The two figures :func:`evalpipeline.steps.reliability.write_reliability_plots` draws, built alike."""
     from evalpipeline.plots import expected_reliability_plot, reliability_cdf_envelopes
     from evalpipeline.reliability import assess_reliability
 

@@ -48,7 +48,7 @@ def main() -> int:
 
     import numpy as np
 
-    from evalpipeline.fits import _glm_data, suite_fit_dir, suite_samples
+    from evalpipeline.steps.fits import _glm_data, suite_fit_dir, suite_samples
     from evalpipeline.lake import Lake
     from evalpipeline.models import Fitter, configure_jax, fit_glm
     from evalpipeline.models.warm import WarmStart

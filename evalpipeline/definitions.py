@@ -77,14 +77,14 @@ from assets.status import (  # HOST_TAG, PID_TAG: a later run tells that such a 
     step_failures,
 )
 from evalpipeline.config import LAKE_ENV, LANDING_ENV, lake_root, landing_overlaps_lake
-from evalpipeline.keys import from_partition_key, printable, to_partition_key
+from evalpipeline.lake.keys import from_partition_key, printable, to_partition_key
 from evalpipeline.lake import Lake, process_alive
 from evalpipeline.models.fit import preparation_requests
-from evalpipeline.pipeline import leaderboard_path
-from evalpipeline.terminal import format_leaderboard
-from evalpipeline.refresh import discover
+from evalpipeline.steps.samples import leaderboard_path
+from evalpipeline.report.terminal import format_leaderboard
+from evalpipeline.steps.discovery import discover
 from evalpipeline.settings import check_config
-from evalpipeline.status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
+from evalpipeline.steps.run_status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from resources.executors import EXECUTOR_ENV, STEP_PRELOAD_MODULES, configured_executor, limit_step_threads
 from resources.fit import CACHE_DIR_ENV, GlmSettings
@@ -281,7 +281,7 @@ def run_main_job(
     (leaderboard, GLMs), the suites' comparisons (a run of their own, so that a suite GLM failing
     its blocking checks is excluded from them rather than skipping them), the models, then the
     lake-wide tables. When a suite fit asked for the warm sampler of one LLM more to be compiled
-    ahead (evalpipeline.fits.prepare_requested_samplers), ``prepare_samplers`` runs beside the
+    ahead (evalpipeline.steps.fits.prepare_requested_samplers), ``prepare_samplers`` runs beside the
     lake-wide tables, after every other output is written. Returns 0 when every run succeeded (and,
     with ``only_changed``, no partition is left rejected by its blocking checks), 1 otherwise.
 
@@ -484,7 +484,7 @@ def run_main_job(
                 stage = with_data(stage)
             if stage is lake_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
                                                             store.root):
-                # a suite fit asked for the sampler of one LLM more (evalpipeline.fits.prepare_requested_samplers):
+                # a suite fit asked for the sampler of one LLM more (evalpipeline.steps.fits.prepare_requested_samplers):
                 # beside the lake-wide tables, the night's last outputs, so that it delays none of them
                 stage = [*stage, (prepare_samplers.name, None, "warm samplers the suite fits asked for", [], None)]
                 total += 1

@@ -58,16 +58,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from evalpipeline.config import ConfigError, config_path, read_config
 from evalpipeline.ingest.base import DEFAULT_METADATA_MAP, IngestOptions
 from evalpipeline.ingest.scores import DEFAULT_VALUE_MAP, ScoreNormalisation
-
-CONFIG_ENV = "EVALPIPELINE_CONFIG"
-DEFAULT_CONFIG = "evalpipeline.toml"
-
-
-class ConfigError(ValueError):
-    """A configuration file that cannot be used; the message names the file and the key."""
-
 
 def _table(path, data: dict, name: str, label: str | None = None) -> dict:
     """``data[name]`` when it is a TOML table ({} when absent); ConfigError naming it otherwise
@@ -109,50 +102,6 @@ def _dataclass_defaults(cls) -> dict:
     import dataclasses
 
     return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-
-
-def config_path() -> Path | None:
-    """``$EVALPIPELINE_CONFIG``, else ``evalpipeline.toml`` here if it exists, else None."""
-    if (os.environ.get(CONFIG_ENV) or "").strip():  # one of spaces is unset, as an empty one
-        return Path(os.environ[CONFIG_ENV])
-    path = Path(DEFAULT_CONFIG)
-    return path if path.exists() else None
-
-
-def read_config(path: Path, label: str | None = None) -> dict:
-    """Every table of the configuration file at ``path``; ConfigError naming the file (as ``label``,
-    e.g. the option that named it, when given) if it is missing, a folder, unreadable, not UTF-8 or
-    not valid TOML."""
-    where = label or str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{where}: configuration file not found") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{where}: is a folder, not a configuration file") from exc
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read the configuration file: {exc.strerror or exc}") from exc
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{where}: not UTF-8 text (TOML must be): byte 0x{data[exc.start]:02x} on line {line}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: invalid TOML: {exc}") from exc
-
-
-def check_named_config(option: str | None = None) -> Path | None:
-    """The configuration file that ``--config`` (``option``) or ``$EVALPIPELINE_CONFIG`` names, read once
-    so that one that cannot be read is refused naming the option or the variable with the path, before
-    any work (else :func:`config_path`). The rest of the file is :func:`check_config`'s."""
-    if option:
-        path, label = Path(option), f"--config {option}"
-    elif os.environ.get(CONFIG_ENV):
-        path, label = Path(os.environ[CONFIG_ENV]), f"{CONFIG_ENV}={os.environ[CONFIG_ENV]!r}"
-    else:
-        return config_path()
-    read_config(path, label)
-    return path
 
 
 #: ``[glm] graded``: how a graded score (strictly between 0 and 1) counts in a GLM (evalpipeline.models.data)
@@ -318,10 +267,10 @@ def check_config(path: Path | None = None) -> None:
 def load_plot_settings(path: Path | None = None, scope: str = "partitions") -> str:
     """When fits draw their figures, from ``[plots]``: ``partitions`` for a model x suite partition's
     GLM and reliability figures, ``suite_fits`` for a suite GLM fit's trace, forest and predictive
-    plots; each ``"on_request"`` (default) or ``"always"`` (:mod:`evalpipeline.partition_plots`).
+    plots; each ``"on_request"`` (default) or ``"always"`` (:mod:`evalpipeline.steps.figures`).
     Both keys are checked whichever ``scope`` is asked for. Not part of any code version: the figures
     are no input of a fit or a table, so switching refits nothing."""
-    from evalpipeline.partition_plots import DEFAULT_PLOT_MODE, PLOT_MODES, PLOT_SCOPES
+    from evalpipeline.steps.figures import DEFAULT_PLOT_MODE, PLOT_MODES, PLOT_SCOPES
 
     if scope not in PLOT_SCOPES:
         raise ValueError(f"unknown plot scope {scope!r}; known: {list(PLOT_SCOPES)}")
@@ -337,9 +286,9 @@ def load_plot_settings(path: Path | None = None, scope: str = "partitions") -> s
 
 
 def load_reliability_settings(path: Path | None = None):
-    """:func:`evalpipeline.reliability.lake.load_reliability_config`, with the types and ranges of
+    """:func:`evalpipeline.steps.reliability.load_reliability_config`, with the types and ranges of
     ``[reliability]`` checked first (that reader takes them as they come)."""
-    from evalpipeline.reliability.lake import load_reliability_config
+    from evalpipeline.steps.reliability import load_reliability_config
 
     path = path or config_path()
     if path is not None:
@@ -356,7 +305,7 @@ def _check_taxonomy_file(path, taxonomy: str | None) -> None:
     are the taxonomy reader's to check.)"""
     import os
 
-    from evalpipeline.reliability.lake import TAXONOMY_ENV
+    from evalpipeline.steps.reliability import TAXONOMY_ENV
 
     if taxonomy is None or not Path(taxonomy).exists():
         return
@@ -388,7 +337,7 @@ def _check_configurations_cover_corners(path, settings) -> None:
 
 
 def _check_reliability_values(path, data: dict) -> None:
-    """Types and ranges of ``[reliability]`` that its reader (evalpipeline.reliability.lake) would
+    """Types and ranges of ``[reliability]`` that its reader (evalpipeline.steps.reliability) would
     otherwise take as they come: ``success_threshold = 7`` counted every graded score as a failure."""
     from evalpipeline.reliability.core import ReliabilitySettings
 
@@ -414,9 +363,9 @@ def _check_reliability_values(path, data: dict) -> None:
 
 #: Fields of ReliabilitySettings that the configuration cannot set, and why: the lake sets them itself
 _RELIABILITY_NOT_SETTINGS = {
-    "seed": "each partition's and model's assessment is seeded from its names (evalpipeline.reliability.lake), "
+    "seed": "each partition's and model's assessment is seeded from its names (evalpipeline.steps.reliability), "
             "so that reruns and the model's and suites' views agree; remove it",
-    "domain_seeds": "a one-suite domain of a model takes its suite's seed (evalpipeline.reliability.lake); remove it",
+    "domain_seeds": "a one-suite domain of a model takes its suite's seed (evalpipeline.steps.reliability); remove it",
     "profile": "the operational profile is the taxonomy file's [profile] table ([reliability] taxonomy)",
     "domain_boxes": "the configuration sets one credal box for every domain, [reliability.box]",
 }
@@ -551,7 +500,7 @@ def load_comparison_settings(path: Path | None = None):
     """Settings of the suite comparisons and model profiles: the Beta prior and interval mass of
     ``[posterior]``, so that their leaderboards state the same conjugate posterior as
     ``accuracy_posteriors`` (until now they always used Beta(1, 1) and 0.95); the rest default."""
-    from evalpipeline.comparison import ComparisonSettings
+    from evalpipeline.steps.comparison import ComparisonSettings
 
     values = load_posterior_settings(path)
     return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"],
@@ -590,7 +539,7 @@ def load_glm_config(path: Path | None = None):
     """
     import dataclasses
 
-    from evalpipeline.fits import GlmConfig
+    from evalpipeline.steps.fits import GlmConfig
     from evalpipeline.models import DiagnosticThresholds, FitSettings
 
     path = path or config_path()

@@ -422,7 +422,7 @@ def run_landing(
     run`` orders it: ``suite_analysis`` and ``suite_comparisons`` per suite, ``model_analysis`` per
     model, ``lake_reports`` once; a stage starts when the previous one is done."""
     from assets.partitions import model_suite_key
-    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake.keys import to_partition_key
 
     if all_stages and (job_name != "ingest_and_fit" or assets):
         raise ValueError("all_stages runs the whole demo job: it starts from ingest_and_fit, with no asset selection")

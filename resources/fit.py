@@ -9,7 +9,7 @@ from pathlib import Path
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from evalpipeline.fits import GlmConfig
+from evalpipeline.steps.fits import GlmConfig
 from evalpipeline.settings import load_glm_config
 from resources.executors import step_threads
 

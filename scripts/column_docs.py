@@ -14,18 +14,18 @@ START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 
 
 def tables() -> list[tuple[str, str, dict[str, str]]]:
-    from evalpipeline.accounting import ACCOUNTING_COLUMNS
-    from evalpipeline.classification import CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS
-    from evalpipeline.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
-    from evalpipeline.glm_rankings import RANKING_COLUMNS
+    from evalpipeline.steps.accounting import ACCOUNTING_COLUMNS
+    from evalpipeline.steps.classification import CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS
+    from evalpipeline.steps.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
+    from evalpipeline.steps.rankings import RANKING_COLUMNS
     from evalpipeline.models.compare import CRITERIA_COLUMNS
     from evalpipeline.models.fit import DIAGNOSTICS_COLUMNS, SUMMARY_COLUMNS
     from evalpipeline.models.glm import PREDICTIVE_COLUMNS
     from evalpipeline.stats.posteriors import LEADERBOARD_COLUMNS as CONJUGATE_LEADERBOARD_COLUMNS
-    from evalpipeline.reliability.lake import RELIABILITY_COLUMNS
+    from evalpipeline.steps.reliability import RELIABILITY_COLUMNS
     from evalpipeline.schema import column_docs
     from evalpipeline.stats.posteriors import POSTERIOR_COLUMNS
-    from evalpipeline.status import FAILURE_COLUMNS
+    from evalpipeline.steps.run_status import FAILURE_COLUMNS
 
     return [
         ("Samples", "samples/model=<key>/suite=<key>/samples.parquet", column_docs()),

@@ -144,9 +144,9 @@ def _stop(process: subprocess.Popen) -> None:
 
 def _register(instance: DagsterInstance, root: Path) -> tuple[list[str], list[str]]:
     """Register the landing folder's models and suites, as `evalpipeline run` and the nightly do."""
-    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake.keys import to_partition_key
     from evalpipeline.lake import Lake
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
     from evalpipeline.settings import load_ingest_options
 
     discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
@@ -287,7 +287,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     # `evalpipeline run --only-changed` decides alike: no partition, suite or model to redo
     from evalpipeline.definitions import _stale
     from evalpipeline.lake import Lake
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
     from evalpipeline.settings import load_ingest_options
 
     discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
@@ -396,11 +396,11 @@ def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
     from assets.partitions import model_suite_partitions
     from assets.redo import REST_OF_TAG
     from assets.status import range_partition_keys
-    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake.keys import to_partition_key
     from evalpipeline.lake import Lake
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
     from evalpipeline.settings import load_ingest_options
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     root, workspace = daemon_env
     landing = root / "landing"

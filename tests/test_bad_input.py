@@ -26,9 +26,9 @@ try:
 except ImportError:  # tests/ turned into a package
     from tests import bad_logs as bl
 
-from evalpipeline import cli
+import evalpipeline.cli.main as cli
 from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths
-from evalpipeline.keys import PartitionKeyError
+from evalpipeline.lake.keys import PartitionKeyError
 from evalpipeline.lake import Lake, sha256_file
 
 MODEL = bl.MODEL
@@ -620,7 +620,7 @@ def test_unkeyable_model_or_suite_name_is_a_file_error(base, good, landing, tmp_
     the_file_error(report, lake, bad, "partition key")
     check_report(report, lake, paths, good)
     # the nightly's discovery reports it too (it held a partition no run could make before)
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     found = discover(Lake(tmp_path / "lake2"), landing)
     assert [e.path for e in found.unreadable] == [str(bad)] and "partition key" in found.unreadable[0].error
@@ -682,7 +682,7 @@ def test_a_log_restored_after_being_unreadable_loses_its_record_at_the_next_disc
     """A log damaged after its ingest and then restored byte for byte is not ingested again (the lake
     holds its rows), so the ingest that clears a repaired file's record never ran: the record, and a
     '(unreadable file)' row in the accounting, stayed for good (found by a review)."""
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     report, lake, paths = ingest(landing, tmp_path / "lake")
     check_report(report, lake, paths, good)
@@ -702,7 +702,7 @@ def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsy
     """Great Expectations names Data Docs folders after the batch label; "<model> x <suite>" of two
     200-character names was longer than a file name may be: OSError, then an uncaught RuntimeError
     (found by a review). The label is now shortened with a hash of the whole."""
-    from evalpipeline.pipeline import VALIDATION_LABEL_BYTES, validation_label
+    from evalpipeline.steps.samples import VALIDATION_LABEL_BYTES, validation_label
 
     model, suite = "m" * 200, "s" * 200
     table = tmp_path / "long.csv"
@@ -718,8 +718,8 @@ def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsy
 def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_path, capsys):
     """A name with a line break forged a leaderboard line, and ANSI escapes recoloured the terminal
     (found by a review): the CLI's lines and the plain-text leaderboard show them as escapes."""
-    from evalpipeline.pipeline import write_accuracy_posteriors, write_suite_leaderboard
-    from evalpipeline.terminal import format_leaderboard
+    from evalpipeline.steps.samples import write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.report.terminal import format_leaderboard
 
     names = ["fake\n  1. winner", "\x1b[31mred\x1b[0m", "ok"]
     table = tmp_path / "ctl.csv"

@@ -1,4 +1,4 @@
-"""Suite comparison and model profile over a small synthetic lake (evalpipeline/comparison.py),
+"""Suite comparison and model profile over a small synthetic lake (evalpipeline/steps/comparison.py),
 plus accuracy checks of the faster quadrature in evalpipeline/stats/compare.py."""
 
 import json
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from scipy import special, stats
 
-from evalpipeline.comparison import (
+from evalpipeline.steps.comparison import (
     LEADERBOARD_COLUMNS,
     PAIRWISE_TABLE_COLUMNS,
     PROFILE_COLUMNS,
@@ -20,9 +20,9 @@ from evalpipeline.comparison import (
     leaderboard_columns,
     threshold_column,
 )
-from evalpipeline.fits import suite_fit_dir
+from evalpipeline.steps.fits import suite_fit_dir
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError
+from evalpipeline.steps.samples import NoDataError
 from evalpipeline.stats import compare
 
 
@@ -118,9 +118,9 @@ def test_a_sample_table_that_failed_validation_reaches_no_comparison(tmp_path):
     0.2 bound) is ingested and recorded, but left out of the suite comparison, the conjugate
     leaderboard, the suite GLMs' data, the model profile and the model's reliability, each naming it;
     once its logs are fixed it is back. Its older posteriors (from data that passed) are left out too."""
-    from evalpipeline.fits import suite_samples
-    from evalpipeline.pipeline import ingest_partitions, partition_validator, write_accuracy_posteriors, write_suite_leaderboard
-    from evalpipeline.reliability.lake import ReliabilityConfig, assess_model
+    from evalpipeline.steps.fits import suite_samples
+    from evalpipeline.steps.samples import ingest_partitions, partition_validator, write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.steps.reliability import ReliabilityConfig, assess_model
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     landing.mkdir()
@@ -166,7 +166,7 @@ def test_thresholds_are_wide_columns(planted_lake):
 
 
 def _write_suite_fit(lake, suite, glm, models, draws, *, passed=True):
-    """A stored suite GLM fit in the layout of evalpipeline/fits.py (summary, diagnostics, draws, provenance)."""
+    """A stored suite GLM fit in the layout of evalpipeline/steps/fits.py (summary, diagnostics, draws, provenance)."""
     import xarray as xr
 
     directory = suite_fit_dir(lake, suite, glm)
@@ -252,7 +252,7 @@ def test_model_profile_agrees_with_the_stored_leaderboards(planted_lake, tmp_pat
     """Suite rows are the model's rows of the leaderboards suite_comparison stored (the asset's deps)."""
     import shutil
 
-    from evalpipeline.comparison import suite_comparison_dir
+    from evalpipeline.steps.comparison import suite_comparison_dir
 
     build_suite_comparison(planted_lake, "quiz")
     stored = pd.read_parquet(suite_comparison_dir(planted_lake, "quiz") / "leaderboard.parquet").set_index("model")
@@ -272,7 +272,7 @@ def test_model_profile_agrees_with_the_stored_leaderboards(planted_lake, tmp_pat
 def test_profiles_read_a_stored_board_once_and_see_it_rewritten(planted_lake, tmp_path, monkeypatch):
     import shutil
 
-    from evalpipeline import comparison
+    from evalpipeline.steps import comparison
 
     lake = Lake(tmp_path / "copy")
     shutil.copytree(planted_lake.root, lake.root)
@@ -378,7 +378,7 @@ def test_model_profile_renders_its_plot_again_only_when_what_it_shows_changed(pl
 
 def test_leaderboard_counts_each_models_scored_rows_whatever_the_others_hold():
     # rows interleaved by model; an errored row's score is not a number and must not be read as one
-    from evalpipeline.comparison import ComparisonSettings, suite_leaderboard_table
+    from evalpipeline.steps.comparison import ComparisonSettings, suite_leaderboard_table
 
     samples = pd.DataFrame({"model": ["a", "b", "a", "b", "c", "a"], "item_id": ["1", "1", "2", "2", "1", "2"],
                             "score": [1.0, 0.0, 0.0, 1.0, "ERR", None],
@@ -398,8 +398,8 @@ def test_the_ui_previews_the_verdicts_that_decide_a_large_suites_ranking(tmp_pat
     import logging
 
     from assets.compare import VERDICTS_SHOWN, _comparison
-    from evalpipeline.comparison import ranking_pairs
-    from evalpipeline.keys import to_partition_key
+    from evalpipeline.steps.comparison import ranking_pairs
+    from evalpipeline.lake.keys import to_partition_key
     from resources.lake import LakeResource
 
     rng = np.random.default_rng(5)
@@ -425,7 +425,7 @@ def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_t
     """build_suite_comparison and model profiles read the attempt, score, error and limit columns alone
     (COMPARISON_COLUMNS, COUNTING_COLUMNS); an errored or limit-hit attempt must still not count, so the
     tables equal those computed from the full sample tables."""
-    from evalpipeline.comparison import (
+    from evalpipeline.steps.comparison import (
         COMPARISON_COLUMNS, model_profile_table, read_suite_samples, suite_leaderboard_table, suite_pairwise_table,
     )
 
@@ -467,7 +467,7 @@ def _labelled_csv(path, rows) -> None:
 
 
 def test_a_labelled_suite_gets_per_class_f1_tables_beside_its_comparison(tmp_path):
-    from evalpipeline.classification import (
+    from evalpipeline.steps.classification import (
         CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS, MACRO_LABEL, OTHER_LABEL,
     )
     from evalpipeline.ingest import ingest_paths
@@ -523,7 +523,7 @@ def test_a_labelled_suite_gets_per_class_f1_tables_beside_its_comparison(tmp_pat
 
 
 def test_labels_that_are_not_classes_are_not_classified():
-    from evalpipeline.classification import MAX_CLASSES, suite_classification, suite_classification_tables
+    from evalpipeline.steps.classification import MAX_CLASSES, suite_classification, suite_classification_tables
 
     def samples(targets, answers=None, items=None):
         return pd.DataFrame({"model": "m", "item_id": items or [f"q{i}" for i in range(len(targets))],
@@ -552,7 +552,7 @@ def test_judge_corrected_columns_reproduce_the_posts_example(tmp_path):
     # The post's judge example: 323 of 400 answers passed by the judge; on a calibration set it passed 72 of 80
     # answers humans marked correct and failed 51 of 60 marked wrong. With the uniform prior the post's prior
     # sweep gives 0.884 [0.796, 0.979] (PyMC); the naive reading 0.804 [0.764, 0.842] misses the planted 0.85.
-    from evalpipeline.report_builder import build_report
+    from evalpipeline.report.build import build_report
     from evalpipeline.stats.judge import JudgeCalibration
 
     lake = Lake(tmp_path / "lake")
@@ -576,7 +576,7 @@ def test_judge_corrected_columns_reproduce_the_posts_example(tmp_path):
 
 
 def test_repeats_are_said_in_words_and_subsets_flagged(tmp_path):
-    from evalpipeline.report_builder import build_report
+    from evalpipeline.report.build import build_report
 
     rng = np.random.default_rng(5)
     lake = Lake(tmp_path / "lake")

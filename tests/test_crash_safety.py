@@ -47,7 +47,7 @@ def _workspace(root: Path) -> dict:
 
 def _run(env: dict, root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "evalpipeline.cli", "run"], env=env, cwd=root, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "evalpipeline.cli.main", "run"], env=env, cwd=root, capture_output=True, text=True, timeout=900
     )
 
 
@@ -66,7 +66,7 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     killed_root, clean_root = tmp_path / "killed", tmp_path / "clean"
     killed_env = _workspace(killed_root)
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalpipeline.cli", "run"], env=killed_env, cwd=killed_root,
+        [sys.executable, "-m", "evalpipeline.cli.main", "run"], env=killed_env, cwd=killed_root,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     seen = []
@@ -101,7 +101,7 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     import re
 
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     killed_runs = set(re.findall(r"marked run (\S+) failed: its process", rerun.stdout))
     failures = read_run_failures(Lake(lake))

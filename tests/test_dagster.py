@@ -27,7 +27,7 @@ from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import VALIDATION_CHECKS, eval_samples
 from assets.sensors import landing_sensor
 from evalpipeline.definitions import PID_TAG, defs, run_main_job
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from tests.conftest import DEMO_LOGS, REPO
@@ -435,7 +435,7 @@ def test_every_asset_retries_transient_failures_with_backoff_but_not_bad_input()
     from dagster import Backoff, Failure
 
     from assets.errors import permanent_errors
-    from evalpipeline.pipeline import NoDataError
+    from evalpipeline.steps.samples import NoDataError
 
     for assets_def in defs.assets:
         policy = assets_def.op.retry_policy
@@ -658,8 +658,8 @@ def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
     changed after it was recorded, then each asset older than its input, is stale until rerun."""
     from assets.schedules import current_files_states, input_partitions, stale_partitions
     from evalpipeline.lake import Lake
-    from evalpipeline.pipeline import ingest_partitions
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.samples import ingest_partitions
+    from evalpipeline.steps.discovery import discover
 
     landing = tmp_path / "landing"
     make_log(landing, model="mockllm/alpha", suite="unit suite", items=6)
@@ -737,7 +737,7 @@ def test_rows_in_no_partition_reach_the_accounting_asset(tmp_path):
     """A landing table with rows that name no model, or a model too long for a partition key: the
     partition of the file's other rows ingests them, and the accounting counts the rest."""
     from assets.accounting import ingest_accounting
-    from evalpipeline.accounting import UNPLACED_MODEL
+    from evalpipeline.steps.accounting import UNPLACED_MODEL
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -778,7 +778,7 @@ def test_failed_run_is_recorded_in_the_lake_by_the_failure_sensor(landing, tmp_p
     """A run that fails (a model x suite with no sources: a permanent error, not retried) ends up in
     run_status/failures with its run id, asset, partition and error, as people reading Parquet see it."""
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", ["mockllm%2Fghost"])
@@ -800,7 +800,7 @@ def test_the_failure_sensor_records_what_a_failed_check_saw_and_the_file_and_sam
     """A blocking check's step error names the check only; the record adds what it observed and its
     first offending row, so that the failure table names the file and sample to fix."""
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -830,7 +830,7 @@ def test_the_failure_table_reads_as_one_table_with_resolved_and_unresolved_files
     import pyarrow.parquet as pq
 
     from evalpipeline.lake import Lake
-    from evalpipeline.status import FAILURE_SCHEMA, StepFailure, record_run_failure, resolve_failures
+    from evalpipeline.steps.run_status import FAILURE_SCHEMA, StepFailure, record_run_failure, resolve_failures
 
     lake = Lake(tmp_path / "lake")
     for run_id, partition in (("a1", "p"), ("b1", "q")):
@@ -894,7 +894,7 @@ def test_a_range_run_of_a_backfill_is_recorded_and_resolved_per_partition(tmp_pa
     from assets.status import record_run_failures, resolve_run_failures
     from evalpipeline.definitions import defs
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -1038,7 +1038,7 @@ def test_a_killed_range_run_is_recorded_per_partition_and_rows_of_current_partit
 
     from evalpipeline.definitions import _run_partition_keys
     from evalpipeline.lake import Lake
-    from evalpipeline.status import StepFailure, read_run_failures, record_run_failure, resolve_up_to_date
+    from evalpipeline.steps.run_status import StepFailure, read_run_failures, record_run_failure, resolve_up_to_date
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", ["a", "b", "c"])
@@ -1070,7 +1070,7 @@ def test_a_later_success_that_redoes_a_failed_asset_resolves_its_failure_rows(la
 
     from assets.status import resolve_run_failures
     from evalpipeline.lake import Lake
-    from evalpipeline.status import StepFailure, read_run_failures, record_run_failure, resolve_failures
+    from evalpipeline.steps.run_status import StepFailure, read_run_failures, record_run_failure, resolve_failures
 
     lake = Lake(tmp_path / "lake")
     key = model_suite_key("mockllm/alpha", "unit suite")
@@ -1149,7 +1149,7 @@ def test_failure_records_name_the_error_the_step_raised_not_dagsters_wrapper():
         assert all(word in record.message for word in words), record
 
     # with the run's check evaluations, a failed check's record says what it saw and where (first line)
-    from evalpipeline.status import summarise_error
+    from evalpipeline.steps.run_status import summarise_error
 
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     (record,) = step_failures([e for e in result.all_events if e.is_step_failure], "", checks)
@@ -1335,7 +1335,7 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     assert set(instance.get_dynamic_partitions("suite")) == {"s1", "old-suite"}
     ingest_paths([table, unstable], lake)
     # failures recorded against partitions that are about to be retired, and against others
-    from evalpipeline.status import RETIRED, StepFailure, read_run_failures, record_run_failure
+    from evalpipeline.steps.run_status import RETIRED, StepFailure, read_run_failures, record_run_failure
 
     doomed = {"r1": str(model_suite_key("old-name", "s1")), "r2": "old-name", "r3": "old-suite"}
     others = {"r4": str(model_suite_key("flaky", "s1")), "r5": str(model_suite_key("kept", "s1")), "r6": "kept",
@@ -1368,7 +1368,7 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     table.unlink()
     unstable.unlink()
     from evalpipeline.definitions import _sync_partitions
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     _sync_partitions(instance, lake, discover(lake, landing), print)
     assert set(instance.get_dynamic_partitions("model")) == {"kept", "flaky", "new-name"}
@@ -1430,7 +1430,7 @@ def test_forget_takes_a_model_out_of_a_suite_and_clears_a_rejected_partition(tmp
     out of a suite, nor a rejected partition whose log is gone cleared (every nightly exited 1, asking
     to fix a log that no longer exists). `evalpipeline forget` removes the log's records and refreshes
     what they fed; a log still in the landing folder is refused, an unknown one named."""
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     bad = "\n".join(f"bad,logic,q{i},0,{'timeout' if i % 2 else ''}" for i in range(8))  # half errored: rejected
     logs = {f"{m}_{s}.csv": "model,suite,item_id,score,domain,subdomain\n"
@@ -1726,7 +1726,7 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     # A partition's figures are drawn on request ([plots] partitions = "on_request", the default): the
     # nightly drew only those of a fit that failed a blocking check; partition_plots draws the rest
     from assets.plots import partition_plots
-    from evalpipeline.fits import read_outcome
+    from evalpipeline.steps.fits import read_outcome
 
     for fit_dir in lake.glob("glm_fits/model=*/suite=*/binomial"):
         assert (fit_dir / "trace.png").exists() == (not read_outcome(fit_dir).passed), fit_dir
@@ -1843,7 +1843,7 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
 
     import assets.fits as fit_assets
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     _two_models_on_three_suites(tmp_path, monkeypatch, '"suite_binomial"')  # the partition GLMs are not what this is about
     real_fit = fit_assets.fit_suite_glm
@@ -1900,7 +1900,7 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
 
     import assets.fits as fit_assets
     from evalpipeline.lake import Lake
-    from evalpipeline.status import read_run_failures
+    from evalpipeline.steps.run_status import read_run_failures
 
     _two_models_on_three_suites(tmp_path, monkeypatch, '"binomial"')  # the suite GLMs are not what this is about
     real_fit = fit_assets.fit_partition_glm
@@ -2219,7 +2219,7 @@ def test_the_main_job_prepares_the_samplers_suite_fits_ask_for(tmp_path, monkeyp
     """A suite fit whose warm refit after one LLM more would compile a sampler asks for it; the main job
     then runs `prepare_samplers` in its model stage, and the night that LLM joins the suite's warm refit
     loads that sampler instead of tracing it. Its outputs are those of a job without the preparation."""
-    from evalpipeline.fits import read_outcome
+    from evalpipeline.steps.fits import read_outcome
     from evalpipeline.models import fit as fit_module
     from evalpipeline.models.fit import preparation_requests
 

@@ -19,7 +19,7 @@ from dagster._core.instance.config import dagster_instance_config
 
 from assets.jobs import COMPARISON_STEPS, LAKE_STEPS, MODEL_STEPS, PARTITION_STEPS, SUITE_STEPS
 from assets.partitions import model_suite_key
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from resources.executors import (
     DASK_SCHEDULER_ENV,
     EXECUTOR_ENV,

@@ -23,7 +23,7 @@ def test_readme_keeps_its_two_first_commands():
 def test_ingest_help_lists_every_option_and_format_the_readme_documents():
     import re
 
-    from evalpipeline.cli import build_parser
+    from evalpipeline.cli.main import build_parser
 
     (ingest,) = [p for a in build_parser()._subparsers._group_actions for name, p in a.choices.items() if name == "ingest"]
     help_text = " ".join(a.help or "" for a in ingest._actions)
@@ -58,7 +58,7 @@ def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_pat
     other partitions have (found by a review); the README's pyarrow snippet keeps them."""
     import re
 
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     (tmp_path / "scores.csv").write_text("model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n"
                                          "007,2024,q1,1,\n")  # names a reader would take for numbers
@@ -86,7 +86,7 @@ def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):
     """Ingest exits 0 when some files were unreadable (1 only when all were): the README said neither."""
     import re
 
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]

@@ -1,4 +1,4 @@
-"""GLM fits over a lake (evalpipeline/fits.py, glm_rankings.py): provenance reuse, disabled and failing fits
+"""GLM fits over a lake (evalpipeline/steps/fits.py, steps/rankings.py): provenance reuse, disabled and failing fits
 reported and never ranked, WAIC/LOO rankings and the per-suite WAIC plot."""
 
 import dataclasses
@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evalpipeline.fits import GlmConfig, fit_partition_glm, fit_suite_glm, read_outcome, suite_fit_dir
-from evalpipeline.glm_rankings import waic_plot_path, write_waic_rankings
+from evalpipeline.steps.fits import GlmConfig, fit_partition_glm, fit_suite_glm, read_outcome, suite_fit_dir
+from evalpipeline.steps.rankings import waic_plot_path, write_waic_rankings
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.models import DiagnosticThresholds, FitSettings
 from tests.test_comparison import planted_scores, write_samples
@@ -151,8 +151,8 @@ def test_a_disabled_glm_is_recorded_without_reading_its_data(lake, monkeypatch):
     """A GLM left out of `[glm] models` is recorded as not applicable without reading or hashing the
     samples: at 100 models each left-out suite GLM spent ~3 s a refresh reading its suite's tables. Its
     record does not change with the data, and a suite with no data still fails with NoDataError."""
-    from evalpipeline import fits
-    from evalpipeline.pipeline import NoDataError
+    from evalpipeline.steps import fits
+    from evalpipeline.steps.samples import NoDataError
 
     config = GlmConfig(FAST, LENIENT, models=("binomial",))
 
@@ -181,7 +181,7 @@ def test_a_suites_samples_are_read_as_one_frame_with_each_tables_own_content_has
     pandas' concatenation of the tables."""
     import pyarrow.parquet as pq
 
-    from evalpipeline.fits import samples_content_hash, suite_samples
+    from evalpipeline.steps.fits import samples_content_hash, suite_samples
 
     rng = np.random.default_rng(5)
     lake = Lake(tmp_path)

@@ -10,7 +10,7 @@ from inspect_ai.log import read_eval_log
 from evalpipeline.ingest import IngestOptions, ScoreNormalisation, find_log_files, ingest_paths
 from evalpipeline.ingest.inspect_logs import read_inspect_log, read_log_header
 from evalpipeline.lake import Lake, sha256_file
-from evalpipeline.pipeline import read_samples
+from evalpipeline.steps.samples import read_samples
 from tests.inspect_logs import echo, exact, make_log
 
 VALUE = {"C": 1.0, "I": 0.0, "P": 0.5}
@@ -158,7 +158,7 @@ def test_metadata_mapping_covariates_and_other_scorers_kept(tmp_path):
 
 def test_a_mapped_metadata_key_no_sample_has_gives_a_note(tmp_path, capsys):
     """A misspelt --metadata-map key left the column empty without a word."""
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     path = make_log(tmp_path / "m", suite="mapped", items=2)
     options = IngestOptions(metadata_map={"domain": "categroy", "cov_level": "level"})
@@ -197,8 +197,8 @@ def test_a_changed_score_map_reaches_the_lake_although_the_log_did_not_change(tm
     import pyarrow.parquet as pq
 
     from evalpipeline.ingest import IngestOptions
-    from evalpipeline.pipeline import ingest_partitions
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.samples import ingest_partitions
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     make_log(landing, suite="mapped", items=4)  # exact scorer: C for even items, I for odd ones
@@ -236,7 +236,7 @@ def test_a_log_rewritten_under_another_model_retires_the_old_partition_and_its_o
     the suite, which still has a model, keeps its own tables."""
     import shutil
 
-    from evalpipeline.keys import to_partition_key
+    from evalpipeline.lake.keys import to_partition_key
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     landing.mkdir()
@@ -274,7 +274,7 @@ def test_model_names_that_differ_only_in_unicode_form_or_surrounding_spaces_are_
     import shutil
     import unicodedata
 
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     landing.mkdir()

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evalpipeline.keys import MAX_KEY_LENGTH, PartitionKeyError, from_partition_key, to_partition_key
+from evalpipeline.lake.keys import MAX_KEY_LENGTH, PartitionKeyError, from_partition_key, to_partition_key
 
 TRICKY = [
     "openai/gpt-4o",

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from evalpipeline.lake import Lake
-from evalpipeline.pipeline import ingest_partitions, partition_validator
+from evalpipeline.steps.samples import ingest_partitions, partition_validator
 
 SUITES = ["s0", "s1", "s2", "s3"]
 

@@ -22,7 +22,7 @@ import pytest
 from evalpipeline.ingest import IngestOptions, ScoreNormalisation, find_log_files, ingest_paths, scan_sources
 from evalpipeline.ingest.lm_eval import LmEvalReader, model_of
 from evalpipeline.lake import Lake, sha256_file
-from evalpipeline.pipeline import read_samples
+from evalpipeline.steps.samples import read_samples
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "lm_eval"
 MODEL = "acme/toy-160m"
@@ -456,7 +456,7 @@ def test_a_task_name_too_long_for_a_key_sets_aside_that_task_only(run, tmp_path,
     (lm-eval-<task>-<time>; 30 x 'é' is a 180-character key but a 215-character id) was too long,
     made the whole results file unreadable: the other tasks lost their rows too."""
     from evalpipeline.ingest import unplaced_path
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     task = "é" * repeat
     run.results.write_text(run.results.read_text().replace("toy_arith", task))

@@ -1,4 +1,4 @@
-"""A partition's and a suite GLM's figures drawn on request (evalpipeline/partition_plots.py,
+"""A partition's and a suite GLM's figures drawn on request (evalpipeline/steps/figures.py,
 ``[plots] partitions`` and ``suite_fits``): the same pictures as drawn at fit time, none left from an
 earlier fit, failed fits drawn anyway, and nothing drawn from a fit or an assessment of other data."""
 
@@ -10,13 +10,13 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from evalpipeline.fits import FIT_PLOTS, GlmConfig, fit_partition_glm, fit_suite_glm
+from evalpipeline.steps.fits import FIT_PLOTS, GlmConfig, fit_partition_glm, fit_suite_glm
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.models import SUITE_MODELS, DiagnosticThresholds, FitSettings
-from evalpipeline.partition_plots import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
-from evalpipeline.pipeline import NoDataError
+from evalpipeline.steps.figures import draw_partition_plots, draw_suite_fit_plots, suite_fits_not_applicable
+from evalpipeline.steps.samples import NoDataError
 from evalpipeline.reliability import ReliabilitySettings
-from evalpipeline.reliability.lake import PLOT_FILES, ReliabilityConfig, assess_partition
+from evalpipeline.steps.reliability import PLOT_FILES, ReliabilityConfig, assess_partition
 from evalpipeline.settings import ConfigError, load_plot_settings
 from tests.test_comparison import planted_scores, write_samples
 

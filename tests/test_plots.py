@@ -586,7 +586,7 @@ def test_save_png_closes_a_pyplot_figure(tmp_path):
 
 
 def test_plots_import_neither_pyplot_nor_dagster():
-    code = ("import sys, evalpipeline.plots, evalpipeline.report; "
+    code = ("import sys, evalpipeline.plots, evalpipeline.report.html; "
             "bad = [m for m in ('matplotlib.pyplot', 'dagster') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -639,11 +639,11 @@ def test_save_png_of_renders_only_when_what_the_plot_shows_changed(tmp_path, mon
     assert rendered == [1.0, 2.0, 1.0, 2.0, 9.0, 2.0]
     # other code renders again: the plotting package (or matplotlib), the modules that build the figure,
     # and another resolution
-    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
-    assert not plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.steps.comparison"])
+    assert not plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.steps.comparison"])
     monkeypatch.setattr(_common, "_source_of", lambda modules: "edited " + ",".join(modules))
-    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.steps.comparison"])
     monkeypatch.setattr(_common, "_plotting_code", lambda: "edited")
-    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"])
-    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.comparison"], dpi=50)
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.steps.comparison"])
+    plots.save_png_of({"v": 2.0}, path, figure(2.0), code=["evalpipeline.steps.comparison"], dpi=50)
     assert rendered == [1.0, 2.0, 1.0, 2.0, 9.0, 2.0, 2.0, 2.0, 2.0, 2.0]

@@ -111,7 +111,7 @@ def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
         assert digest(paths[name]) == digest(again[name]), name
     assert not [p for p in (tmp_path / "one").iterdir() if p.name.startswith(".")]  # no temporaries left
     # every table has exactly the documented columns (README "Output tables"), in order
-    from evalpipeline.reliability.lake import RELIABILITY_COLUMNS
+    from evalpipeline.steps.reliability import RELIABILITY_COLUMNS
 
     for name, path in paths.items():
         if name != "metadata":
@@ -124,7 +124,7 @@ def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
 def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_path):
     from evalpipeline.lake import Lake
     from evalpipeline.reliability import ReliabilitySettings
-    from evalpipeline.reliability.lake import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
+    from evalpipeline.steps.reliability import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
     from tests.test_comparison import planted_scores, write_samples
 
     rng = np.random.default_rng(8)
@@ -167,7 +167,7 @@ def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_pat
 def test_moving_a_suite_to_another_domain_recomputes_its_partitions_under_the_new_name_only(tmp_path):
     from evalpipeline.lake import Lake
     from evalpipeline.reliability import ReliabilitySettings
-    from evalpipeline.reliability.lake import ReliabilityConfig, assess_partition
+    from evalpipeline.steps.reliability import ReliabilityConfig, assess_partition
     from tests.test_comparison import planted_scores, write_samples
 
     rng = np.random.default_rng(9)
@@ -196,7 +196,7 @@ def test_model_reliability_takes_over_current_suite_rows_and_agrees_with_the_sui
     import pyarrow as pa
 
     from evalpipeline.lake import Lake, write_parquet_atomic
-    from evalpipeline.reliability.lake import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
+    from evalpipeline.steps.reliability import INPUTS_FILE, ReliabilityConfig, assess_model, assess_partition
 
     rng = np.random.default_rng(21)
     lake = Lake(tmp_path / "lake")

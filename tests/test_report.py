@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipeline.report import Image, Paragraph, Section, Table, relative_src, render_report, write_report
+from evalpipeline.report.html import Image, Paragraph, Section, Table, relative_src, render_report, write_report
 
 HOSTILE = """<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>"""
 

@@ -27,7 +27,7 @@ import pytest
 from PIL import Image as PILImage
 
 from evalpipeline import plots
-from evalpipeline.report import Image, Section, Table, relative_src, render_report, write_report
+from evalpipeline.report.html import Image, Section, Table, relative_src, render_report, write_report
 from tests.test_plots import all_figures
 
 ARTEFACTS = Path(__file__).resolve().parent / "artefacts"
@@ -123,7 +123,7 @@ def screenshot_to_artefacts(chromium: str, page: Path, tmp_path: Path, name: str
 
 def test_the_lake_report_renders_with_every_image_in_chromium(chromium, tmp_path):
     """The report the ``report`` asset writes (build_report over a lake of comparisons and reliability)."""
-    from evalpipeline.report_builder import build_report
+    from evalpipeline.report.build import build_report
     from tests.test_report_builder import make_report_lake
 
     report = build_report(make_report_lake(tmp_path / "lake"), "2026-01-02T03:04:05")

@@ -1,4 +1,4 @@
-"""The lake-wide report (evalpipeline/report_builder.py) read the way a person reads it."""
+"""The lake-wide report (evalpipeline/report/build.py) read the way a person reads it."""
 
 import html
 import re
@@ -10,9 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from evalpipeline.comparison import ComparisonSettings, build_model_profile, build_suite_comparison
+from evalpipeline.steps.comparison import ComparisonSettings, build_model_profile, build_suite_comparison
 from evalpipeline.lake import Lake, write_parquet_atomic
-from evalpipeline.report_builder import build_report
+from evalpipeline.report.build import build_report
 from tests.test_comparison import planted_scores, write_samples
 
 MODELS = ("vendor/big model", "small <b>&co")
@@ -23,7 +23,7 @@ def make_report_lake(root: Path) -> Lake:
     """A lake as the pipeline leaves it for the report: comparisons of two suites and two models, and
     HIP-LLM reliability (per partition and per model, with plots) for the first model."""
     from evalpipeline.reliability import ReliabilitySettings
-    from evalpipeline.reliability.lake import ReliabilityConfig, assess_model, assess_partition
+    from evalpipeline.steps.reliability import ReliabilityConfig, assess_model, assess_partition
 
     rng = np.random.default_rng(2)
     lake = Lake(root)
@@ -78,8 +78,8 @@ def test_report_has_every_suite_and_model_and_no_broken_image(report_lake):
     assert f"Reliability of {html.escape(MODELS[0])}" in text and f"Reliability of {html.escape(MODELS[1])}" not in text
     assert re.search(r"E\[R\(60\)\]", text) and re.search(r"\[0\.\d{3}, 0\.\d{3}\]", text)
     # the WAIC/LOO table shows the rankings' own columns (none here: no fits in this lake)
-    from evalpipeline.glm_rankings import RANKING_COLUMNS
-    from evalpipeline.report_builder import RANKINGS_SHOWN
+    from evalpipeline.steps.rankings import RANKING_COLUMNS
+    from evalpipeline.report.build import RANKINGS_SHOWN
 
     assert set(RANKINGS_SHOWN) <= set(RANKING_COLUMNS)
 
@@ -104,7 +104,7 @@ def test_report_on_an_empty_lake_says_so(tmp_path):
 
 
 def test_report_rereads_only_the_reliability_tables_that_changed(report_lake, monkeypatch):
-    from evalpipeline import report_builder
+    from evalpipeline.report import build as report_builder
 
     first = build_report(report_lake, "t").read_bytes()
     read = []
@@ -127,7 +127,7 @@ def test_report_rereads_only_the_reliability_tables_that_changed(report_lake, mo
 
 
 def test_a_large_suite_shows_the_pairs_that_decide_its_ranking():
-    from evalpipeline.report_builder import _pairs_shown
+    from evalpipeline.report.build import _pairs_shown
 
     models = [f"m{i}" for i in range(6)]  # leaderboard order m0 (rank 1) .. m5; stored pairs in another order
     board = pd.DataFrame({"model": models[::-1], "rank": [6, 5, 4, 3, 2, 1]})

@@ -18,8 +18,8 @@ from assets.fits import PARTITION_GLM_ASSETS
 from assets.partitions import model_suite_key
 from evalpipeline.config import EXECUTOR_ENV
 from evalpipeline.definitions import LOG_LEVEL_ENV, _console_config, executor_note
-from evalpipeline.keys import to_partition_key
-from evalpipeline.reliability.lake import TAXONOMY_ENV, load_reliability_config
+from evalpipeline.lake.keys import to_partition_key
+from evalpipeline.steps.reliability import TAXONOMY_ENV, load_reliability_config
 from evalpipeline.settings import ConfigError
 from resources import LakeResource
 from resources.fit import CACHE_MAX_ENV, GlmSettings
@@ -110,7 +110,7 @@ def _cli_run(tmp_path, **environ) -> subprocess.CompletedProcess:
     (tmp_path / "landing").mkdir(exist_ok=True)
     env = {**os.environ, "EVALPIPELINE_LANDING": str(tmp_path / "landing"), "EVALPIPELINE_LAKE": str(tmp_path / "lake"),
            "DAGSTER_HOME": str(tmp_path), **environ}
-    return subprocess.run([sys.executable, "-m", "evalpipeline.cli", "run", "--workers", "1"], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "evalpipeline.cli.main", "run", "--workers", "1"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -139,7 +139,7 @@ def test_cli_run_started_outside_the_repository_names_the_missing_default_landin
     """The default landing folder and lake are relative: a cron job started in its home folder found no
     log, made an empty lake there and exited 0."""
     env = {k: v for k, v in os.environ.items() if k not in ("EVALPIPELINE_LANDING", "EVALPIPELINE_LAKE")}
-    done = subprocess.run([sys.executable, "-m", "evalpipeline.cli", "run", "--workers", "1"], cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-m", "evalpipeline.cli.main", "run", "--workers", "1"], cwd=tmp_path,
                           env={**env, "DAGSTER_HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -269,7 +269,7 @@ def test_cli_ingest_checks_the_whole_configuration_and_blames_flags_on_the_flags
         if text is not None:
             config = tmp_path / "bad.toml"
             config.write_text(text)
-        done = subprocess.run([sys.executable, "-m", "evalpipeline.cli", "ingest", str(log), "--lake",
+        done = subprocess.run([sys.executable, "-m", "evalpipeline.cli.main", "ingest", str(log), "--lake",
                                str(tmp_path / "lake"), "--config", str(config), *flags],
                               capture_output=True, text=True, cwd=REPO, timeout=300)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (text, flags, done.stderr)
@@ -339,7 +339,7 @@ def test_cli_run_names_a_misspelt_configuration_table_before_any_work(tmp_path):
 ])
 @pytest.mark.parametrize("command", ["run", "forget"])
 def test_cli_run_names_a_bad_worker_count_in_words(command, value, message, capsys):
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     message = message.format(cores=cli.available_cores())
     with pytest.raises(SystemExit) as exit_info:
@@ -365,7 +365,7 @@ def _bad_paths(tmp_path) -> dict:
 def _cli_ingest_refusal(tmp_path, monkeypatch, capsys, flags, environ) -> tuple[int, str, dict]:
     """Exit code and stderr of `evalpipeline ingest` of one demo log with ``flags`` and ``environ``
     ({name} in them: the paths of :func:`_bad_paths`), and those paths."""
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     paths = {name: str(path) for name, path in _bad_paths(tmp_path).items()}
     monkeypatch.delenv("EVALPIPELINE_CONFIG", raising=False)
@@ -430,7 +430,7 @@ def test_cli_ingest_names_a_lake_root_that_cannot_be_a_folder(tmp_path, monkeypa
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no folder can be created")
 def test_cli_ingest_names_a_lake_folder_that_cannot_be_created(capsys):
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
 
     code = cli.main(["ingest", str(_first_log()), "--lake", "/proc/no_such_lake"])  # was a FileNotFoundError traceback
     error = capsys.readouterr().err
@@ -479,7 +479,7 @@ def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        f"evalpipeline.settings.ConfigError: {tmp_path / 'evalpipeline.toml'}: unknown table(s) ['reliabilty']; "
+        f"evalpipeline.config.ConfigError: {tmp_path / 'evalpipeline.toml'}: unknown table(s) ['reliabilty']; "
         "known: ['ingest', 'validate', 'posterior', 'judge', 'glm', 'reliability', 'plots']")
 
 
@@ -498,9 +498,9 @@ def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path, cach
 def test_a_landing_folder_that_holds_or_lies_in_the_lake_is_refused(tmp_path, landing, message):
     """EVALPIPELINE_LANDING=data (the parent of data/inspect_logs and data/lake) read the demo lake's own
     tables as logs: 282 unreadable-file records and partitions named after its columns (found by a review)."""
-    from evalpipeline import cli
+    import evalpipeline.cli.main as cli
     from evalpipeline.lake import Lake
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     root = tmp_path.resolve()
     (root / "lake" / "samples").mkdir(parents=True)

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from evalpipeline.plan_cli import add_plan_subcommand
+from evalpipeline.cli.plan import add_plan_subcommand
 from evalpipeline.stats.planning import (
     analytic_standard_error,
     design_power,

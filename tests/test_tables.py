@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalpipeline.cli import main
+from evalpipeline.cli.main import main
 from evalpipeline.ingest import IngestOptions, find_log_files, ingest_paths, unplaced_path
 from evalpipeline.ingest.base import SourceReadError
 from evalpipeline.ingest.detect import open_source, reader_for
@@ -174,7 +174,7 @@ def test_a_moved_or_respelled_log_replaces_its_record_and_a_later_edit_reaches_t
     """Records are named by a hash of the path: a log moved to another path, or the same file spelled
     relative and absolute, must not leave a second record, whose rows would be kept or quarantined as
     superseded by the order of the paths rather than by which content is current."""
-    from evalpipeline.pipeline import read_samples
+    from evalpipeline.steps.samples import read_samples
 
     monkeypatch.chdir(tmp_path)
     lake = Lake(tmp_path / "lake")
@@ -205,7 +205,7 @@ def test_a_moved_or_respelled_log_replaces_its_record_and_a_later_edit_reaches_t
 
 
 def test_discovery_sees_lake_only_partitions_and_those_a_rewritten_log_retires(tmp_path):
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     table = _write(landing / "t.csv", "model,suite,item_id,score\na,s1,q,1\nb,s1,q,0\nb,s2,q,1\n")
@@ -249,8 +249,8 @@ def test_one_listing_of_the_ingest_records_answers_as_a_glob_per_file(tmp_path):
 
 
 def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp_path):
-    from evalpipeline.accounting import ingest_accounting
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.accounting import ingest_accounting
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     table = _write(landing / "t.csv", "model,suite,item_id,score\na,s1,q1,1\na,s1,q2,0\n,s1,q3,1\nb,,q1,1\n")
@@ -266,9 +266,9 @@ def test_rows_naming_no_model_or_suite_are_quarantined_and_make_no_partition(tmp
 
 def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
     """One over-long model name made the whole file unreadable: the other models' rows were lost too."""
-    from evalpipeline.accounting import UNPLACED_MODEL, ingest_accounting
-    from evalpipeline.keys import MAX_KEY_LENGTH
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.accounting import UNPLACED_MODEL, ingest_accounting
+    from evalpipeline.lake.keys import MAX_KEY_LENGTH
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     long_name = "m" * (MAX_KEY_LENGTH + 1)
@@ -303,7 +303,7 @@ def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
 
 
 def test_a_moved_or_respelled_log_leaves_one_record_of_its_rows_in_no_partition(tmp_path, monkeypatch):
-    from evalpipeline.accounting import UNPLACED_MODEL, ingest_accounting
+    from evalpipeline.steps.accounting import UNPLACED_MODEL, ingest_accounting
 
     monkeypatch.chdir(tmp_path)
     lake = Lake(tmp_path / "lake")
@@ -329,8 +329,8 @@ def test_an_old_lakes_unknown_pseudo_partition_is_never_scheduled_and_goes_with_
     (the upgrade does, READERS_VERSION) retires it."""
     import shutil
 
-    from evalpipeline.pipeline import ingest_partitions
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.samples import ingest_partitions
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     first = _write(landing / "a.csv", "model,suite,item_id,score\nm,s1,q1,1\n,s1,q2,1\n")
@@ -349,7 +349,7 @@ def test_an_old_lakes_unknown_pseudo_partition_is_never_scheduled_and_goes_with_
 
 
 def test_a_wide_column_named_too_long_sets_aside_that_model_only(tmp_path):
-    from evalpipeline.keys import MAX_KEY_LENGTH
+    from evalpipeline.lake.keys import MAX_KEY_LENGTH
 
     lake = Lake(tmp_path / "lake")
     long_name = "w" * (MAX_KEY_LENGTH + 5)
@@ -386,7 +386,7 @@ def test_a_real_model_named_like_the_old_placeholder_gets_no_other_rows(tmp_path
                                   "model,suite,item_id,score\nm,,q1,1\n"])
 def test_a_file_none_of_whose_rows_names_a_partition_is_unreadable(tmp_path, text):
     """No partition would ever read it in the nightly: it is reported, not left unaccounted."""
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     table = _write(landing / "t.csv", text)
@@ -400,7 +400,7 @@ def test_a_file_none_of_whose_rows_names_a_partition_is_unreadable(tmp_path, tex
 
 
 def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
-    from evalpipeline.accounting import ingest_accounting
+    from evalpipeline.steps.accounting import ingest_accounting
 
     lake = Lake(tmp_path / "lake")
     table = _write(tmp_path / "t.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\n"
@@ -418,7 +418,7 @@ def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
 
 
 def test_an_unreadable_file_keeps_one_record_until_it_is_read(tmp_path):
-    from evalpipeline.accounting import ingest_accounting
+    from evalpipeline.steps.accounting import ingest_accounting
 
     lake = Lake(tmp_path / "lake")
     path = tmp_path / "landing" / "t.csv"
@@ -480,7 +480,7 @@ def test_chunked_reading_gives_the_same_tables(tmp_path):
 
 
 def test_the_accounting_rereads_only_partitions_whose_tables_changed(tmp_path, monkeypatch):
-    from evalpipeline import accounting
+    from evalpipeline.steps import accounting
 
     lake = Lake(tmp_path / "lake")
     tables = [_write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,1\n"),
@@ -502,7 +502,7 @@ def test_the_accounting_rereads_only_partitions_whose_tables_changed(tmp_path, m
 def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, monkeypatch):
     # the quarantine reasons are classed by ingest's rule: an edit there must invalidate the cached
     # counts (and mark the asset stale), or warm and cold runs of the same code would disagree
-    from evalpipeline import accounting
+    from evalpipeline.steps import accounting
     from evalpipeline.ingest import general_reason
 
     lake = Lake(tmp_path / "lake")
@@ -511,7 +511,7 @@ def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, 
     real = accounting.code_version
     monkeypatch.setattr(accounting, "code_version", lambda modules, *a, **k: versioned.append(list(modules)) or real(modules, *a, **k))
     accounting.ingest_accounting(lake)
-    assert versioned and all(general_reason.__module__ in modules and "evalpipeline.accounting" in modules
+    assert versioned and all(general_reason.__module__ in modules and "evalpipeline.steps.accounting" in modules
                              for modules in versioned)
     from assets.accounting import ingest_accounting as asset
 
@@ -775,7 +775,7 @@ def test_wide_model_headers_that_differ_only_in_unicode_form_are_refused(tmp_pat
 
 
 def test_a_wide_table_whose_only_model_header_is_spaces_is_unreadable_in_discovery_and_ingest(tmp_path):
-    from evalpipeline.refresh import discover
+    from evalpipeline.steps.discovery import discover
 
     landing = tmp_path / "landing"
     src = _write(landing / "wsuite.csv", "item_id,  \nq1,1\n")

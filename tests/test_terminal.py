@@ -4,7 +4,7 @@ import unicodedata
 
 import pandas as pd
 
-from evalpipeline.terminal import display_width, format_leaderboard
+from evalpipeline.report.terminal import display_width, format_leaderboard
 
 
 def _board(names):

@@ -117,7 +117,7 @@ def test_a_batch_of_one_shape_is_one_gx_run(monkeypatch):
     assert len(calls) == 1 and all(r is not None and r.success for r in reports)
 
 
-# -- in the ingest pipeline (evalpipeline.pipeline.PartitionValidator) ---------------------------------------
+# -- in the ingest pipeline (evalpipeline.steps.samples.PartitionValidator) ---------------------------------------
 
 def _landing(tmp_path, *, bad_epoch: bool) -> "Path":
     landing = tmp_path / "landing"
@@ -132,7 +132,7 @@ def _landing(tmp_path, *, bad_epoch: bool) -> "Path":
 
 def test_ingest_validates_clean_partitions_together_and_a_failing_one_alone(tmp_path, monkeypatch):
     from evalpipeline.lake import Lake
-    from evalpipeline.pipeline import ingest_partitions, partition_validator
+    from evalpipeline.steps.samples import ingest_partitions, partition_validator
     from evalpipeline.validate import batch, run
 
     gx_runs = []
@@ -171,7 +171,7 @@ def test_ingest_validates_clean_partitions_together_and_a_failing_one_alone(tmp_
 
 def test_a_table_changed_after_preparing_is_validated_alone(tmp_path):
     from evalpipeline.lake import Lake
-    from evalpipeline.pipeline import partition_validator
+    from evalpipeline.steps.samples import partition_validator
 
     lake = Lake(tmp_path / "lake")
     validator = partition_validator(lake, data_docs=False)
@@ -192,8 +192,8 @@ def test_batch_sites_no_partition_links_are_swept_after_the_grace_period(tmp_pat
     import time
 
     from evalpipeline.lake import Lake
-    from evalpipeline import pipeline
-    from evalpipeline.pipeline import ingest_partitions, partition_validator
+    from evalpipeline.steps import samples as pipeline
+    from evalpipeline.steps.samples import ingest_partitions, partition_validator
 
     lake = Lake(tmp_path / "lake")
     pairs = [(f"m{m}", f"s{s}") for m in range(3) for s in range(2)]
@@ -216,7 +216,7 @@ def test_batch_sites_no_partition_links_are_swept_after_the_grace_period(tmp_pat
 
 def test_a_batch_whose_gx_run_raises_leaves_every_partition_to_the_single_path(tmp_path, monkeypatch):
     from evalpipeline.lake import Lake
-    from evalpipeline.pipeline import ingest_partitions, partition_validator
+    from evalpipeline.steps.samples import ingest_partitions, partition_validator
     from evalpipeline.validate import batch
 
     def broken(*_args, **_kwargs):
@@ -237,7 +237,7 @@ def test_a_batch_whose_gx_run_raises_leaves_every_partition_to_the_single_path(t
 def test_batches_hold_a_bounded_number_of_rows_and_a_large_partition_is_validated_alone(tmp_path, monkeypatch):
     from evalpipeline import ingest
     from evalpipeline.lake import Lake
-    from evalpipeline.pipeline import ingest_partitions, partition_validator
+    from evalpipeline.steps.samples import ingest_partitions, partition_validator
 
     monkeypatch.setattr(ingest, "BATCH_VALIDATION_ROWS", 13)  # two 6-row partitions a batch
     lake = Lake(tmp_path / "lake")

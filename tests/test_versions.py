@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 
 MODULE = '''"""A module docstring."""
 
@@ -79,7 +79,7 @@ def test_the_settings_are_part_of_the_version(module):
 
 
 def test_a_file_that_does_not_parse_is_versioned_by_its_bytes(tmp_path, monkeypatch):
-    from evalpipeline.versions import code_fingerprint
+    from evalpipeline.lake.versions import code_fingerprint
 
     path = tmp_path / "broken.py"
     path.write_text("def broken(:\n    # a comment\n")

@@ -216,7 +216,7 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     partition fit keeps none."""
     import dataclasses
 
-    from evalpipeline.fits import GlmConfig, fit_suite_glm, previous_warm_state
+    from evalpipeline.steps.fits import GlmConfig, fit_suite_glm, previous_warm_state
     from evalpipeline.lake import Lake
     from evalpipeline.models import DiagnosticThresholds, FitSettings
     from tests.test_comparison import planted_scores, write_samples
@@ -273,7 +273,7 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     fifth = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1")
     assert fifth.metadata["start"] == "warm" and fifth.passed
 
-    from evalpipeline.fits import fit_partition_glm
+    from evalpipeline.steps.fits import fit_partition_glm
 
     partition = fit_partition_glm(lake, "m1", "quiz", "binomial", config, version="v1")
     assert partition.status == "fitted" and partition.metadata["start"] == "cold: no earlier fit to start from"
@@ -336,7 +336,7 @@ def test_room_for_another_llm_follows_the_padded_llm_axis_and_units():
 def test_a_suite_fit_asks_for_a_sampler_only_when_one_llm_more_would_compile_one():
     from types import SimpleNamespace
 
-    from evalpipeline.fits import preparation_reason
+    from evalpipeline.steps.fits import preparation_reason
 
     def fit(ready, passed=True, padded=16):
         return SimpleNamespace(passed=passed, next_llm_ready=ready, metadata={"layout": {"models": padded}})
@@ -355,7 +355,7 @@ def test_a_sampler_prepared_from_one_llm_more_is_what_the_next_refit_loads(tmp_p
     """A passing suite fit whose warm refit after one more LLM would need a sampler not yet compiled asks
     for it; prepare_requested_samplers traces and compiles it from the suite with one LLM more, and
     removes the request. When that LLM joins, the warm refit loads it and traces nothing."""
-    from evalpipeline.fits import GlmConfig, fit_suite_glm, prepare_requested_samplers, with_another_llm
+    from evalpipeline.steps.fits import GlmConfig, fit_suite_glm, prepare_requested_samplers, with_another_llm
     from evalpipeline.lake import Lake
     from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter
     from evalpipeline.models import fit as fit_module

@@ -51,7 +51,7 @@ from evalpipeline.ingest.base import (
 from evalpipeline.ingest.detect import SOURCE_SUFFIXES, claimed_by_results_file, open_source, reader_for
 from evalpipeline.ingest.inspect_logs import LogHeader, LogReadError
 from evalpipeline.ingest.scores import ScoreNormalisation
-from evalpipeline.keys import PartitionKeyError, from_partition_key, to_partition_key
+from evalpipeline.lake.keys import PartitionKeyError, from_partition_key, to_partition_key
 from evalpipeline.lake import AtomicParquetWriter, Lake, sha256_file, temp_prefix, write_parquet_atomic
 from evalpipeline.schema import (
     SchemaError,
@@ -662,7 +662,7 @@ BATCH_VALIDATION_ROWS = 50_000
 
 
 def prepare_validation(lake: Lake, pairs, validator: Validator | None) -> None:
-    """Let a validator that can (one with ``prepare``, see evalpipeline.pipeline.partition_validator)
+    """Let a validator that can (one with ``prepare``, see evalpipeline.steps.samples.partition_validator)
     validate the tables ``pairs`` are about to be consolidated into, several at once (batches of up to
     :data:`BATCH_VALIDATION_ROWS` rows); consolidation then asks it for each as before. Read without
     the partitions' locks: the validator keys what it prepared by the tables' content, so a table that

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from evalpipeline.ingest.scores import ScoreNormalisation
-from evalpipeline.keys import PartitionKeyError, to_partition_key
+from evalpipeline.lake.keys import PartitionKeyError, to_partition_key
 from evalpipeline.schema import COVARIATE_PREFIX
 
 #: Raised when the readers give other rows or reasons for the same bytes and options (a fix), so that
@@ -205,7 +205,7 @@ class Chunk:
 
 def placement_problem(model: str | None, suite: str | None) -> str | None:
     """Why rows of ``model`` x ``suite`` cannot be placed in a partition (None: they can): a blank
-    name, or one too long for a partition key (:func:`evalpipeline.keys.to_partition_key`)."""
+    name, or one too long for a partition key (:func:`evalpipeline.lake.keys.to_partition_key`)."""
     for kind, name in (("model", model), ("suite", suite)):
         if name is None or not name.strip():  # a name of spaces shows as none in every listing
             return f"no {kind} value"

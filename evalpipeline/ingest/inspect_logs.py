@@ -116,7 +116,7 @@ from evalpipeline.ingest.base import (
     short_error,
 )
 from evalpipeline.ingest.scores import ScoreNormalisation, binary_reading
-from evalpipeline.keys import PartitionKeyError, to_partition_key
+from evalpipeline.lake.keys import PartitionKeyError, to_partition_key
 from evalpipeline.lake import sha256_file
 
 INCOMPLETE_STATUSES = ("error", "cancelled")

@@ -93,7 +93,7 @@ from evalpipeline.ingest.base import (
     short_error,
 )
 from evalpipeline.ingest.scores import binary_reading
-from evalpipeline.keys import PartitionKeyError, to_partition_key
+from evalpipeline.lake.keys import PartitionKeyError, to_partition_key
 from evalpipeline.lake import sha256_file
 
 LOG_FORMAT = "lm-eval"

@@ -127,7 +127,7 @@ class FitSettings:
     #: (``warm_tuning``), and ``warm_burn_in`` iterations of burn-in instead of ``num_warmup`` of
     #: adaptation; a warm fit that
     #: fails a retried diagnostic is refitted cold. False: every fit starts cold, so a fit depends on
-    #: its data and seed only, not on the fits before it (evalpipeline.fits still keeps where a suite
+    #: its data and seed only, not on the fits before it (evalpipeline.steps.fits still keeps where a suite
     #: fit's chains ended: switched back on, it takes effect at the next refit). Neither decides what is estimated, so they
     #: are not part of a fit's version (GlmConfig.for_model): switching refits nothing.
     warm_start: bool = True
@@ -140,7 +140,7 @@ class FitSettings:
     warm_tuning: str = "pooled"
     #: a passing suite fit of at least this many LLMs (with warm starts on) whose warm refit after one more
     #: LLM would need a sampler not compiled yet asks for it to be prepared ahead, so that the night an
-    #: LLM joins compiles nothing (evalpipeline.fits.prepare_requested_samplers); 0: never. From 8 the
+    #: LLM joins compiles nothing (evalpipeline.steps.fits.prepare_requested_samplers); 0: never. From 8 the
     #: LLM axis is padded to a multiple of 8 (glm.padded_models): one night in eight needs a new size.
     #: Below, every LLM changes the shape and a suite's sampler compiles in a few seconds. Decides no
     #: estimate: not part of a fit's version.
@@ -640,7 +640,7 @@ def _program_key(runner_key: tuple) -> str:
     import jaxlib
     import numpyro
 
-    from evalpipeline.versions import code_version
+    from evalpipeline.lake.versions import code_version
 
     versions = (jax.__version__, jaxlib.__version__, numpyro.__version__, bool(jax.config.jax_enable_x64))
     code = code_version(["evalpipeline.models"])

@@ -194,7 +194,7 @@ def _png_text(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _source_of(modules: tuple[str, ...]) -> str:
-    from evalpipeline.versions import code_version
+    from evalpipeline.lake.versions import code_version
 
     return code_version(list(modules)) if modules else ""
 
@@ -203,7 +203,7 @@ def _source_of(modules: tuple[str, ...]) -> str:
 def _plotting_code() -> str:
     import matplotlib
 
-    from evalpipeline.versions import code_version
+    from evalpipeline.lake.versions import code_version
 
     return f"{code_version(['evalpipeline.plots'])} matplotlib {matplotlib.__version__}"
 

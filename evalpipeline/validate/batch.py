@@ -7,7 +7,7 @@ benchmarks/README.md). An ingest step of a 60-partition range spent ~90% of its 
 :func:`validate_batch` runs the suite once over the concatenation of partitions that have the same
 columns and dtypes, and gives each partition the report :func:`validate_samples` would give it
 alone, or ``None`` where it cannot vouch for that, and the caller validates that partition alone
-(:func:`evalpipeline.pipeline.partition_validator` does). It vouches only for a partition that
+(:func:`evalpipeline.steps.samples.partition_validator` does). It vouches only for a partition that
 passes every check, where each check's verdict and observed value follow from the batch's
 results:
 

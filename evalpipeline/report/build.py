@@ -1,6 +1,6 @@
 """The lake-wide HTML report (asset ``report``): reads what the comparison assets wrote.
 
-Writes ``<lake>/report/index.html`` with :func:`evalpipeline.report.render_report`:
+Writes ``<lake>/report/index.html`` with :func:`evalpipeline.report.html.render_report`:
 
 * per suite (from ``suite_comparison/suite=<key>/``): the leaderboard table,
   every pair's verdict in words (ladder sentence, HPDI rule, t-test p-values
@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evalpipeline.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE, ranking_pairs
-from evalpipeline.keys import from_partition_key
+from evalpipeline.steps.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE, ranking_pairs
+from evalpipeline.lake.keys import from_partition_key
 from evalpipeline.lake import Lake, SummaryCache
-from evalpipeline.report import Image, Paragraph, Section, Table, relative_src, render_report, write_report
-from evalpipeline.versions import code_version
+from evalpipeline.report.html import Image, Paragraph, Section, Table, relative_src, render_report, write_report
+from evalpipeline.lake.versions import code_version
 
 REPORT_PATH = Path("report") / "index.html"
 #: The reliability rows of every partition and model, kept between runs (:class:`SummaryCache`): a 600-partition
@@ -85,7 +85,7 @@ ALL_PAIRS_UP_TO = 300
 
 
 def _pairs_shown(pairs: pd.DataFrame, board: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, str | None]:
-    """The pairs a suite's section shows (above ``limit``, :func:`~evalpipeline.comparison.ranking_pairs`),
+    """The pairs a suite's section shows (above ``limit``, :func:`~evalpipeline.steps.comparison.ranking_pairs`),
     and a sentence saying which when that is not all of them."""
     if len(pairs) <= limit:
         return pairs, None
@@ -365,7 +365,7 @@ def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | Non
 
 def reliability_summaries(lake: Lake) -> SummaryCache:
     """The reliability rows the last report read (:data:`RELIABILITY_CACHE`), valid for this code."""
-    return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report_builder"]))
+    return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report.build"]))
 
 
 def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO,

@@ -2,7 +2,7 @@
 ``suite_comparison`` asset writes beside its leaderboard when the suite's attempts carry labels
 (the ``answer`` and ``target`` columns). No Dagster here.
 
-Layout written (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the suite)::
+Layout written (``<key>`` is :func:`evalpipeline.lake.keys.to_partition_key` of the suite)::
 
     <lake>/suite_comparison/suite=<key>/classification.parquet           CLASSIFICATION_COLUMNS
     <lake>/suite_comparison/suite=<key>/classification_pairwise.parquet  CLASSIFICATION_PAIRWISE_COLUMNS
@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.comparison import _counted, suite_comparison_dir
+from evalpipeline.steps.comparison import _counted, suite_comparison_dir
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.stats.confusion import (
     CLASS_METRIC_COLUMNS,
@@ -128,7 +128,7 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
 
     ``samples``: every model's sample rows on the suite (``model``, ``score`` and, to be classified,
     ``answer``, ``target`` and ``item_id``; ``error`` and ``limit`` where present), as
-    :func:`evalpipeline.comparison.read_suite_samples` reads them.
+    :func:`evalpipeline.steps.comparison.read_suite_samples` reads them.
     """
     missing = {"model", "score"} - set(samples.columns)
     if missing:

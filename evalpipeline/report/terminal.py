@@ -9,7 +9,7 @@ import unicodedata
 
 import pandas as pd
 
-from evalpipeline.keys import printable
+from evalpipeline.lake.keys import printable
 
 
 def display_width(text: str) -> int:

@@ -1,7 +1,7 @@
 """Suite comparisons and model profiles over a lake: the library behind the assets
 ``suite_comparison`` (per suite) and ``model_profile`` (per model). No Dagster here.
 
-Layout written (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
+Layout written (``<key>`` is :func:`evalpipeline.lake.keys.to_partition_key` of the name)::
 
     <lake>/suite_comparison/suite=<key>/leaderboard.parquet    LEADERBOARD_COLUMNS (+ p_above_<t>)
     <lake>/suite_comparison/suite=<key>/pairwise.parquet       PAIRWISE_TABLE_COLUMNS
@@ -70,11 +70,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fit_status import NO_STORED_FIT, no_stored_fit_reason
-from evalpipeline.fits import SUITE_TABLE, read_outcome
-from evalpipeline.keys import to_partition_key
+from evalpipeline.steps.fits import NO_STORED_FIT, no_stored_fit_reason
+from evalpipeline.steps.fits import SUITE_TABLE, read_outcome
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake, file_identity, read_parquet_files, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
+from evalpipeline.steps.samples import NoDataError, rejected_note, read_samples
 from evalpipeline.stats.compare import PAIRWISE_COLUMNS, pairwise_table
 from evalpipeline.stats.conventional import clopper_pearson_interval, wilson_interval
 from evalpipeline.stats.intervals import clt_flags, clt_interval
@@ -291,7 +291,7 @@ def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None =
     """Every model's canonical samples on ``suite`` (``model`` column from the hive path); of ``columns``
     alone (those a table has) when given.
 
-    Raises :class:`evalpipeline.pipeline.NoDataError` (a LookupError) when no
+    Raises :class:`evalpipeline.steps.samples.NoDataError` (a LookupError) when no
     model has a sample table for the suite, and ValueError when the tables
     lack the columns a comparison needs.
     """
@@ -655,12 +655,12 @@ def _write_table(frame: pd.DataFrame, path: Path) -> None:
 def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings | None = None) -> SuiteComparison:
     """Leaderboard, pairwise table, fit status and plots of one suite, written atomically to the lake.
 
-    Raises :class:`evalpipeline.pipeline.NoDataError` when the suite has no
+    Raises :class:`evalpipeline.steps.samples.NoDataError` when the suite has no
     sample tables and ValueError when it has tables but no counted attempt.
     Plots of an earlier run that this run does not produce (the GLM forest
     once no fit passes) are removed, so the folder shows only current results.
     """
-    from evalpipeline.classification import LABEL_COLUMNS, write_suite_classification
+    from evalpipeline.steps.classification import LABEL_COLUMNS, write_suite_classification
     from evalpipeline.plots import save_png
 
     settings = settings or ComparisonSettings()
@@ -815,7 +815,7 @@ def _profile_forest_figure(inputs: dict):
 def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
     """Write ``model_profile/model=<key>/profile.parquet`` and ``plots/forest.png``; return the table.
 
-    Raises :class:`evalpipeline.pipeline.NoDataError` when the model has no sample tables.
+    Raises :class:`evalpipeline.steps.samples.NoDataError` when the model has no sample tables.
     """
     from evalpipeline.plots import save_png_of
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
+from evalpipeline.steps.samples import NoDataError, rejected_note, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
 from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, DOMAIN_LABEL, SUBDOMAIN_LABEL, SUCCESSES, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
@@ -134,7 +134,7 @@ class ReliabilityConfig:
 
 
 def load_reliability_config(path: Path | None = None) -> ReliabilityConfig:
-    from evalpipeline.settings import ConfigError, config_path
+    from evalpipeline.config import ConfigError, config_path
 
     path = path or config_path()
     data: dict = {}
@@ -300,7 +300,7 @@ def draw_partition_reliability_plots(lake: Lake, model: str, suite: str, config:
                                      code: str = "") -> dict[str, Path]:
     """Draw the plots of the partition's stored assessment (the ones :func:`assess_partition` draws).
 
-    Raises :class:`evalpipeline.pipeline.NoDataError` when no assessment of the current counts,
+    Raises :class:`evalpipeline.steps.samples.NoDataError` when no assessment of the current counts,
     settings and ``code`` is stored: the ``reliability`` asset of the partition must run first."""
     counts, settings, directory = _partition_inputs(lake, model, suite, config)
     stored = _stored_result(directory, _inputs_hash(counts, settings, code), settings)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalpipeline.fits import draw_fit_plots, partition_fit_dir, samples_content_hash, suite_fit_dir, suite_samples
+from evalpipeline.steps.fits import draw_fit_plots, partition_fit_dir, samples_content_hash, suite_fit_dir, suite_samples
 from evalpipeline.lake import Lake
-from evalpipeline.pipeline import NoDataError, read_samples
+from evalpipeline.steps.samples import NoDataError, read_samples
 
 PLOT_MODES = ("on_request", "always")
 DEFAULT_PLOT_MODE = "on_request"
@@ -45,13 +45,13 @@ def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
 
     Each fit's figures use the reading of graded scores it was fitted with (its provenance).
     ``reliability_code`` is the code version the assessment was stored under (the ``reliability``
-    asset's; "" for assessments made by :func:`evalpipeline.reliability.lake.assess_partition`
-    without one). Raises :class:`evalpipeline.pipeline.NoDataError` naming what to materialise
+    asset's; "" for assessments made by :func:`evalpipeline.steps.reliability.assess_partition`
+    without one). Raises :class:`evalpipeline.steps.samples.NoDataError` naming what to materialise
     first when a fit or the assessment is missing or was made from another sample table: figures
     of anything else than the current data would mislead.
     """
     from evalpipeline.models import GlmData, PARTITION_MODELS
-    from evalpipeline.reliability.lake import draw_partition_reliability_plots
+    from evalpipeline.steps.reliability import draw_partition_reliability_plots
 
     samples_path = lake.table_path("samples", "samples.parquet", model, suite)
     if not samples_path.exists():
@@ -83,7 +83,7 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
 
     As :func:`draw_partition_plots`: each fit is drawn with its own reading of graded scores, and a
     fit made from other sample tables than the suite's current ones (a model joined, a table
-    changed) raises :class:`evalpipeline.pipeline.NoDataError` naming the asset to materialise, as
+    changed) raises :class:`evalpipeline.steps.samples.NoDataError` naming the asset to materialise, as
     does a suite with no fitted suite GLM while one has not run yet for its current tables.
     Returns ``{}`` when every suite GLM is recorded as not applicable (left out of ``[glm] models``,
     or not applicable to these tables): there is nothing to draw, and nothing to do first;

@@ -14,7 +14,7 @@ import json
 import pandas as pd
 
 from evalpipeline.lake import Lake, SummaryCache
-from evalpipeline.versions import code_version
+from evalpipeline.lake.versions import code_version
 
 #: The ``model`` of the rows for a log's rows that no partition can hold (``ingest.unplaced_path``).
 UNPLACED_MODEL = "(rows in no partition)"
@@ -26,7 +26,7 @@ COUNTS_CACHE = "partition_counts.json"
 
 #: The code the accounting's rows come from (the asset's code version and its cache's): the quarantine
 #: reasons are classed by the ingest report's own rule (:func:`evalpipeline.ingest.general_reason`).
-ACCOUNTING_CODE = ["evalpipeline.accounting", "evalpipeline.ingest"]
+ACCOUNTING_CODE = ["evalpipeline.steps.accounting", "evalpipeline.ingest"]
 
 ACCOUNTING_COLUMNS = {
     "model": "model display name; (unreadable file) for logs no partition could be read from, "

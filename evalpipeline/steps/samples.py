@@ -24,7 +24,7 @@ from evalpipeline.ingest import (
     prepare_validation,
     scan_sources,
 )
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 from evalpipeline.stats.posteriors import CONCENTRATION_PRIOR, accuracy_posteriors, suite_leaderboard
 

@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the Great Expectations validation of each partition (faster)")
     ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
                         help="ingest completed samples of error/cancelled logs")
-    from evalpipeline.plan_cli import add_plan_subcommand
+    from evalpipeline.cli.plan import add_plan_subcommand
 
     add_plan_subcommand(sub)
     return parser
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         executor = os.environ.pop(EXECUTOR_ENV, None)
         try:
             from evalpipeline.lake import prepare_lake_root
-            from evalpipeline.settings import check_named_config
+            from evalpipeline.config import check_named_config
 
             check_named_config()  # before the import below, which reads the file
             # the composition root owns Dagster; loading it reads most settings (cron, threads, config file)
@@ -164,7 +164,7 @@ def _forget(args) -> int:
     rows resolved as retired)."""
     from evalpipeline.definitions import defs, run_main_job
     from evalpipeline.ingest import find_log_files, forget
-    from evalpipeline.keys import printable
+    from evalpipeline.lake.keys import printable
 
     if args.suite is not None and args.model is None:
         print("evalpipeline forget: --suite needs --model", file=sys.stderr)
@@ -201,7 +201,8 @@ def _forget(args) -> int:
 def _ingest(args) -> int:
     from evalpipeline.ingest import find_log_files, ingest_paths
     from evalpipeline.lake import Lake, prepare_lake_root
-    from evalpipeline.settings import ConfigError, check_config, check_named_config, load_ingest_options
+    from evalpipeline.config import ConfigError, check_named_config
+    from evalpipeline.settings import check_config, load_ingest_options
 
     try:
         check_named_config(args.config)  # a folder or an unreadable file, named with --config or the variable
@@ -230,11 +231,11 @@ def _ingest(args) -> int:
         return 2
     validator = None
     if not args.no_validate:
-        from evalpipeline.pipeline import partition_validator
+        from evalpipeline.steps.samples import partition_validator
         from evalpipeline.settings import load_validation_settings
 
         validator = partition_validator(lake, load_validation_settings(Path(args.config) if args.config else None))
-    from evalpipeline.keys import printable
+    from evalpipeline.lake.keys import printable
 
     # one line per message: a name from a log shows its control characters as escapes
     report = ingest_paths(files, lake, options, progress=lambda line: print(printable(line)), validator=validator)

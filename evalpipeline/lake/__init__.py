@@ -1,6 +1,6 @@
 """The lake: Hive-style Parquet tables under one root, written atomically.
 
-Layout (``<key>`` is :func:`evalpipeline.keys.to_partition_key` of the name)::
+Layout (``<key>`` is :func:`evalpipeline.lake.keys.to_partition_key` of the name)::
 
     <root>/ingested/model=<key>/suite=<key>/eval-<eval_id>-<path hash>.parquet
         every row one log file yielded, accepted or not (``reason`` null when
@@ -47,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.lake.keys import from_partition_key, to_partition_key
 
 
 _HOST = socket.gethostname().replace("-", "_")

@@ -61,7 +61,7 @@ def _fingerprint(path: Path, _mtime_ns: int, _size: int) -> bytes:  # keyed on t
 def code_version(modules: list[str], settings: dict | None = None, length: int = 12) -> str:
     """Hash of the code of ``modules`` (:func:`code_fingerprint`) and of ``settings`` (JSON, keys sorted)."""
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the repository: names are as a reader sees them
     for path in module_files(*modules):
         resolved = path.resolve()
         name = resolved.relative_to(root) if resolved.is_relative_to(root) else resolved.name

@@ -1,6 +1,6 @@
 """WAIC and PSIS-LOO rankings of the stored candidate GLMs of every partition and suite.
 
-Kept apart from :mod:`evalpipeline.fits`: the GLM fits' code versions hash that module, so a
+Kept apart from :mod:`evalpipeline.steps.fits`: the GLM fits' code versions hash that module, so a
 change to how stored fits are ranked would otherwise mark every fit stale and refit it.
 
 Layout::
@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.fit_status import no_stored_fit_reason
-from evalpipeline.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, read_outcome
-from evalpipeline.keys import from_partition_key, to_partition_key
+from evalpipeline.steps.fits import no_stored_fit_reason
+from evalpipeline.steps.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, read_outcome
+from evalpipeline.lake.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 
 def _ranking_columns() -> dict[str, str]:
@@ -81,10 +81,10 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
     if previous is not None and "inputs_hash" in previous.columns:
         for record in previous[list(RANKING_COLUMNS)].to_dict("records"):
             stored.setdefault((record["scope"], record["model"], record["suite"], record["inputs_hash"]), []).append(record)
-    from evalpipeline.versions import code_version
+    from evalpipeline.lake.versions import code_version
 
-    code = code_version(["evalpipeline.models.compare", "evalpipeline.fits", "evalpipeline.fit_status",
-                         "evalpipeline.glm_rankings"])
+    code = code_version(["evalpipeline.models.compare", "evalpipeline.steps.fits", "evalpipeline.steps.fits",
+                         "evalpipeline.steps.rankings"])
     rows, computed, reused = [], 0, 0
     for scope, model, suite, folder in _fit_groups(lake):
         glm_dirs = sorted(p for p in folder.iterdir() if p.is_dir())

@@ -1,5 +1,5 @@
 """The GLM steps of the pipeline: fit, store and reuse, over a lake (the rankings of the stored
-fits: :mod:`evalpipeline.glm_rankings`).
+fits: :mod:`evalpipeline.steps.rankings`).
 
 Layout::
 
@@ -14,7 +14,7 @@ Layout::
                               by provenance.json; evalpipeline.models.warm)
         predictive.parquet    prior and posterior predictive checks of the success-rate distribution
         predictive.png, forest.png, trace.png   HiBayES Figures 7, 5/6 and 4 for this fit (drawn only when
-                              asked, ``draw_plots``, or when the fit fails: evalpipeline.partition_plots)
+                              asked, ``draw_plots``, or when the fit fails: evalpipeline.steps.figures)
 
 A fit whose provenance matches its inputs is reused, not refitted, so a rerun
 over unchanged data launches no sampling. A suite GLM refitted to new inputs (a model joined) starts
@@ -39,9 +39,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evalpipeline.keys import to_partition_key
+from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake, read_parquet_files, write_bytes_atomic, write_parquet_atomic
-from evalpipeline.pipeline import NoDataError, rejected_note, read_samples
+from evalpipeline.steps.samples import NoDataError, rejected_note, read_samples
 
 PARTITION_TABLE = "glm_fits"
 SUITE_TABLE = "glm_suite_fits"
@@ -553,3 +553,17 @@ def read_outcome(directory: Path) -> FitOutcome | None:
 def remove_fit(directory: Path) -> None:
     """Delete a stored fit (e.g. of a model removed from the registry)."""
     shutil.rmtree(directory, ignore_errors=True)
+
+
+#: ``status`` in ``fits.parquet`` of a suite GLM whose folder holds no complete fit
+NO_STORED_FIT = "no stored fit"
+
+
+def no_stored_fit_reason(directory: Path) -> str:
+    """Why :func:`read_outcome` found nothing in ``directory``: a fit under way or
+    killed before its record was written, or fit files deleted since."""
+    if not (directory / "provenance.json").exists():
+        return (f"{NO_STORED_FIT}: provenance.json is missing (a fit under way, or one that did not finish); "
+                "materialise it again if no run is fitting it")
+    missing = [name for name in FIT_FILES if not (directory / name).exists()]
+    return f"{NO_STORED_FIT}: {', '.join(missing)} missing; materialise it again to refit"
