@@ -28,13 +28,16 @@ from evalpipeline.steps.reliability import (
 )
 from evalpipeline.settings import load_plot_settings, load_reliability_settings
 from evalpipeline.lake.versions import code_version
+
+#: What a reliability table's code version covers: the method and its step over the lake.
+RELIABILITY_CODE = ["evalpipeline.reliability", "evalpipeline.steps.reliability"]
 from resources import LakeResource
 
 
 
 def _version() -> str:
     """The HIP-LLM code and settings; also the ``code`` in every output's inputs hash."""
-    return code_version(["evalpipeline.reliability"], load_reliability_settings().describe())
+    return code_version(RELIABILITY_CODE, load_reliability_settings().describe())
 
 
 def partition_version() -> str:
@@ -46,7 +49,7 @@ def partition_version() -> str:
     config = load_reliability_settings()
     moved = _moved_suites(config)
     # without moved suites the version is :func:`_version`'s, so a default taxonomy stales nothing
-    return code_version(["evalpipeline.reliability"], {**config.describe(), **({"suite_domains": moved} if moved else {})})
+    return code_version(RELIABILITY_CODE, {**config.describe(), **({"suite_domains": moved} if moved else {})})
 
 
 def _moved_suites(config) -> dict[str, str]:
@@ -60,7 +63,7 @@ def model_version() -> str:
     editing the profile marks every model's reliability stale, not the partitions'. (The outputs' own
     reuse needs no such help: the domains are in their counts and the profile in their settings.)"""
     config = load_reliability_settings()
-    return code_version(["evalpipeline.reliability"], {**config.describe(), "taxonomy_contents": asdict(config.taxonomy())})
+    return code_version(RELIABILITY_CODE, {**config.describe(), "taxonomy_contents": asdict(config.taxonomy())})
 
 
 def _result(output: ReliabilityOutput) -> MaterializeResult:
