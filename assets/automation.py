@@ -87,7 +87,7 @@ def has_accepted_samples(dimension: str) -> AutomationCondition:
     suite's assets when none of its tables passed ('no sample tables'), at every nightly tick. One with
     earlier outputs is requested all the same, so that its step fails rather than leave outputs made from
     since-rejected rows shown as current: the rule of ``evalpipeline run`` (``with_data`` in
-    evalpipeline.definitions.run_main_job)."""
+    resources.run.loop.run_main_job)."""
     if dimension == "model_suite":
         return PassedValidation(dimension=dimension)
     return (~AutomationCondition.missing() | PassedValidation(dimension=dimension)).with_label(

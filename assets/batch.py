@@ -41,6 +41,19 @@ from assets.metadata import markdown_text
 #: Metadata key of a combined check: the keys of the partitions it failed for (a JSON list).
 FAILED_PARTITIONS = "failed_partitions"
 
+#: How a step's progress message starts (:func:`partitions_in_turn`); ``evalpipeline run`` reads them.
+PROGRESS_MARK = "partitions done:"
+
+
+def partitions_in_turn(context: AssetExecutionContext) -> Iterator[str]:
+    """``context.partition_keys`` one at a time, logging after each how many of the run's are done
+    (``partitions done: 3/60``): what ``evalpipeline run`` reports while a range run is under way."""
+    keys = list(context.partition_keys)
+    for done, key in enumerate(keys, 1):
+        yield key
+        if len(keys) > 1:
+            context.log.info(f"{PROGRESS_MARK} {done}/{len(keys)}")
+
 
 @dataclass
 class PartitionResult:

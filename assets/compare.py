@@ -17,7 +17,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_when_inputs_change
-from assets.batch import PartitionResult, emit
+from assets.batch import PartitionResult, emit, partitions_in_turn
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import SUITE_GLM_ASSETS
 from assets.metadata import column_schema, markdown_table, markdown_text, png_markdown, table_metadata
@@ -74,7 +74,7 @@ def comparison_version() -> str:
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
 def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
-    yield from emit(context, [PartitionResult(key, _comparison(lake, key, context.log)) for key in context.partition_keys])
+    yield from emit(context, [PartitionResult(key, _comparison(lake, key, context.log)) for key in partitions_in_turn(context)])
 
 
 #: Verdict sentences previewed in the UI (a 100-model suite has 4,950 pairs: the rest are in the table).
@@ -148,7 +148,7 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     metadata={"dagster/column_schema": column_schema(PROFILE_COLUMNS)},
 )
 def model_profile(context: AssetExecutionContext, lake: LakeResource):
-    yield from emit(context, [PartitionResult(key, _profile(lake, key)) for key in context.partition_keys])
+    yield from emit(context, [PartitionResult(key, _profile(lake, key)) for key in partitions_in_turn(context)])
 
 
 def _profile(lake: LakeResource, key: str) -> MaterializeResult:

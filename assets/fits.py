@@ -16,7 +16,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
-from assets.batch import PartitionResult, emit
+from assets.batch import PartitionResult, emit, partitions_in_turn
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, markdown_table, png_markdown, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
@@ -173,7 +173,7 @@ def partition_glm_asset(glm: str):
             config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
             draw_plots = load_plot_settings() == "always"
         progress = _per_fit_progress(context, glm, config)
-        for key in context.partition_keys:
+        for key in partitions_in_turn(context):
             model, suite = model_suite_names(key)
             with permanent_errors(partitions=[key]):
                 store.require_passed_validation(model, suite)
@@ -209,7 +209,7 @@ def suite_glm_asset(glm: str):
             config, fitter, results = glm_settings.config(), glm_settings.fitter(store.root), []
             draw_plots = load_plot_settings(scope="suite_fits") == "always"
         progress = _per_fit_progress(context, glm, config)
-        for key in context.partition_keys:
+        for key in partitions_in_turn(context):
             suite = from_partition_key(key)
             with permanent_errors(partitions=[key]):
                 outcome = fit_suite_glm(store, suite, glm, config, version=glm_version(glm),

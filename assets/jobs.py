@@ -1,12 +1,28 @@
-"""Jobs, one per partitioning of the graph; ``evalpipeline run`` runs them in this order.
-
-Their partitioning is inferred from the selected assets."""
+"""The assets by partitioning, and the jobs, one per partitioning of the graph; ``evalpipeline run`` runs
+them in this order. A job's partitioning is inferred from the selected assets."""
 
 from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
+from assets.accounting import ingest_accounting
+from assets.compare import model_profile, report, suite_comparison
+from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS, waic_rankings
+from assets.plots import partition_plots, suite_fit_plots
+from assets.posteriors import accuracy_posteriors, suite_leaderboard
+from assets.reliability import model_reliability, reliability
+from assets.samples import eval_samples
+
+#: model x suite assets: what one ingest-and-fit run materialises for one partition
+PARTITION_ASSETS = [eval_samples, accuracy_posteriors, reliability, *PARTITION_GLM_ASSETS]
+#: per-suite assets
+SUITE_ASSETS = [suite_leaderboard, *SUITE_GLM_ASSETS, suite_comparison]
+#: per-model assets
+MODEL_ASSETS = [model_reliability, model_profile]
+#: lake-wide assets
+LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
+#: assets no job, schedule or automation materialises: drawn when somebody asks, from the UI
+ON_REQUEST_ASSETS = [partition_plots, suite_fit_plots]
 
 PARTITION_STEPS = [
     "eval_samples", "accuracy_posteriors", "reliability", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]

@@ -172,3 +172,14 @@ def range_run_request(block: list[tuple[str, str]], entries, tags: dict[str, str
         tags = tags | {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
     return RunRequest(run_key=f"{digest}:{keys[0]}..{keys[-1]}", partition_key=partition_keys[0] if len(keys) == 1 else None,
                       asset_selection=asset_selection, tags=tags)
+
+
+def split_failed_range(keys: list[str], failing) -> tuple[list[str], list[str]] | None:
+    """The partitions of a failed range run that its failures name, and the others, each in ``keys``' order;
+    None when the failures name no partition or one outside the range (then nothing tells the failing
+    partitions from the others). ``evalpipeline run`` reruns the named ones alone and the others in ranges;
+    the ``rerun_rest_of_failed_ranges`` sensor reruns the others."""
+    failing = set(failing or ())
+    if not failing or not failing <= set(keys):
+        return None
+    return [key for key in keys if key in failing], [key for key in keys if key not in failing]

@@ -9,7 +9,7 @@ import hashlib
 
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 
-from assets.batch import PartitionResult, emit
+from assets.batch import PartitionResult, emit, partitions_in_turn
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import PARTITION_GLM_ASSETS, SUITE_GLM_ASSETS
 from assets.metadata import png_markdown
@@ -48,7 +48,7 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
     with permanent_errors():
         config, code = load_reliability_settings(), reliability_code()
     results = []
-    for key in context.partition_keys:
+    for key in partitions_in_turn(context):
         model, suite = model_suite_names(key)
         with permanent_errors(partitions=[key]):
             paths = draw_partition_plots(lake.lake(), model, suite, config, code)
@@ -76,7 +76,7 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
 )
 def suite_fit_plots(context: AssetExecutionContext, lake: LakeResource):
     results = []
-    for key in context.partition_keys:
+    for key in partitions_in_turn(context):
         suite = from_partition_key(key)
         with permanent_errors(partitions=[key]):
             paths = draw_suite_fit_plots(lake.lake(), suite)

@@ -10,7 +10,7 @@ from dagster import (
 )
 
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
-from assets.batch import PartitionResult, emit
+from assets.batch import PartitionResult, emit, partitions_in_turn
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.metadata import column_schema, table_metadata
 from assets.partitions import RANGE_BACKFILL, model_suite_names, model_suite_partitions, one_dimension, suite_partitions
@@ -53,7 +53,7 @@ def posteriors_version() -> str:
 )
 def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings):
     yield from emit(context, [PartitionResult(key, _posteriors(lake, key, posterior_settings))
-                              for key in context.partition_keys])
+                              for key in partitions_in_turn(context)])
 
 
 def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
@@ -105,7 +105,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
 def suite_leaderboard(context: AssetExecutionContext, lake: LakeResource):
-    yield from emit(context, [PartitionResult(key, _leaderboard(lake, key)) for key in context.partition_keys])
+    yield from emit(context, [PartitionResult(key, _leaderboard(lake, key)) for key in partitions_in_turn(context)])
 
 
 def _leaderboard(lake: LakeResource, key: str) -> MaterializeResult:

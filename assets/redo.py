@@ -16,7 +16,7 @@ from dagster import AssetKey, DagsterEventType, RunFailureSensorContext, RunRequ
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.jobs import JOB_STEPS, ingest_and_fit_job, model_job
-from assets.partitions import partition_blocks
+from assets.partitions import partition_blocks, split_failed_range
 from assets.status import (
     _STATUS_SENSOR,
     check_evaluations,
@@ -58,7 +58,8 @@ def rerun_rest_of_failed_ranges(context: RunFailureSensorContext):
         return None
     failing = failing_partitions(step_failures(context.get_step_failure_events(), ""),
                                  check_evaluations(context.instance, run.run_id))
-    if not failing or not set(failing) < set(keys):  # names no partition, or every one: the nightly's
+    split = split_failed_range(keys, failing)
+    if split is None or not split[1]:  # names no partition, or every one: the nightly's
         return None
     selected = ([key.to_user_string() for key in run.asset_selection] if run.asset_selection
                 else JOB_STEPS.get(run.job_name, []))
@@ -69,7 +70,7 @@ def rerun_rest_of_failed_ranges(context: RunFailureSensorContext):
     left_out = sorted(set(selected) - set(steps))
     if left_out:  # partition_plots, drawn on request: materialise it again for those partitions
         context.log.warning(f"not rerun for the rest of run {run.run_id}: {', '.join(left_out)}")
-    rest = [key for key in keys if key not in failing]
+    rest = split[1]
     requests = []
     for block in partition_blocks(rest, partitions_def, context.instance):
         tags = {REST_OF_TAG: run.run_id}

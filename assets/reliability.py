@@ -12,7 +12,7 @@ from dagster import (
     asset,
 )
 
-from assets.batch import PartitionResult, emit
+from assets.batch import PartitionResult, emit, partitions_in_turn
 from assets.automation import refresh_partition_when_inputs_change, refresh_when_inputs_change
 from assets.errors import TRANSIENT_RETRY, permanent_errors
 from assets.fits import FIT_POOL
@@ -119,7 +119,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
     with permanent_errors():
         config, code, plots = load_reliability_settings(), _version(), load_plot_settings() == "always"
     results = []
-    for key in context.partition_keys:
+    for key in partitions_in_turn(context):
         model, suite = model_suite_names(key)
         with permanent_errors(partitions=[key]):
             lake.lake().require_passed_validation(model, suite)
@@ -156,7 +156,7 @@ def reliability(context: AssetExecutionContext, lake: LakeResource):
 def model_reliability(context: AssetExecutionContext, lake: LakeResource):
     config, code = load_reliability_settings(), _version()
     results = []
-    for key in context.partition_keys:
+    for key in partitions_in_turn(context):
         model = from_partition_key(key)
         with permanent_errors(partitions=[key]):
             output = assess_model(lake.lake(), model, config, code=code)

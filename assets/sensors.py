@@ -1,4 +1,5 @@
-"""Sensor ``landing_sensor``: new or changed logs -> partitions and runs.
+"""Sensors ``landing_sensor`` (new or changed logs -> partitions and runs) and ``refresh_downstream``
+(the assets' automation conditions).
 
 Reads only log headers. The cursor remembers each file's size, mtime, ctime and
 content hash, so unchanged files are neither re-hashed nor re-requested, and
@@ -22,9 +23,20 @@ and materialised nothing is split by ``rerun_rest_of_failed_ranges`` (assets/red
 
 
 import json
+import warnings
 from pathlib import Path
 
-from dagster import DefaultSensorStatus, MultiPartitionKey, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    MultiPartitionKey,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
 
 from assets.jobs import ingest_and_fit_job
 from assets.partitions import model_partitions, range_blocks, range_run_request, requested_range_size, suite_partitions
@@ -103,3 +115,22 @@ def _range_request(block: list[tuple[str, str]], wanted: dict) -> RunRequest:
     listed = ", ".join(names)
     return range_run_request(block, entries, {
         "evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"})
+
+
+# Dagster 1.13 passes owners=None when it binds a sensor to its job while resolving the repository, and
+# warns that the (unused) parameter is beta in every command that loads the code location.
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`")
+
+#: Evaluates the assets' automation conditions (downstream refreshes) every 30 s while the daemon runs,
+#: on the code server: assets.automation.PassedValidation reads the lake (``use_user_code_server`` is a
+#: beta parameter in Dagster 1.13, which would warn in every command that loads the code location).
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Parameter `use_user_code_server`")
+    automation_sensor = AutomationConditionSensorDefinition(
+        "refresh_downstream",
+        target=AssetSelection.all(),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        use_user_code_server=True,
+        description="Refreshes per-suite, per-model and lake-wide assets when the data they read changed.",
+    )

@@ -157,7 +157,7 @@ class Timed:
     """One `run_main_job` call: wall time, per-run lines it printed, the runs it created."""
 
     def __init__(self, label: str, instance, only_changed: bool = False, verbose: bool = False, workers: int = 1):
-        from evalpipeline.definitions import run_main_job
+        from resources.run.loop import run_main_job
 
         self.label = label
         before = {r.run_id for r in instance.get_runs()}
@@ -307,7 +307,7 @@ def load() -> str:
 
 
 def run_demo(args, work: Path) -> int:
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     shutil.copytree(DEMO_LOGS, work / "landing")
     instance = local_instance()
@@ -462,7 +462,7 @@ def run_suite_grid(args) -> int:
 
 
 def run_scale(args, work: Path) -> int:
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     landing = work / "landing"
     landing.mkdir()
@@ -505,7 +505,7 @@ def run_add_model(args, work: Path) -> int:
     """One more model into a lake that `scale --keep DIR` left (the nightly that follows a rebuild),
     measured without rebuilding: the next model's table is written with the generator settings the
     lake was built with (checked against its first model's file), then `only_changed=True` runs."""
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     landing = work / "landing"
     present = sorted(landing.glob("model-*.parquet"))
@@ -534,7 +534,7 @@ def run_add_model(args, work: Path) -> int:
 def run_rerun(work: Path, verbose: bool, workers: int) -> int:
     """The nightly over unchanged logs on a lake that `scale --keep DIR` left: it must fit nothing
     (exit 1 otherwise) and should take seconds, at the leaderboard's size as on the demo."""
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     instance = local_instance()
     version = source_version()

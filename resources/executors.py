@@ -105,11 +105,19 @@ DASK_SCHEDULER_ENV = "EVALPIPELINE_DASK_SCHEDULER"
 EXECUTOR_CHOICES = ("multiprocess", "dask", "k8s")
 #: Where the code location lives: what workers (and `dagster dev`) import to rebuild a job.
 DEFINITIONS_MODULE = "evalpipeline.definitions"
+
+
+def code_location():
+    """The code location's ``Definitions``, imported by module name (:data:`DEFINITIONS_MODULE`): what a step
+    process rebuilds, and what the run loop executes, without the Dagster layer importing its composition root."""
+    import importlib
+
+    return importlib.import_module(DEFINITIONS_MODULE).defs
 #: What a step process imports before its work starts: the code location (Dagster, JAX, numpyro,
 #: ArviZ, pandas, pyarrow, matplotlib; ~4.4 s) and Great Expectations (~1.6 s, imported by the
 #: validation steps). None of it starts a thread or initialises JAX's backend, so forking after it
 #: is safe (JAX's fork warning is installed with the backend, which each step creates for itself).
-#: ``evalpipeline run``'s workers fork from a server that preloads the same (``definitions.WorkerPool``).
+#: ``evalpipeline run``'s workers fork from a server that preloads the same (``resources.run.pool.WorkerPool``).
 STEP_PRELOAD_MODULES = (DEFINITIONS_MODULE, "great_expectations")
 
 
@@ -134,8 +142,12 @@ local_executor = multiprocess_executor.configured(
 
 
 def configured_executor(environ: Mapping[str, str] | None = None) -> ExecutorDefinition:
-    """The executor named by ``$EVALPIPELINE_EXECUTOR`` (default: the local multiprocess one)."""
+    """The executor named by ``$EVALPIPELINE_EXECUTOR`` (default: the local multiprocess one). Choosing it
+    limits the threads of the step processes started from here (:func:`limit_step_threads`): before any
+    step process starts, and before JAX initialises in this one."""
     env = os.environ if environ is None else environ
+    if environ is None:
+        limit_step_threads()
     choice = (env.get(EXECUTOR_ENV) or "multiprocess").strip().lower()
     if choice == "multiprocess":
         return local_executor
@@ -237,8 +249,7 @@ def _run_partition(job_name, key, run_config, assets, *, instance: DagsterInstan
     configured executor applies."""
     from dagster import MultiPartitionKey
 
-    from evalpipeline.definitions import defs
-
+    defs = code_location()
     partition_key = MultiPartitionKey(key) if isinstance(key, dict) else key
     job_def = defs.resolve_job_def(job_name)
     tags = {} if key is None else dict(job_def.get_tags_for_partition_key(partition_key, selected_asset_keys=None))
@@ -421,8 +432,12 @@ def run_landing(
     ``all_stages`` (with the ``ingest_and_fit`` job): then the rest of the demo job, as ``evalpipeline
     run`` orders it: ``suite_analysis`` and ``suite_comparisons`` per suite, ``model_analysis`` per
     model, ``lake_reports`` once; a stage starts when the previous one is done."""
-    from assets.partitions import model_suite_key
+    from dagster import MultiPartitionKey
+
     from evalpipeline.lake.keys import to_partition_key
+
+    def model_suite_key(model: str, suite: str) -> MultiPartitionKey:
+        return MultiPartitionKey({"model": to_partition_key(model), "suite": to_partition_key(suite)})
 
     if all_stages and (job_name != "ingest_and_fit" or assets):
         raise ValueError("all_stages runs the whole demo job: it starts from ingest_and_fit, with no asset selection")

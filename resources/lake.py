@@ -49,3 +49,16 @@ class PosteriorSettings(ConfigurableResource):
 
     def values(self) -> dict[str, float]:
         return load_posterior_settings()
+
+
+def configured_resources() -> dict:
+    """The code location's resources, once the configuration file has been read as the runs will read it:
+    a misspelt table or key is then the code location's load error under the daemon and the UI, as a bad
+    cron or executor is (otherwise only `evalpipeline run` refused it, and the daemon's runs quietly used
+    the defaults of the table it was meant for)."""
+    from evalpipeline.settings import check_config
+    from resources.fit import GlmSettings
+
+    check_config()
+    return {"lake": LakeResource(), "ingest_settings": IngestSettings(), "posterior_settings": PosteriorSettings(),
+            "glm_settings": GlmSettings()}

@@ -68,7 +68,7 @@ def die_and_finish_in_a_pool(folder: str) -> dict:
     ``python -m tests.pool_steps FOLDER`` prints it as JSON (what the pool test runs)."""
     import types
 
-    from evalpipeline.definitions import WorkerPool, _run_steps
+    from resources.run.pool import WorkerPool, run_steps
     from evalpipeline.lake import process_alive
 
     def pids(job: str) -> list[int]:
@@ -82,7 +82,7 @@ def die_and_finish_in_a_pool(folder: str) -> dict:
     steps = [(1, "die", [folder], "dies", None), (2, "finish", [folder], "finishes", None)]
     pool = WorkerPool(2)
     try:
-        outcomes = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+        outcomes = run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
                               on_lost_workers=on_lost_workers, block=die_or_finish)
     finally:
         pool.shutdown()

@@ -276,7 +276,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
 
     # Nothing new and nothing stale: the nightly schedule (built over the partition assets the nightly
     # materialises; partition_plots is drawn on request only) launches nothing.
-    from evalpipeline.definitions import ON_REQUEST_ASSETS, PARTITION_ASSETS
+    from assets.jobs import ON_REQUEST_ASSETS, PARTITION_ASSETS
 
     partitioned = {a.key for a in defs.assets if a.key.to_user_string() in partition_level}
     on_request = {a.key for a in ON_REQUEST_ASSETS if "model" in getattr(a.partitions_def, "partition_dimension_names", ())}
@@ -285,7 +285,7 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     partition_assets = list(PARTITION_ASSETS)
     assert _nightly_requests(instance, partition_assets) == {}
     # `evalpipeline run --only-changed` decides alike: no partition, suite or model to redo
-    from evalpipeline.definitions import _stale
+    from resources.run.loop import _stale
     from evalpipeline.lake import Lake
     from evalpipeline.steps.discovery import discover
     from evalpipeline.settings import load_ingest_options

@@ -26,7 +26,9 @@ from assets.partitions import model_suite_key
 from assets.posteriors import accuracy_posteriors, suite_leaderboard
 from assets.samples import VALIDATION_CHECKS, eval_samples
 from assets.sensors import landing_sensor
-from evalpipeline.definitions import PID_TAG, defs, run_main_job
+from assets.status import PID_TAG
+from evalpipeline.definitions import defs
+from resources.run.loop import run_main_job
 from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
@@ -1036,7 +1038,7 @@ def test_a_killed_range_run_is_recorded_per_partition_and_rows_of_current_partit
     from dagster._core.storage.dagster_run import DagsterRun
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-    from evalpipeline.definitions import _run_partition_keys
+    from resources.run.loop import _run_partition_keys
     from evalpipeline.lake import Lake
     from evalpipeline.steps.run_status import StepFailure, read_run_failures, record_run_failure, resolve_up_to_date
 
@@ -1367,7 +1369,7 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     instance.add_dynamic_partitions("model", ["ghost"])
     table.unlink()
     unstable.unlink()
-    from evalpipeline.definitions import _sync_partitions
+    from resources.run.loop import _sync_partitions
     from evalpipeline.steps.discovery import discover
 
     _sync_partitions(instance, lake, discover(lake, landing), print)
@@ -1487,7 +1489,7 @@ def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are
     is redone by the nightly (`--only-changed`) without reading and validating the partition's
     unchanged logs again: the run selects the stale asset, not the whole partition job."""
     from assets.schedules import latest_materialisations
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     _small_project(tmp_path, monkeypatch)
     assert run_main_job() == 0
@@ -1544,7 +1546,7 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     partition while its logs are unchanged: that would fail the same checks every night, add a
     failure row each time and refresh its suite and models for nothing. A fixed log is rerun."""
     from assets.schedules import latest_materialisations
-    from evalpipeline.definitions import local_instance
+    from resources.run.loop import local_instance
 
     rows = [f"good,s,q{i},{i % 2}," for i in range(20)]
     bad_rows = [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
@@ -1578,7 +1580,7 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     # the schedule agrees: nothing to request (the good partition is complete)
     from assets.jobs import ingest_and_fit_job
     from assets.schedules import build_nightly_schedule
-    from evalpipeline.definitions import PARTITION_ASSETS
+    from assets.jobs import PARTITION_ASSETS
 
     with build_schedule_context(instance=instance, resources=defs.resources) as context:
         tick = build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)(context)
@@ -1701,9 +1703,13 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     monkeypatch.setenv("EVALPIPELINE_LANDING", "landing")
     monkeypatch.setenv("EVALPIPELINE_LAKE", "lake")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("resources.run.loop.PROGRESS_SECONDS", 2.0)  # a progress line every 2 s, not 15
     assert run_main_job() == 1  # the unreadable log: held-back data, as a nightly must report it
     _assert_declared_column_types_match_the_files(tmp_path / "lake")
     out = capsys.readouterr().out
+    # while the partition range ran: where it was, its steps' partitions done
+    progress = [line for line in out.splitlines() if line.startswith("  ... ") and "run(s) ended" in line]
+    assert progress and any("under way: ingest_and_fit: " in line and "/6" in line for line in progress), out
     assert out.rstrip().endswith("exit 1: 1 unreadable log(s) in landing (the skipped lines above; recorded under "
                                  "file_errors/): fix, replace or remove them")
     # one run per stage: the 6 partitions, the 3 suites (twice) and the 2 models are each one range run
@@ -1984,7 +1990,7 @@ def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(
         "import os, time\n"
-        "from evalpipeline.definitions import WorkerPool\n"
+        "from resources.run.pool import WorkerPool\n"
         "if __name__ == '__main__':\n"
         "    pool = WorkerPool(1)\n"
         "    print(pool.submit(os.getpid).result(timeout=300), flush=True)\n"
@@ -2023,7 +2029,7 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
     import math
     from concurrent.futures.process import BrokenProcessPool
 
-    from evalpipeline.definitions import WorkerPool
+    from resources.run.pool import WorkerPool
 
     pool = WorkerPool(2)
     try:
@@ -2042,7 +2048,7 @@ def test_profile_runs_are_sized_so_that_the_workers_end_the_model_stage_together
     free worker, then the profile runs, largest first. Simulating that hand-out with the assumed costs,
     the workers end within a profile of each other whenever the profiles are enough to even them out,
     and every profile is in exactly one run."""
-    from evalpipeline.definitions import MODEL_ANALYSIS_IN_PROFILES, profile_shares
+    from resources.run.plan import MODEL_ANALYSIS_IN_PROFILES, profile_shares
 
     shares = profile_shares(model_runs, profiles, workers)
     assert sum(shares) == profiles and all(share > 0 for share in shares) and shares == sorted(shares, reverse=True)
@@ -2069,7 +2075,7 @@ def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_f
     driver = tmp_path / "driver.py"
     driver.write_text(
         "import json, os\n"
-        "from evalpipeline.definitions import WorkerPool\n"
+        "from resources.run.pool import WorkerPool\n"
         "from tests.pool_steps import preloaded\n"
         "if __name__ == '__main__':\n"
         "    pool = WorkerPool(2)\n"
@@ -2091,7 +2097,7 @@ def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_f
 def test_workers_see_the_environment_of_the_job_that_submits_to_them(monkeypatch):
     """A forked worker has its server's environment, where the lake and the configuration are named: a
     job run here under another environment than the server started with gets workers that see its own."""
-    from evalpipeline.definitions import WorkerPool
+    from resources.run.pool import WorkerPool
     from tests.pool_steps import environment
 
     for value in ("first lake", "second lake"):
@@ -2113,7 +2119,7 @@ def test_the_worker_pool_starts_every_worker_even_when_the_first_is_idle_before_
     import concurrent.futures
     from concurrent.futures.process import ProcessPoolExecutor
 
-    from evalpipeline.definitions import WorkerPool
+    from resources.run.pool import WorkerPool
 
     original = ProcessPoolExecutor.submit
 
@@ -2169,14 +2175,14 @@ def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_end
     again; the dying step is run once more and fails."""
     import types
 
-    from evalpipeline.definitions import WorkerPool, _run_steps
+    from resources.run.pool import WorkerPool, run_steps
     from tests.pool_steps import finished_unsent
 
     lines = []
     steps = [(1, "die", [str(tmp_path)], "dies", None), (2, "finish", [str(tmp_path)], "finishes", None)]
     pool = WorkerPool(2)
     try:
-        outcomes = _run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
+        outcomes = run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
                               on_lost_workers=lambda: None, block=finished_unsent)
     finally:
         pool.shutdown()

@@ -17,7 +17,7 @@ from assets.automation import CRON_ENV, DEFAULT_CRON, TIMEZONE_ENV, nightly_cron
 from assets.fits import PARTITION_GLM_ASSETS
 from assets.partitions import model_suite_key
 from evalpipeline.config import EXECUTOR_ENV
-from evalpipeline.definitions import LOG_LEVEL_ENV, _console_config, executor_note
+from resources.run.loop import LOG_LEVEL_ENV, _console_config, executor_note
 from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.steps.reliability import TAXONOMY_ENV, load_reliability_config
 from evalpipeline.settings import ConfigError

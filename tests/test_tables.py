@@ -1002,3 +1002,22 @@ def test_answer_and_target_columns_of_every_long_format(tmp_path):
 def _values(column: pd.Series) -> list:
     """A text column's values with None for its missing ones (pandas' str dtype shows them as NaN)."""
     return [None if pd.isna(v) else v for v in column]
+
+
+def test_ingest_of_a_table_with_many_partitions_prints_bounded_lines(tmp_path, capsys):
+    # 6 models x 5 suites in one table: one progress line of counts, 20 partitions' accounting and a count of
+    # the rest; --verbose lists every partition
+    import evalpipeline.cli.main as cli
+
+    rows = [{"model": f"m{m:02d}", "suite": f"s{s:02d}", "item_id": "q1", "score": 1.0}
+            for m in range(6) for s in range(5)]
+    table = tmp_path / "wide.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake"), "--no-validate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) < 300
+    assert any("30 rows in 30 partitions (6 model(s) x 5 suite(s))" in line for line in out)
+    assert sum(" x s" in line and "ingested" in line for line in out) == 20
+    assert any("... and 10 more partition(s)" in line for line in out)
+    assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake2"), "--no-validate", "--verbose"]) == 0
+    assert sum(" x s" in line and "ingested" in line for line in capsys.readouterr().out.splitlines()) == 30

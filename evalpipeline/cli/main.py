@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the Great Expectations validation of each partition (faster)")
     ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
                         help="ingest completed samples of error/cancelled logs")
+    ingest.add_argument("--verbose", action="store_true",
+                        help="list every partition's row accounting (default: the first 20, the rest counted)")
     from evalpipeline.cli.plan import add_plan_subcommand
 
     add_plan_subcommand(sub)
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
             check_named_config()  # before the import below, which reads the file
             # the composition root owns Dagster; loading it reads most settings (cron, threads, config file)
-            from evalpipeline.definitions import check_run_settings, executor_note, local_instance, run_main_job
+            from resources.run.loop import check_run_settings, executor_note, local_instance, run_main_job
 
             check_run_settings()
             prepare_lake_root(lake_root(), _lake_label(None))  # a bad setting above leaves no folder behind
@@ -162,7 +164,8 @@ def _forget(args) -> int:
     """``evalpipeline forget``: :func:`evalpipeline.ingest.forget`, then the nightly refresh with the
     suites and models that lost a partition redone (the retired partitions unregistered, their failure
     rows resolved as retired)."""
-    from evalpipeline.definitions import defs, run_main_job
+    from evalpipeline.definitions import defs
+    from resources.run.loop import run_main_job
     from evalpipeline.ingest import find_log_files, forget
     from evalpipeline.lake.keys import printable
 
@@ -199,7 +202,7 @@ def _forget(args) -> int:
 
 
 def _ingest(args) -> int:
-    from evalpipeline.ingest import find_log_files, ingest_paths
+    from evalpipeline.ingest import PARTITIONS_SHOWN, find_log_files, ingest_paths
     from evalpipeline.lake import Lake, prepare_lake_root
     from evalpipeline.config import ConfigError, check_named_config
     from evalpipeline.settings import check_config, load_ingest_options
@@ -240,7 +243,7 @@ def _ingest(args) -> int:
     # one line per message: a name from a log shows its control characters as escapes
     report = ingest_paths(files, lake, options, progress=lambda line: print(printable(line)), validator=validator)
     print(f"lake: {lake.root}")
-    for line in report.summary_lines():
+    for line in report.summary_lines(None if args.verbose else PARTITIONS_SHOWN):
         print(printable(line))
     return 1 if report.not_consolidated or (report.file_errors and len(report.file_errors) == report.files_seen) else 0
 

@@ -87,6 +87,12 @@ __all__ = [
 ]
 
 
+#: Partitions an ingest's summary lists one by one; the others are counted (``--verbose`` lists all).
+PARTITIONS_SHOWN = 20
+#: Partitions a file's progress line names; a table holding more is described by its counts.
+PARTITIONS_NAMED = 3
+
+
 @dataclass(frozen=True)
 class FileError:
     path: str
@@ -150,7 +156,9 @@ class IngestReport:
         """Rows set aside with a reason: in partitions' quarantine tables, or unplaced."""
         return sum(p.rows_quarantined for p in self.partitions.values()) + self.rows_unplaced
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, partitions_shown: int | None = PARTITIONS_SHOWN) -> list[str]:
+        """What the ingest did, in lines: files, rows, then each partition's accounting (the first
+        ``partitions_shown`` of them, and a count of the rest; None: all)."""
         lines = [
             f"files: {self.files_seen} seen, {self.files_seen - len(self.file_errors)} read, "
             f"{len(self.file_errors)} unreadable",
@@ -162,7 +170,9 @@ class IngestReport:
         for (model, suite), (rows, why) in sorted(self.not_consolidated.items()):
             lines.append(f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, its tables left as they were "
                          f"(or absent): {why}")
-        for (model, suite), acc in sorted(self.partitions.items()):
+        accounts = sorted(self.partitions.items())
+        hidden = accounts[partitions_shown:] if partitions_shown is not None else []
+        for (model, suite), acc in accounts[:partitions_shown] if partitions_shown is not None else accounts:
             lines.append(
                 f"  {model} x {suite}: {acc.rows_read} read = {acc.rows_ingested} ingested "
                 f"({acc.rows_errored} errored, flagged) + {acc.rows_quarantined} quarantined, from {acc.logs} log(s)"
@@ -173,6 +183,10 @@ class IngestReport:
                     f"    validation: {'FAILED ' + ', '.join(failed) if failed else 'all checks passed'}"
                     + (f"; {acc.rows_failed_validation} row(s) moved to quarantine" if acc.rows_failed_validation else "")
                 )
+        if hidden:
+            failed = sum(bool(acc.validation is not None and acc.validation.failed_checks) for _, acc in hidden)
+            lines.append(f"  ... and {len(hidden)} more partition(s) ({failed} failing validation): --verbose lists "
+                         "every one")
         for path, reasons in sorted(self.unplaced.items()):
             lines.append(f"  {path}: {sum(reasons.values())} rows in no partition (kept in the lake's "
                          f"{UNPLACED_FOLDER}/ folder): " + "; ".join(f"{n} x {r}" for r, n in sorted(reasons.items())))
@@ -185,6 +199,16 @@ class IngestReport:
         for note in self.notes:
             lines.append(f"  note: {note}")
         return lines
+
+
+def _written_summary(written: dict[tuple[str, str], int]) -> str:
+    """One file's progress: each partition's rows when it holds a few, else the counts (a table of 532
+    partitions made one 50 KB line)."""
+    if len(written) <= PARTITIONS_NAMED:
+        return ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
+    models, suites = {m for m, _ in written}, {s for _, s in written}
+    return (f"{sum(written.values())} rows in {len(written)} partitions ({len(models)} model(s) x "
+            f"{len(suites)} suite(s))")
 
 
 def find_log_files(path: Path | str) -> list[Path]:
@@ -324,7 +348,7 @@ def ingest_paths(
             stale = _remove_stale_records(lake, source, set(written))
         touched.update(written)
         touched.update(stale)
-        summary = ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
+        summary = _written_summary(written)
         if unplaced:
             report.unplaced[str(path)] = _reason_counts(pd.read_parquet(
                 unplaced_path(lake, source.path), columns=["reason", "item_id", "epoch"]))
