@@ -1,7 +1,7 @@
-"""Regenerate the README's "Output tables" section from the column dictionaries in the code.
+"""Regenerate docs/output-tables.md's column tables from the column dictionaries in the code.
 
-    .venv/bin/python scripts/column_docs.py          # rewrite the section in README.md
-    .venv/bin/python scripts/column_docs.py --check  # exit 1 if README.md is out of date (a test runs this)
+    .venv/bin/python scripts/column_docs.py          # rewrite the tables in docs/output-tables.md
+    .venv/bin/python scripts/column_docs.py --check  # exit 1 if docs/output-tables.md is out of date (a test runs this)
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TABLES_DOC = Path(__file__).resolve().parents[1] / "docs" / "output-tables.md"
 START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 
 
@@ -66,21 +66,21 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/output-tables.md is out of date; write nothing")
     check = parser.parse_args(argv).check  # --help or a stray argument exits here, before any write
-    text = README.read_text()
+    text = TABLES_DOC.read_text()
     if START not in text or END not in text:
-        print(f"{README}: markers {START} ... {END} not found", file=sys.stderr)
+        print(f"{TABLES_DOC}: markers {START} ... {END} not found", file=sys.stderr)
         return 1
     before, rest = text.split(START, 1)
     _, after = rest.split(END, 1)
     updated = before + section() + after
     if check:
         if updated != text:
-            print("README.md's output tables are out of date: run scripts/column_docs.py", file=sys.stderr)
+            print("docs/output-tables.md is out of date: run scripts/column_docs.py", file=sys.stderr)
             return 1
         return 0
-    README.write_text(updated)
+    TABLES_DOC.write_text(updated)
     return 0
 
 

@@ -681,7 +681,7 @@ def test_summary_reason_with_colon_in_item_id(base, good, landing, tmp_path):
 def test_a_log_restored_after_being_unreadable_loses_its_record_at_the_next_discovery(good, landing, tmp_path):
     """A log damaged after its ingest and then restored byte for byte is not ingested again (the lake
     holds its rows), so the ingest that clears a repaired file's record never ran: the record, and a
-    '(unreadable file)' row in the accounting, stayed for good (found by a review)."""
+    '(unreadable file)' row in the accounting, stayed for good."""
     from evalpipeline.steps.discovery import discover
 
     report, lake, paths = ingest(landing, tmp_path / "lake")
@@ -700,8 +700,7 @@ def test_a_log_restored_after_being_unreadable_loses_its_record_at_the_next_disc
 
 def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsys):
     """Great Expectations names Data Docs folders after the batch label; "<model> x <suite>" of two
-    200-character names was longer than a file name may be: OSError, then an uncaught RuntimeError
-    (found by a review). The label is now shortened with a hash of the whole."""
+    200-character names would be longer than a file name may be. The label is shortened with a hash of the whole."""
     from evalpipeline.steps.samples import VALIDATION_LABEL_BYTES, validation_label
 
     model, suite = "m" * 200, "s" * 200
@@ -716,8 +715,8 @@ def test_names_at_the_length_limit_are_validated_not_a_traceback(tmp_path, capsy
 
 
 def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_path, capsys):
-    """A name with a line break forged a leaderboard line, and ANSI escapes recoloured the terminal
-    (found by a review): the CLI's lines and the plain-text leaderboard show them as escapes."""
+    """A name with a line break would forge a leaderboard line, and ANSI escapes would recolour the
+    terminal: the CLI's lines and the plain-text leaderboard show them as escapes."""
     from evalpipeline.steps.samples import write_accuracy_posteriors, write_suite_leaderboard
     from evalpipeline.report.terminal import format_leaderboard
 

@@ -35,7 +35,7 @@ from resources import IngestSettings, LakeResource, PosteriorSettings
 from tests.conftest import DEMO_LOGS, REPO
 from tests.inspect_logs import echo, make_log
 
-README = (REPO / "README.md").read_text()
+README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])  # the README and docs/
 
 
 @pytest.fixture(scope="module")

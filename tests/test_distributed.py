@@ -33,7 +33,7 @@ from resources.executors import (
 )
 from tests.conftest import DEMO_LOGS, REPO
 
-README = (REPO / "README.md").read_text()
+README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])  # the README and docs/
 
 
 def test_the_local_multiprocess_executor_is_the_default():

@@ -1,4 +1,4 @@
-"""The README's output tables are generated from the column dictionaries the code uses."""
+"""The README and docs/ say what the code does: generated tables, examples that run, links that resolve."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_readme_documents_every_output_column_as_the_code_does():
+def test_the_output_tables_doc_documents_every_column_as_the_code_does():
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "column_docs.py"), "--check"], capture_output=True, text=True, cwd=REPO
     )
@@ -20,14 +20,14 @@ def test_readme_keeps_its_two_first_commands():
     assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make demo", "make test"]
 
 
-def test_ingest_help_lists_every_option_and_format_the_readme_documents():
+def test_ingest_help_lists_every_option_and_format_the_docs_document():
     import re
 
     from evalpipeline.cli.main import build_parser
 
     (ingest,) = [p for a in build_parser()._subparsers._group_actions for name, p in a.choices.items() if name == "ingest"]
     help_text = " ".join(a.help or "" for a in ingest._actions)
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "command-line.md").read_text()
     block = text[text.index("evalpipeline ingest PATH [options]"):]
     block = block[: block.index("```")]
     documented = set(re.findall(r"^\s+(--[a-z-]+)", block, flags=re.M)) | set(re.findall(r" / (--[a-z-]+)", block))
@@ -53,9 +53,9 @@ def test_sample_and_quarantine_docs_list_the_columns_a_reader_of_the_lake_gets()
     assert "cov_<name>" in column_docs()
 
 
-def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_path):
+def test_the_documented_way_to_read_the_samples_folder_keeps_every_covariate(tmp_path):
     """`pd.read_parquet` of the folder takes the first file's columns and can drop `cov_*` columns only
-    other partitions have (found by a review); the README's pyarrow snippet keeps them."""
+    other partitions have; the pyarrow snippet of docs/output-tables.md keeps them."""
     import re
 
     import evalpipeline.cli.main as cli
@@ -67,7 +67,7 @@ def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_pat
     assert cli.main(["ingest", str(tmp_path / "scores.csv"), "--map", "item_id=question,score=correct,cov_level=level",
                      "--lake", str(lake), "--no-validate"]) == 0
     assert cli.main(["ingest", str(tmp_path / "wide.csv"), "--lake", str(lake), "--no-validate"]) == 0
-    (board_snippet, union_snippet) = [b for b in re.findall(r"```python\n(.*?)```", REPO.joinpath("README.md").read_text(),
+    (board_snippet, union_snippet) = [b for b in re.findall(r"```python\n(.*?)```", REPO.joinpath("docs", "output-tables.md").read_text(),
                                                             flags=re.S) if "samples" in b and "partitioning" in b]
     assert "unify_schemas" in union_snippet
     board_snippet = "\n".join(line for line in board_snippet.splitlines() if "suite_comparison" not in line)
@@ -82,14 +82,13 @@ def test_the_readme_way_to_read_the_samples_folder_keeps_every_covariate(tmp_pat
     assert samples.loc[samples["suite"] != "arith", "cov_level"].isna().all()
 
 
-def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):
-    """Ingest exits 0 when some files were unreadable (1 only when all were): the README said neither."""
+def test_the_docs_state_the_exit_codes_ingest_returns(tmp_path):
+    """Ingest exits 0 when some files were unreadable (1 only when all were)."""
     import re
 
     import evalpipeline.cli.main as cli
 
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "command-line.md").read_text()
     codes = dict(re.findall(r"^- ([012]): (.*)$", section.split("Exit code of `evalpipeline ingest`:", 1)[1], re.M))
     assert codes["0"].startswith("it ran and read at least one file, even if others were unreadable")
     assert codes["1"].startswith("every file found was unreadable, or a partition could not be consolidated")
@@ -104,3 +103,35 @@ def test_the_readme_states_the_exit_codes_ingest_returns(tmp_path):
     assert cli.main(["ingest", str(tmp_path / "none"), *lake]) == 0  # no log file
     assert cli.main(["ingest", str(tmp_path / "empty.json"), *lake]) == 1
     assert cli.main(["ingest", str(tmp_path / "missing"), *lake]) == 2
+
+
+def test_every_local_link_in_the_readme_and_docs_resolves():
+    """Each relative link of README.md and docs/ names a file that exists, and a #fragment one of its headings
+    (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens)."""
+    import re
+
+    def anchors(path: Path) -> set[str]:
+        headings = re.findall(r"^#+ (.*)$", path.read_text(), flags=re.M)
+        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+    broken = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):  # http:, mailto:
+                continue
+            path, _, fragment = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+            elif fragment and resolved.is_file() and fragment not in anchors(resolved):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_is_short_and_the_product_tells_no_development_history():
+    import subprocess
+
+    assert len((REPO / "README.md").read_text().splitlines()) <= 300
+    story = subprocess.run(["git", "grep", "-niE", r"[a-z]+-?(th|st|nd|rd) session|this[ ]session|found by (a|an) "
+                            r"(review|adversarial)"], capture_output=True, text=True, cwd=REPO)
+    assert story.stdout == "", story.stdout

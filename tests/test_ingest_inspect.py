@@ -292,7 +292,7 @@ def test_model_names_that_differ_only_in_unicode_form_or_surrounding_spaces_are_
     assert again.partitions == {(composed, "unit_suite")} and not again.changed and not again.lake_only
 
 
-# -- found by an adversarial corpus ----------------------------------------------------------
+# -- an adversarial corpus ----------------------------------------------------------
 
 def _demo_json_log():
     from pathlib import Path

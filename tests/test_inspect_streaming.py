@@ -322,7 +322,7 @@ def test_member_with_dotdot_or_absolute_name_is_never_extracted_nor_read(small, 
 
     report = ingest_paths([bad], Lake(tmp_path / "lake"))
     assert report.file_errors == [] and report.rows_read == N_SMALL
-    assert list(tmp_path.parent.rglob("*escaped.txt")) == []  # this session's whole temporary tree
+    assert list(tmp_path.parent.rglob("*escaped.txt")) == []  # pytest's whole temporary tree of this run
     for root in (Path.cwd(), Path.cwd().parent, Path.cwd().parent.parent, Path("/tmp")):
         assert not (root / "escaped.txt").exists() and not (root / "absolute-escaped.txt").exists()
     written = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*") if p.is_file())

@@ -1,6 +1,6 @@
 """Locks between runs writing one lake: staging a shared source once, one partition rebuilt at a time.
 
-The race these guard against was seen on a new-model night (twenty-seventh session): the model's
+The race these guard against is a new-model night: the model's
 one long table held six suites, split over two worker runs; both staged it and both rebuilt every
 partition it touched, and one run's Data Docs swap failed ("Directory not empty") and was retried.
 """

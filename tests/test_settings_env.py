@@ -213,7 +213,7 @@ def test_a_misspelt_configuration_key_is_named_not_ignored(tmp_path, text, messa
     ("[glm]\npriors = 3\n", "[glm.priors] must be a table, got 3"),
     ("[ingest]\nscores = 3\n", "[ingest.scores] must be a table, got 3"),
     ("[reliability]\nbox = 3\n", "[reliability] box must be a table, got 3"),
-    # found by a review: each was accepted, and read otherwise than written or not at all
+    # each of these would otherwise be accepted, and read otherwise than written or not at all
     ('[reliability.box]\na = "12"\n', "[reliability.box] a must be an array of two numbers [low, high], got '12'"),
     ("[reliability.box]\na = 5\n", "[reliability.box] a must be an array of two numbers [low, high], got 5"),
     ("[reliability.box]\na = [1, 2, 3]\n", "[reliability.box] a must be an array of two numbers [low, high]"),
@@ -291,12 +291,12 @@ def _refusal(path, text: str) -> str:
 
 
 def test_the_documented_configuration_passes_the_check(tmp_path, monkeypatch):
-    """Every TOML block the README shows for evalpipeline.toml is accepted as written, copied into a
-    folder that holds nothing else: the [reliability] block once named a taxonomy file the user does
-    not have, which only a file planted beside it let pass (found by a review)."""
+    """Every TOML block the README and docs/ show for evalpipeline.toml is accepted as written, copied into a
+    folder that holds nothing else (a [reliability] block naming a taxonomy file the user does not have
+    would pass only with a file planted beside it)."""
     from evalpipeline.settings import check_config
 
-    readme = (REPO / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
     blocks = re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
     assert blocks
     monkeypatch.chdir(tmp_path)
@@ -308,14 +308,14 @@ def test_the_documented_configuration_passes_the_check(tmp_path, monkeypatch):
 
 
 def test_the_documented_glm_settings_are_every_setting_with_its_default():
-    """The README's [glm] block lists every sampler setting and gate with the code's default: seven
-    settings (hpdi_mass, max_tree_depth, centring, ...) were accepted but undocumented (found by a review)."""
+    """docs/configuration.md's [glm] block lists every sampler setting and gate with the code's default."""
     import dataclasses
     import tomllib
 
     from evalpipeline.models.fit import DiagnosticThresholds, FitSettings
 
-    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)]
+    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", (REPO / "docs" / "configuration.md").read_text(),
+                                                 flags=re.S)]
     (glm,) = [b["glm"] for b in blocks if "num_warmup" in b.get("glm", {})]
     for cls, documented in ((FitSettings, glm), (DiagnosticThresholds, glm["thresholds"])):
         defaults = {f.name: list(f.default) if isinstance(f.default, tuple) else f.default
@@ -472,7 +472,7 @@ def test_cli_run_names_a_dagster_yaml_dagster_refuses(tmp_path):
 
 def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path):
     """The daemon and the UI load the code location, not `evalpipeline run`: a misspelt [reliabilty] was
-    accepted there and every reliability step used the defaults (found by a review)."""
+    accepted there and every reliability step used the defaults."""
     (tmp_path / "evalpipeline.toml").write_text("[reliabilty]\nn_draws = 10\n")
     env = {**os.environ, "EVALPIPELINE_CONFIG": str(tmp_path / "evalpipeline.toml"), "DAGSTER_HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", "import evalpipeline.definitions"], cwd=REPO, env=env,
@@ -486,7 +486,7 @@ def test_a_misspelt_configuration_table_stops_the_code_location_loading(tmp_path
 @pytest.mark.parametrize("cache", ["{tmp}/jax", ""])
 def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path, cache):
     """The run started and failed late, with a traceback per step. With the default compilation cache (under
-    the lake) the lake is named, not the cache (a review found the cache check blaming it)."""
+    the lake) the lake is named, not the cache."""
     _cli_run_refusal(tmp_path, {"EVALPIPELINE_LAKE": "{file}", "EVALPIPELINE_JAX_CACHE": cache.format(tmp=tmp_path)},
                      "EVALPIPELINE_LAKE='{file}': {file} exists and is not a folder")
 
@@ -497,7 +497,7 @@ def test_cli_run_names_a_lake_root_that_is_a_file_before_any_work(tmp_path, cach
 ])
 def test_a_landing_folder_that_holds_or_lies_in_the_lake_is_refused(tmp_path, landing, message):
     """EVALPIPELINE_LANDING=data (the parent of data/inspect_logs and data/lake) read the demo lake's own
-    tables as logs: 282 unreadable-file records and partitions named after its columns (found by a review)."""
+    tables as logs: 282 unreadable-file records and partitions named after its columns."""
     import evalpipeline.cli.main as cli
     from evalpipeline.lake import Lake
     from evalpipeline.steps.discovery import discover

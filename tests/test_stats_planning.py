@@ -40,7 +40,7 @@ def test_sample_size_brackets_the_target():
 
 def test_an_answer_between_the_last_doubling_and_max_n_is_found():
     """The doubling search stopped once it passed max_n: with the answer (~98 here) between 64 and
-    max_n = 120 it said "more than 120" (found by a review: 976 and --max-n 1000 at a 0.05 gap)."""
+    max_n = 120 it said "more than 120" (976 and --max-n 1000 at a 0.05 gap)."""
     n = sample_size_for_power(0.7, 0.15, target_power=0.8, trials=1000)
     assert 64 < n < 120, n
     capped = sample_size_for_power(0.7, 0.15, target_power=0.8, trials=1000, max_n=120)

@@ -518,7 +518,7 @@ def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, 
     assert asset.code_versions_by_key[asset.key] == real(accounting.ACCOUNTING_CODE)
 
 
-# -- inputs an adversarial review of the command line found mishandled (sixteenth session) ----------
+# -- adversarial inputs to the command line ----------
 
 
 def test_jsonl_columns_are_every_line_s_keys_not_the_first_line_s(tmp_path):
@@ -685,7 +685,7 @@ def test_a_name_of_spaces_from_any_reader_places_nowhere():
     assert placement_problem("m ", "s") is None
 
 
-# -- a review of the csv-module reader (sixteenth session) ------------------------------------------
+# -- the csv-module reader ------------------------------------------
 
 
 def test_a_quote_left_open_makes_the_file_unreadable_not_one_long_cell(tmp_path):
@@ -873,7 +873,7 @@ def test_forget_removes_a_logs_records_and_retires_what_no_other_log_holds(tmp_p
     assert not list((lake.root / "unplaced").glob("*.parquet")) and lake.partitions("ingested") == []
 
 
-# -- found by an adversarial review of the table readers ------------------------------
+# -- adversarial inputs to the table readers ------------------------------
 
 def _table(lake, name, model, suite):
     return pd.read_parquet(lake.table_path(name, f"{name}.parquet", model, suite))
@@ -951,7 +951,7 @@ def test_a_covariate_of_two_types_in_two_logs_leaves_that_partition_and_names_bo
 
 def test_decimal_and_date_ids_name_items_as_before(tmp_path):
     """The first version of the list/object/boolean fix accepted only text and numbers, and quarantined
-    every row of a Parquet file whose ids are decimals or dates (found by a review)."""
+    every row of a Parquet file whose ids are decimals or dates."""
     import datetime
     import decimal
 
