@@ -2,12 +2,9 @@
 
 
 import os
+from dataclasses import dataclass
 
-from dagster import AssetKey, AssetSelection, AutomationCondition
-from dagster._core.definitions.declarative_automation.operands.subset_automation_condition import (
-    SubsetAutomationCondition,
-)
-from dagster._record import record
+from dagster import AssetKey, AssetSelection, AutomationCondition, AutomationContext, AutomationResult
 
 from assets.partitions import model_suite_key
 from evalpipeline.config import lake_root
@@ -28,13 +25,15 @@ def nightly_cron() -> tuple[str, str]:
     code location's load with a message naming the variable, not Dagster's error deep in a stack."""
     from zoneinfo import ZoneInfo
 
-    from dagster._utils.schedules import is_valid_cron_schedule
-
     cron = os.environ.get(CRON_ENV, "").strip() or DEFAULT_CRON
     timezone = os.environ.get(TIMEZONE_ENV, "").strip() or DEFAULT_TIMEZONE
-    if not is_valid_cron_schedule(cron):
+    try:
+        # Dagster's own check of a schedule's cron, by the condition the nightly retry is built from
+        # (it exports no validator); it raises its internal CheckError, hence the broad except
+        AutomationCondition.cron_tick_passed(cron, DEFAULT_TIMEZONE)
+    except Exception:
         raise ValueError(f"{CRON_ENV}={cron!r} is not a cron schedule: five fields, minute hour day month "
-                         f"weekday (default {DEFAULT_CRON!r})")
+                         f"weekday (default {DEFAULT_CRON!r})") from None
     try:
         ZoneInfo(timezone)
     except (LookupError, ValueError):  # unknown name / malformed key
@@ -55,14 +54,15 @@ def retry_failed_nightly() -> AutomationCondition:
             .since_last_handled().with_label("failed or missing at the nightly tick"))
 
 
-@record
-class PassedValidation(SubsetAutomationCondition[AssetKey]):
+@dataclass(frozen=True)
+class PassedValidation(AutomationCondition[AssetKey]):
     """The partitions of a model x suite, suite or model asset that hold (or, for a suite or model, read)
     at least one sample table that passed validation, read from the lake (``Lake.sample_tables``).
 
     Dagster's check conditions cannot say this: a run of a range of partitions records one result per
     check for all of them. Python, so evaluated on the code server (``use_user_code_server`` of the
-    automation sensor). ``dimension``: ``model_suite``, ``model`` or ``suite``."""
+    automation sensor). ``dimension``: ``model_suite``, ``model`` or ``suite``. A frozen dataclass:
+    conditions are compared and hashed by what they hold (``AutomationCondition.replace``)."""
 
     dimension: str
 
@@ -70,14 +70,21 @@ class PassedValidation(SubsetAutomationCondition[AssetKey]):
     def name(self) -> str:
         return f"a sample table of the {self.dimension.replace('_', ' x ')} passed validation"
 
-    def compute_subset(self, context):
+    @property
+    def requires_cursor(self) -> bool:
+        return False  # read afresh from the lake each tick: nothing of the previous evaluation is kept
+
+    def evaluate(self, context: AutomationContext) -> AutomationResult:
+        if context.candidate_subset.is_empty:  # the lake is not read for an asset with no candidates
+            return AutomationResult(context=context, true_subset=context.get_empty_subset())
         accepted = Lake(lake_root()).sample_tables()  # without the rejected ones
         keys = {"model_suite": {str(model_suite_key(m, s)) for m, s, _ in accepted},
                 "model": {to_partition_key(m) for m, _, _ in accepted},
                 "suite": {to_partition_key(s) for _, s, _ in accepted}}[self.dimension]
         candidates = context.candidate_subset.expensively_compute_partition_keys()
-        return context.asset_graph_view.get_subset_from_partition_keys(
+        true_subset = context.asset_graph_view.get_subset_from_partition_keys(
             context.key, context.partitions_def, [k for k in candidates if k in keys])
+        return AutomationResult(context=context, true_subset=true_subset)
 
 
 def has_accepted_samples(dimension: str) -> AutomationCondition:

@@ -8,9 +8,9 @@ import os
 import warnings
 
 from dagster import BackfillPolicy, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, RunRequest
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from evalpipeline.lake.keys import from_partition_key, to_partition_key
+from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 model_partitions = DynamicPartitionsDefinition(name="model")
 suite_partitions = DynamicPartitionsDefinition(name="suite")
@@ -55,8 +55,7 @@ def one_dimension(dimension: str):
     its documented behaviour and keep its warning out of every command's output."""
     import warnings
 
-    from dagster import MultiToSingleDimensionPartitionMapping
-    from dagster._utils.warnings import BetaWarning
+    from dagster import BetaWarning, MultiToSingleDimensionPartitionMapping
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)

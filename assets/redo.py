@@ -13,7 +13,6 @@ to the nightly, as before.
 """
 
 from dagster import AssetKey, DagsterEventType, RunFailureSensorContext, RunRequest, run_failure_sensor
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.jobs import JOB_STEPS, ingest_and_fit_job, model_job
 from assets.partitions import partition_blocks, split_failed_range
@@ -27,6 +26,7 @@ from assets.status import (
     run_partitions_def,
     step_failures,
 )
+from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 #: Tag of a run that redoes the rest of a failed range: the failed run's id.
 REST_OF_TAG = "evalpipeline/rest_of"

@@ -48,7 +48,6 @@ from dagster import (
     SkipReason,
     schedule,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG
 
 from assets.automation import nightly_cron
 from assets.partitions import model_suite_key, model_suite_partitions, range_blocks, range_run_request, requested_range_size
@@ -59,6 +58,7 @@ from evalpipeline.lake import Lake
 from evalpipeline.steps.discovery import Discovery, discover, ingested_partitions
 from evalpipeline.steps.run_status import resolve_retired
 from resources import IngestSettings, LakeResource
+from resources.dagster_internals import ASSET_PARTITION_RANGE_START_TAG
 
 SAMPLES = AssetKey("eval_samples")
 

@@ -15,11 +15,11 @@ from dagster import (
     run_failure_sensor,
     run_status_sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.batch import FAILED_PARTITIONS
 from evalpipeline.steps.run_status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures
 from resources import LakeResource
+from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 
 #: Dagster's wrappers around the error a step raised: the record names what they wrap.

@@ -57,10 +57,10 @@ def instance_state(home: Path):
 
 def in_flight(runs, backfills) -> bool:
     from dagster import DagsterRunStatus as S
-    from dagster._core.execution.backfill import BulkActionStatus
 
+    # a backfill's status by its value: Dagster does not export its BulkActionStatus enum
     return (any(r.dagster_run.status in (S.NOT_STARTED, S.QUEUED, S.STARTING, S.STARTED) for r in runs)
-            or any(b.status == BulkActionStatus.REQUESTED for b in backfills))
+            or any(b.status.value == "REQUESTED" for b in backfills))
 
 
 def wait_quiet(home: Path, since: float | None, quiet: float, deadline: float) -> list:

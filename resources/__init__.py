@@ -1,8 +1,7 @@
 """Dagster resources: thin configurable handles on evalpipeline objects.
 
-The names are imported on first use (PEP 562), so that loading ``resources.instance`` -- which
-every process that opens the Dagster instance does, the webserver and daemon included -- does not
-import the fitting code."""
+The names are imported on first use (PEP 562), so that a process that needs one module of the
+package (the executors, the Dagster adapter) does not import the fitting code."""
 
 __all__ = ["GlmSettings", "IngestSettings", "LakeResource", "PosteriorSettings"]
 

@@ -9,7 +9,7 @@ from dagster_dask.executor import DaskExecutor
 def _execute_serialised_step(dependencies: list, payload: str) -> str:
     """Runs on a Dask worker: dagster-dask's own step entry point, on deserialised arguments.
     ``dependencies`` (the upstream steps' results) only make Dask order the tasks."""
-    from dagster._serdes import deserialize_value, serialize_value
+    from dagster import deserialize_value, serialize_value
     from dagster_dask.executor import query_on_dask_worker
 
     task = deserialize_value(payload, as_type=dict)
@@ -20,19 +20,21 @@ def _execute_serialised_step(dependencies: list, payload: str) -> str:
 
 
 class SerialisedDaskExecutor(DaskExecutor):
-    """``dagster_dask.executor.DaskExecutor`` for an existing cluster, with one change: the task
-    arguments (the run, the job pointer, the instance reference, the known state) travel as a
-    JSON string from Dagster's serdes and results come back the same way.
+    """dagster-dask's ``DaskExecutor`` on an existing cluster, for two defects of dagster-dask 0.29.27,
+    the newest release for Dagster 1.13 (tests/test_distributed.py fails on either):
 
-    Why: dagster-dask 0.29.27 passes Dagster's NamedTuple records to ``Client.submit`` as they
-    are; distributed >= 2024.12 walks every tuple among task arguments looking for futures, and
-    Dagster's ``@record`` types (``RunOpConcurrency``, set on runs whose steps use a concurrency
-    pool) forbid iteration, so submitting such a run fails before any step starts.
-    And one fix: tasks are keyed ``<job>.<step>.<run id>``. dagster-dask keys them ``<job>.<step>``,
-    so concurrent runs of one job (two partitions) share task keys; Dask then runs the step for
-    one run only and hands its events to both, and the other run "succeeds" having run nothing.
-    Otherwise scheduling is unchanged: one task per step, depending on the tasks of its upstream
-    steps, with the step's ``dagster-dask/resource_requirements`` tag as Dask resources.
+    * dagster-dask 0.29.27 with distributed >= 2024.12: a run whose steps use a concurrency pool fails at submission.
+    * dagster-dask 0.29.27: concurrent runs of one job share task keys, and one "succeeds" having run nothing.
+
+    The first: dagster-dask passes Dagster's records (the run, the instance reference, the known
+    state) to ``Client.submit`` as they are, distributed walks every tuple among task arguments
+    looking for futures, and Dagster's ``@record`` types (``RunOpConcurrency``, on runs whose steps
+    use a pool) are tuples that forbid iteration. Here the arguments travel as one string of
+    Dagster's serialisation and the events come back the same way. The second: dagster-dask keys
+    tasks ``<job>.<step>``, so Dask runs a step for one of two concurrent runs and hands its events
+    to both; here tasks are keyed ``<job>.<step>.<run id>``. Otherwise scheduling is dagster-dask's:
+    one task per step, after the tasks of its upstream steps, with the step's
+    ``dagster-dask/resource_requirements`` tag as Dask resources.
     """
 
     def __init__(self, address: str):
@@ -40,9 +42,7 @@ class SerialisedDaskExecutor(DaskExecutor):
 
     def execute(self, plan_context, execution_plan):
         import dask.distributed
-        from dagster._core.errors import raise_execution_interrupts
-        from dagster._serdes import deserialize_value, serialize_value
-        from dagster._utils import iterate_with_context
+        from dagster import deserialize_value, raise_execution_interrupts, serialize_value
         from dagster_dask.executor import get_dask_resource_requirements
 
         if not plan_context.instance.is_persistent:
@@ -69,6 +69,12 @@ class SerialisedDaskExecutor(DaskExecutor):
                         resources=get_dask_resource_requirements(step.tags),
                         pure=False,
                     )
-            finished = dask.distributed.as_completed(list(futures_by_step.values()), with_results=True)
-            for _future, result in iterate_with_context(raise_execution_interrupts, finished):
+            finished = iter(dask.distributed.as_completed(list(futures_by_step.values()), with_results=True))
+            while True:
+                # an interrupt (the run cancelled) is raised while waiting for a task, not while
+                # the caller handles the events this generator yields
+                with raise_execution_interrupts():
+                    _future, result = next(finished, (None, None))
+                if result is None:
+                    return
                 yield from deserialize_value(result, as_type=list)

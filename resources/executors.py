@@ -51,16 +51,16 @@ from dagster import (
     ExecutorDefinition,
     Field,
     StringSource,
+    deserialize_value,
     execute_job,
     executor,
     multiple_process_executor_requirements,
     multiprocess_executor,
+    serialize_value,
 )
-from dagster._core.definitions.reconstruct import ReconstructableJob, ReconstructableRepository
-from dagster._core.instance.ref import InstanceRef
-from dagster._serdes import deserialize_value, serialize_value
 
 from evalpipeline.config import EXECUTOR_ENV
+from resources.dagster_internals import ReconstructableJob, ReconstructableRepository
 
 STEP_THREADS_ENV = "EVALPIPELINE_STEP_THREADS"
 #: what BLAS (OpenBLAS, MKL, OpenMP builds) and XLA's CPU backend read when they load
@@ -239,7 +239,7 @@ def execute_partitions(
 
 def _run_partition_from_ref(request) -> RunSummary:
     ref, *args = request
-    with DagsterInstance.from_ref(deserialize_value(ref, as_type=InstanceRef)) as instance:
+    with DagsterInstance.from_ref(deserialize_value(ref)) as instance:
         return _run_partition(*args, instance=instance)
 
 

@@ -20,7 +20,6 @@ from typing import Callable
 
 import pandas as pd
 from dagster import AssetKey, DagsterInstance
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from assets.batch import PROGRESS_MARK
 from assets.jobs import MODEL_ASSETS, PARTITION_ASSETS, SUITE_ASSETS
@@ -47,6 +46,7 @@ from evalpipeline.settings import check_config
 from evalpipeline.steps.discovery import discover
 from evalpipeline.steps.run_status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
 from evalpipeline.steps.samples import leaderboard_path
+from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from resources.executors import EXECUTOR_ENV, code_location, configured_executor
 from resources.fit import CACHE_DIR_ENV
 from resources.run.plan import NO_STALE, Run, RunPlanner, run_scope, with_data

@@ -1,0 +1,85 @@
+"""The project meets Dagster through its public API and one adapter module (resources/dagster_internals.py).
+
+pyproject.toml allows any dagster 1.13.x: these tests are the ones to run against a newer release
+of the line before taking it (the code location loads and every definition resolves; nothing but the
+adapter imports Dagster's private modules, whose names a release may move)."""
+
+import ast
+
+from tests.conftest import REPO
+
+ADAPTER = REPO / "resources" / "dagster_internals.py"
+#: the project's Python outside the tests, which may use Dagster's internals to observe it
+SOURCE_FOLDERS = ("evalpipeline", "assets", "resources", "benchmarks", "scripts")
+
+ASSETS = {"eval_samples", "accuracy_posteriors", "glm_binomial", "glm_beta_binomial", "glm_null", "glm_item_difficulty",
+          "reliability", "partition_plots", "suite_leaderboard", "suite_glm_binomial", "suite_glm_beta_binomial",
+          "suite_glm_null", "suite_glm_nested", "suite_fit_plots", "suite_comparison", "model_profile",
+          "model_reliability", "ingest_accounting", "waic_rankings", "report"}
+JOBS = {"ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports",
+        "prepare_samplers"}
+SENSORS = {"landing_sensor", "record_run_failures", "resolve_run_failures", "rerun_rest_of_failed_ranges",
+           "refresh_downstream", "sampler_requests"}
+SCHEDULES = {"nightly_refresh"}
+
+
+def test_the_code_location_loads_and_its_assets_jobs_sensors_and_schedule_resolve():
+    import dagster
+    from dagster import Definitions
+
+    from evalpipeline.definitions import defs
+
+    Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    assert {key.to_user_string() for key in graph.get_all_asset_keys()} == ASSETS, dagster.__version__
+    assert JOBS <= {job.name for job in defs.resolve_all_job_defs()}
+    assert {defs.resolve_job_def(name).name for name in JOBS} == JOBS
+    assert {defs.resolve_sensor_def(name).name for name in SENSORS} == SENSORS
+    assert {defs.resolve_schedule_def(name).name for name in SCHEDULES} == SCHEDULES
+    # the automation sensor targets the graph, with each downstream asset's condition (ours among them)
+    conditions = [graph.get(key).automation_condition for key in graph.get_all_asset_keys()]
+    assert any("passed validation" in str(c.get_snapshot()) for c in conditions if c is not None)
+
+
+def _private_dagster_imports(path, root=REPO) -> list[str]:
+    """``module:line name`` of every import of a private Dagster module (``dagster._...``) or private
+    name of the ``dagster`` package in the file at ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "dagster" else [])
+        else:
+            continue
+        found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
+                  if name.startswith("dagster.") and name.split(".")[1].startswith("_")]
+    return found
+
+
+def test_no_module_but_the_adapter_imports_a_private_dagster_module():
+    files = [p for folder in SOURCE_FOLDERS for p in sorted((REPO / folder).rglob("*.py"))]
+    assert ADAPTER in files and len(files) > 50
+    offenders = [hit for p in files if p != ADAPTER for hit in _private_dagster_imports(p)]
+    assert offenders == [], "import these through resources/dagster_internals.py, or a public API"
+    assert _private_dagster_imports(ADAPTER)  # the scan sees what the adapter imports
+
+
+def test_the_scan_finds_each_form_of_a_private_import(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text("import dagster._core.events\nfrom dagster._serdes import serialize_value\n"
+                      "from dagster import _check\nfrom dagster import AssetKey\nimport dagster_dask.executor\n"
+                      "def f():\n    from dagster._utils import iterate_with_context\n")
+    found = [hit.split(" ")[1] for hit in _private_dagster_imports(source, tmp_path)]
+    assert found == ["dagster._core.events", "dagster._serdes", "dagster._check", "dagster._utils"]
+
+
+def test_the_adapters_run_tags_are_dagsters():
+    """The range tags are written out in the adapter (Dagster exports no constant); a release that
+    renamed them would make every range run look like a one-partition run."""
+    from dagster._core.storage import tags
+
+    from resources import dagster_internals
+
+    assert dagster_internals.ASSET_PARTITION_RANGE_START_TAG == tags.ASSET_PARTITION_RANGE_START_TAG
+    assert dagster_internals.ASSET_PARTITION_RANGE_END_TAG == tags.ASSET_PARTITION_RANGE_END_TAG
