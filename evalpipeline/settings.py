@@ -511,7 +511,7 @@ def load_comparison_settings(path: Path | None = None):
 def load_glm_config(path: Path | None = None):
     """HiBayES fit settings from ``[glm]`` of the project configuration::
 
-        [glm]                        # sampler (hibayes-paper.txt Section 3.1 defaults)
+        [glm]                        # sampler (the HiBayES paper Section 3.1 defaults)
         num_warmup = 2000
         num_samples = 2000
         num_chains = 4

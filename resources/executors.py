@@ -20,10 +20,8 @@
 ``EVALPIPELINE_STEP_THREADS`` (default 1; ``0`` leaves the libraries' defaults): the threads a
 step process gives BLAS and XLA (``limit_step_threads``). The ``fit`` pool runs one fitting step
 per core, so a step that also spread its work over every core (BLAS and XLA's default) would
-oversubscribe them: measured on the 10-model lake with two workers (two runs each), pinning took
-the rebuild from 283 to 252 s and ``reliability`` from 140 to 96 step seconds. XLA's own pool
-(one thread per CPU, whatever its flags say) is sized when the fits start the backend (see
-``step_threads``): with a pool of one thread the 20-model rebuild took 12% less time.
+oversubscribe them (docs/performance.md). XLA's own pool (one thread per CPU, whatever its flags
+say) is sized when the fits start the backend (see ``step_threads``).
 
 ``start_dask_cluster`` starts a scheduler and worker processes on loopback (what
 ``make dask-cluster`` and tests/test_distributed.py use); ``execute_partitions`` runs a job

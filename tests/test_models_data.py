@@ -63,7 +63,7 @@ def test_suite_data_indices_labels_and_covariates():
 
 @pytest.mark.parametrize("use_difficulty, expected", [(False, set()), (True, {"category_effect", "category_sigma"})])
 def test_suite_null_keeps_difficulty_only_when_asked(use_difficulty, expected):
-    """hibayes-paper.txt contradicts itself on the null GLM: the text drops task difficulty, Eq. 6
+    """The HiBayES paper contradicts itself on the null GLM: the text drops task difficulty, Eq. 6
     keeps diff_difficulty. Either way reasoning slopes and subdomains are out, LLM and task effects in."""
     import jax
     from numpyro.handlers import seed, trace

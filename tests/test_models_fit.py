@@ -32,7 +32,7 @@ def _expit(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-# -- use case 1 (hibayes-paper.txt Section 3.3, Figure 5) -------------------------------------
+# -- use case 1 (the HiBayES paper Section 3.3, Figure 5) -------------------------------------
 
 def _use_case_1():
     """Use case 1's counts: N = 1257 with "about 47%" correct, N = 6768 with "about 84%".

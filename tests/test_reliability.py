@@ -1,6 +1,6 @@
 """HIP-LLM reliability envelopes (evalpipeline.reliability) against closed forms and structure.
 
-Source: shared/reference/hip-llm-reliability-paper.txt (Table 2, Section 3.1,
+Source: the HIP-LLM paper (Table 2, Section 3.1,
 Theorems 1-6, Remark 6, Appendix B).
 """
 

@@ -1,6 +1,6 @@
 """Partial pooling: the grid posterior of HIP-LLM agrees with NUTS on the same hierarchical Beta-Binomial.
 
-Source: shared/reference/hip-llm-reliability-paper.txt, Section 3.2.1 and Lemma 7.
+Source: the HIP-LLM paper, Section 3.2.1 and Lemma 7.
 One configuration (a degenerate box), three subdomains: the grid gives
 E[theta_j] and the CDF of theta_j exactly up to quadrature; NUTS samples the
 full centred model (theta_j not integrated out). They must agree to within

@@ -1,4 +1,4 @@
-"""Hierarchical Bayesian GLMs (HiBayES, hibayes-paper.txt Eq. 2-6): data, models, fits, comparison.
+"""Hierarchical Bayesian GLMs (HiBayES Eq. 2-6): data, models, fits, comparison.
 
 Plain library code (no Dagster): :class:`GlmData` from canonical samples, numpyro
 models and their registry (``glm.MODELS``), :func:`fit_glm` with a reusable

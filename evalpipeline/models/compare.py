@@ -1,4 +1,4 @@
-"""Model comparison by WAIC and PSIS-LOO (hibayes-paper.txt Section 2.3, Figure 8).
+"""Model comparison by WAIC and PSIS-LOO (the HiBayES paper Section 2.3, Figure 8).
 
 WAIC is what the paper uses; PSIS-LOO is added because it flags where its own
 approximation fails (Pareto-k > 0.7 per unit). Both are on the elpd scale

@@ -1,4 +1,4 @@
-"""Item-level count data for the hierarchical GLMs (HiBayES, hibayes-paper.txt Sections 2-3).
+"""Item-level count data for the hierarchical GLMs (HiBayES Sections 2-3).
 
 The GLMs of the paper (Eq. 2-6) are binomial in counts ``Correct ~ Binomial(n, p)``.
 Here the observational unit is one *item* of one model (and, when covariates
@@ -10,7 +10,7 @@ vary between attempts of the same item, one item x covariate combination):
 Every candidate model of a partition (or a suite) is fitted to the same
 :class:`GlmData`, so their pointwise log-likelihoods are over the *same units*
 (one term per row of :attr:`GlmData.units`). That is what makes their WAIC and
-PSIS-LOO comparable (hibayes-paper.txt Section 2.3, Figure 8): the binomial
+PSIS-LOO comparable (the HiBayES paper Section 2.3, Figure 8): the binomial
 likelihood of a coarser cell (a domain's total count) differs from the product of
 its items' binomial likelihoods by a constant that depends on the grouping, so
 two models must never be compared on differently aggregated counts.
@@ -237,5 +237,5 @@ class GlmData:
         )
 
     def observed_rates(self) -> np.ndarray:
-        """Per-unit observed success rate k / n (the quantity of hibayes-paper.txt Figure 7)."""
+        """Per-unit observed success rate k / n (the quantity of the HiBayES paper Figure 7)."""
         return (self.units["k"] / self.units["n"]).to_numpy(dtype=float)

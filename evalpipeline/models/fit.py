@@ -1,6 +1,6 @@
 """NUTS fits of the GLMs in glm.py with diagnostics that gate, one retry, and compiled-sampler reuse.
 
-Defaults follow hibayes-paper.txt Section 3.1 (2000 warmup, 2000 draws, 4
+Defaults follow the HiBayES paper Section 3.1 (2000 warmup, 2000 draws, 4
 chains). The issue's diagnostics (r-hat <= 1.01, bulk and tail ESS >= 400 per
 parameter, no divergences, BFMI >= 0.3, Pareto-k <= 0.7) are computed for every
 fit; a fit failing a *sampling* diagnostic is refitted once with
@@ -19,24 +19,14 @@ warmup, sampling, constraining and the pointwise log-likelihood in one
 Chains run ``sequential`` (one after another inside the one compiled program,
 one core) by default. ``vectorized`` (vmap) steps the four chains in lockstep:
 every NUTS iteration costs the deepest tree of the four, and ``lax.cond``
-under vmap evaluates both branches. Measured 2026-11-24 on the 2-core machine,
-500 + 500 draws x 4 chains, the same data and seeds per pair (two such jobs at
-once): 30 one-LLM partitions, ``binomial`` 29.6 s sequential vs 31.4 s
-vectorized, ``beta_binomial`` 38.4 s vs 112.7 s (its trees vary most between
-chains); one 100-LLM x 200-task suite, ``suite_binomial`` 15 s vs 20-21 s,
-``suite_null`` 15 vs 22 s, ``suite_nested`` with one seed 82 s vs 196 + 128 s
-(vectorized needed its retry), with another 67 + 79 s, both sequential attempts
-failing, vs 80-91 s passing (rounding luck either way), ``suite_beta_binomial`` 77-95 s
-vs 74-86 s, the one model where lockstep is a little cheaper. Retries were
-alike (30 ``binomial`` partitions: 7 vs 8 failing one attempt). The
+under vmap evaluates both branches, so it is slower for every model but
+``suite_beta_binomial`` (``beta_binomial`` about 3x; docs/performance.md). The
 chains are the same algorithm either way; only floating-point rounding, and so
-the draws, differ. ``parallel`` (pmap over host devices) measured earlier:
-binomial 0.6-0.8 s vectorized vs 0.6-1.0 s parallel (2 devices, 2 chains each),
-beta-binomial (before its pmf was rewritten) 23 s vs 13-18 s; the pipeline
-runs partitions in parallel processes, where one core per fit is the better
-use of 2 cores. ``parallel`` needs ``configure_jax(host_devices=...)`` before
-JAX initialises its backend
-(otherwise it falls back to vectorized, recorded in the fit's metadata).
+the draws, differ. ``parallel`` (pmap over host devices) needs
+``configure_jax(host_devices=...)`` before JAX initialises its backend
+(otherwise it falls back to vectorized, recorded in the fit's metadata); the
+pipeline runs partitions in parallel processes, where one core per fit is the
+better use of the cores.
 A persistent compilation cache (``configure_jax(compilation_cache_dir=...)``)
 carries the compiled programs across processes.
 
@@ -88,7 +78,7 @@ from evalpipeline.models.warm import capture as capture_warm_start
 
 @dataclass(frozen=True)
 class FitSettings:
-    """Sampler settings (hibayes-paper.txt Section 3.1 defaults) and how the fit is parameterised."""
+    """Sampler settings (the HiBayES paper Section 3.1 defaults) and how the fit is parameterised."""
 
     num_warmup: int = 2000
     num_samples: int = 2000
@@ -260,7 +250,7 @@ def start_cpu_backend(threads: int) -> int | str:
     fitting step is one process per core, and the pool's threads took CPU time from the other
     worker's steps: on the 20-model scale lake, two runs each, the rebuild took 12% less time with
     one thread (``glm_binomial`` 22% fewer step seconds, ``model_reliability`` 11%), while fits alone
-    of larger programs were up to 10% slower (benchmarks/README.md). So the calling thread is
+    of larger programs were up to 10% slower (docs/performance.md). So the calling thread is
     confined to ``threads`` of its CPUs while the backend starts, and every thread of the process is
     given all of them back right after: the pool keeps its size, and nothing stays pinned to a CPU.
     """
@@ -527,17 +517,15 @@ def curvature_inverse_mass(potential, z: dict, key, block: tuple[str, ...] = (),
     mode and the Hessian's diagonal there is estimated from ``probes`` Rademacher Hessian-vector
     products (Hutchinson; exact for a diagonal Hessian). The chain itself still starts at ``z``
     (dispersed starts are what r-hat relies on), and warmup re-estimates the mass matrix at each window
-    as before: this only sets where it starts. Measured on that suite: first 100 iterations 17,300 ->
-    3,550 leapfrog steps, the compiled sampling program 17.1 -> 11.0 s.
+    as before: this only sets where it starts (on that suite, ~5x fewer leapfrog steps in the first
+    100 iterations).
 
     With a dense ``block`` (the group-mean basis's collective directions, a handful of coordinates
     whose posterior is strongly correlated: the intercept and the LLMs' and tasks' group means share
     one identified sum), the block starts from the inverse of its exact Hessian at the mode (one
     Hessian-vector product per block coordinate; eigenvalues clipped to the diagonal's range), not from
-    its diagonal. Measured on a generated 100-LLM x 200-task suite (``benchmarks/warm_start_probe.py``'s
-    sampler, two seeds): the first 100 warmup iterations 57-65 -> 19-20 leapfrog steps each, the whole fit
-    84,157-87,544 -> 68,263-69,095 leapfrog steps (-20%), the same ESS and r-hat; on another such suite,
-    where the diagonal start was already good, no change (benchmarks/README.md).
+    its diagonal: on a 100-LLM x 200-task suite ~20% fewer leapfrog steps over the whole fit, with the
+    same ESS and r-hat.
 
     Returns numpyro's ``inverse_mass_matrix``: one vector over the sorted sites, or, with a dense
     ``block``, ``{block: matrix, other sites: vector}``.
@@ -1349,7 +1337,7 @@ def _write_netcdf(idata: az.InferenceData, path: str, *, skip: tuple[str, ...] =
 
     All groups go through one file handle (a DataTree) of the netCDF4 library: h5netcdf spent most of a
     partition fit's small file (29 variables in 6 groups) on per-variable dimension-scale bookkeeping and
-    a reopening per group, 0.20-0.28 s against 0.08-0.12 s here (benchmarks/README.md). The files read
+    a reopening per group, about twice the time taken here. The files read
     back identical, values, coordinates and attributes."""
     import xarray as xr
 

@@ -1,4 +1,4 @@
-"""Hierarchical binomial / beta-binomial GLMs of HiBayES (hibayes-paper.txt Eq. 2-6) in numpyro.
+"""Hierarchical binomial / beta-binomial GLMs of HiBayES (the HiBayES paper Eq. 2-6) in numpyro.
 
 Every model is a function ``model(arrays, **priors)`` over the padded arrays
 built by :func:`build_arrays` from a :class:`~evalpipeline.models.data.GlmData`.
@@ -17,7 +17,7 @@ Per partition (one LLM x one suite):
 * :func:`null` -- overall (-> domain) only: no subdomain structure, no covariates
   (the role of Eq. 6 in Figure 8).
 * :func:`item_difficulty` -- :func:`binomial` minus a per-item difficulty
-  ``b_q ~ Normal(0, sd_q)``, ``sd_q ~ Gamma(2, 2)`` (bayesian-evals-slides.txt,
+  ``b_q ~ Normal(0, sd_q)``, ``sd_q ~ Gamma(2, 2)`` (the Bayesian Evals slides,
   Model 3, "questionDifficulty"); applicable only when items have repeats,
   otherwise b_q is informed by its prior alone.
 
@@ -64,7 +64,7 @@ Parameterisation (recorded per fit, see fit.py):
   predictor as an outer sum instead of gathering one LLM and one task effect per
   unit. Same model and log density (tested); its gradient has axis sums where the
   gathers' had scatter-adds. A 100-LLM x 200-task fit is ~12% faster
-  (benchmarks/README.md, suite-grid).
+  (docs/performance.md).
 * Models whose linear predictor is the same for every unit of a cell (the same
   LLM, domain, subdomain and covariate values) and whose likelihood is binomial
   (:func:`samples_on_cells`: :func:`binomial` without item effects,
@@ -75,7 +75,7 @@ Parameterisation (recorded per fit, see fit.py):
   cell's totals, so the log density is the same (tested). The pointwise
   log-likelihood, ``p`` and the predictive checks stay per unit. A partition's
   200 items in 4 subdomains: 4 terms a gradient instead of 512 padded units, its
-  NUTS run ~0.9 -> ~0.35 s (benchmarks/README.md).
+  NUTS run ~0.9 -> ~0.35 s (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -508,7 +508,7 @@ def use_group_mean_basis(enabled: bool, centring: dict[str, str]) -> bool:
     """Whether a crossed suite model is sampled in the group-mean basis: when enabled and its tasks are
     centred (the data pin each task, so the shift the basis isolates is the posterior's long direction).
 
-    Measured at 100 LLMs x 200 tasks (benchmarks/README.md): with task difficulties spread (sd 1, centred
+    At 100 LLMs x 200 tasks: with task difficulties spread (sd 1, centred
     tasks) the basis passes the gate on its first attempt where the plain basis failed both; with every
     task equally hard (non-centred tasks, sigma_task near 0) it failed r-hat/ESS on both attempts where
     the plain basis passed on its retry, so non-centred tasks keep the plain basis.
@@ -777,7 +777,7 @@ def binomial(
 ):
     """Binomial logit GLM with partial pooling overall -> domain -> subdomain, one LLM.
 
-    hibayes-paper.txt Eq. 2 (priors of the overall and domain level: mu_overall ~
+    the HiBayES paper Eq. 2 (priors of the overall and domain level: mu_overall ~
     N(0, 1), sigma_overall ~ HalfNormal(0.5), sigma_domain ~ HalfNormal(0.1))
     with Eq. 3's subdomain level (sigma_subdomain ~ HalfNormal(0.1)) below it.
     ``use_domain``/``use_subdomain`` drop a level that has one group per parent
@@ -801,7 +801,7 @@ def binomial(
 def beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: float = 0.1, **priors):
     """Beta-binomial variant of :func:`binomial`: per-unit theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1).
 
-    hibayes-paper.txt Eq. 4's likelihood (theta_{i,j,k,d}, alpha = p phi,
+    the HiBayES paper Eq. 4's likelihood (theta_{i,j,k,d}, alpha = p phi,
     beta = (1 - p) phi) on :func:`binomial`'s linear predictor; theta is
     marginalised (BetaBinomial), which is the same model.
     """
@@ -812,7 +812,7 @@ def null(arrays, *, mu_overall_sd: float = 1.0, sigma_overall_scale: float = 0.5
          use_domain: bool = True, paper_form: bool = False):
     """Null GLM: overall (-> domain) only, no subdomain structure and no covariates.
 
-    Plays the role of hibayes-paper.txt Eq. 6 in the comparison of Figure 8
+    Plays the role of the HiBayES paper Eq. 6 in the comparison of Figure 8
     (the hypothesis that the finer structure does not matter); priors of Eq. 2.
     """
     binomial(arrays, mu_overall_sd=mu_overall_sd, sigma_overall_scale=sigma_overall_scale,
@@ -823,7 +823,7 @@ def null(arrays, *, mu_overall_sd: float = 1.0, sigma_overall_scale: float = 0.5
 def item_difficulty(arrays, *, item_sd_concentration: float = 2.0, item_sd_rate: float = 2.0, **priors):
     """IRT-style GLM: :func:`binomial` minus a per-item difficulty b_q ~ N(0, sd), sd ~ Gamma(2, 2).
 
-    bayesian-evals-slides.txt Model 3 (questionDifficulty_q ~ N(0,
+    the Bayesian Evals slides Model 3 (questionDifficulty_q ~ N(0,
     questionDifficultyStd), questionDifficultyStd ~ Gamma(2, 2), subtracted inside
     the sigmoid); the task/subdomain terms are the HiBayES hierarchy above.
     Needs repeats: with one attempt per item b_q is not identified beyond its prior.
@@ -838,7 +838,7 @@ def item_difficulty(arrays, *, item_sd_concentration: float = 2.0, item_sd_rate:
 def suite_nested(arrays, *, mu_overall_sd: float = 1.0, sigma_model_scale: float = 0.1, sigma_domain_scale: float = 0.1,
                  sigma_subdomain_scale: float = 0.1, use_domain: bool = True, use_subdomain: bool = True,
                  paper_form: bool = False):
-    """hibayes-paper.txt Eq. 3: model_i = mu_overall + sigma_model z_i, domain_{i,j} = model_i + sigma_domain z,
+    """The HiBayES paper Eq. 3: model_i = mu_overall + sigma_model z_i, domain_{i,j} = model_i + sigma_domain z,
     subdomain_{i,j,k} = domain_{i,j} + sigma_subdomain z; all sigmas HalfNormal(0.1), mu_overall ~ N(0, 1).
 
     (Eq. 3 has no mu_bar; ``paper_form`` is accepted for a uniform interface and ignored.)
@@ -873,7 +873,7 @@ def suite_binomial(
     tasks_nested: bool = False,
     unit_grid: bool = False,
 ):
-    """hibayes-paper.txt Eq. 5: logit p = mod_model_i + diff + gamma_{i,d} * covariate + eta_task_j.
+    """The HiBayES paper Eq. 5: logit p = mod_model_i + diff + gamma_{i,d} * covariate + eta_task_j.
 
     mod_model_i = mu_model_overall + sigma_model z_i (sigma_model ~ HalfNormal(0.5),
     mu_model_overall ~ N(mu_bar, 1), mu_bar from mu_overall ~ N(0, 1), sigma_overall
@@ -946,13 +946,13 @@ def suite_binomial(
 
 
 def suite_beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: float = 0.1, **priors):
-    """hibayes-paper.txt Eq. 4: :func:`suite_binomial`'s predictor with theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1)."""
+    """The HiBayES paper Eq. 4: :func:`suite_binomial`'s predictor with theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1)."""
     suite_binomial(arrays, likelihood="beta_binomial", phi_concentration=phi_concentration, phi_rate=phi_rate, **priors)
 
 
 def suite_null(arrays, *, sigma_model_scale: float = 1.0, use_difficulty: bool = False, paper_form: bool = False,
                **priors):
-    """hibayes-paper.txt Eq. 6: mod_model_i [+ diff_difficulty_d] + eta_task_j (sigma_model ~ HalfNormal(1)).
+    """The HiBayES paper Eq. 6: mod_model_i [+ diff_difficulty_d] + eta_task_j (sigma_model ~ HalfNormal(1)).
 
     The paper contradicts itself here: its text calls the null GLM one "that does
     not feature information on reasoning efforts and task difficulty levels"
@@ -1134,7 +1134,7 @@ def _count_bins(counts: np.ndarray, trials: np.ndarray, bin_of) -> np.ndarray:
 
 
 def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10, mass: float = 0.95) -> pd.DataFrame:
-    """Distribution of per-unit success rates k/n: observed vs simulated (hibayes-paper.txt Figure 7).
+    """Distribution of per-unit success rates k/n: observed vs simulated (the HiBayES paper Figure 7).
 
     ``simulated_k`` has shape (draws, units). Returns one row per bin of [0, 1]
     (the last bin closed) with the observed share of units, the simulated

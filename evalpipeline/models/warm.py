@@ -6,8 +6,7 @@ fit's by one LLM in a hundred. A cold refit spends two thirds of its leapfrog st
 from the previous fit's same chain's last position, with the previous fit's adapted inverse mass
 matrix and step size kept fixed (by default the mean over its chains, ``FitSettings.warm_tuning``;
 see :func:`arguments`), and only ``FitSettings.warm_burn_in`` iterations of burn-in before the
-draws are kept. Measured at 100 LLMs x 200 tasks (benchmarks/warm_start_probe.py): 0.56 of a cold
-refit's leapfrog steps, with posterior means within 0.07 posterior SDs of the cold refit's.
+draws are kept: at 100 LLMs x 200 tasks about half a cold refit's leapfrog steps, with posterior means within 0.07 posterior SDs of the cold refit's.
 
 This is what Stan users do with a previous fit's inits, metric and step size. The chains do not
 start dispersed, so r-hat has less power to detect a chain stuck away from the others; the
@@ -138,9 +137,8 @@ def arguments(state: WarmStart, name: str, options: dict, shapes: dict, block: t
     ``pooled`` (``FitSettings.warm_tuning = "pooled"``): every chain gets the mean over the chains of
     the inverse mass matrices (diagonals and dense block) and of the step sizes; each keeps its own
     position. Each chain's adaptation is a noisy estimate of the same quantities, and a chain keeps a
-    warm start's tuning night after night. Measured on a 105-LLM suite: one chain's adapted step size
-    (0.204 against the others' 0.247-0.250) ran it at 74.5 leapfrog steps a draw against 15, most of
-    the refit's sampler time; with the pooled tuning every chain ran at 15 (benchmarks/README.md)."""
+    warm start's tuning night after night: one chain with a step size 20% smaller than the others' can
+    run five times the leapfrog steps a draw and take most of the refit's sampler time."""
     if state.glm != name:
         raise WarmStartMismatch(f"the stored state is of {state.glm!r}, not {name!r}")
     if state.options != _options_json(options):

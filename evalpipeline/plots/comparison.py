@@ -1,6 +1,6 @@
 """Comparison plots: WAIC model comparison, pairwise P(A > B), leaderboard.
 
-- :func:`waic_comparison_plot` follows HiBayES (hibayes-paper.txt) Figure 8,
+- :func:`waic_comparison_plot` follows HiBayES Figure 8,
   which is ArviZ's compare plot: one row per GLM, an open circle at its ELPD
   with a +/- SE bar, and for every model but the best a grey triangle at
   (best ELPD - difference) with the +/- SE of the difference; a dashed line

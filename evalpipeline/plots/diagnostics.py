@@ -1,6 +1,6 @@
 """MCMC convergence plots: per-chain densities, traces and rank plots.
 
-HiBayES (hibayes-paper.txt) Figure 4: one row per parameter, the left column
+HiBayES Figure 4: one row per parameter, the left column
 the sampling distribution of each chain, the right column the trace; vector
 parameters (e.g. ``domain_effects``) draw one colour per component. A third
 column adds the rank plot (ranks of all draws pooled over chains, histogrammed

@@ -1,6 +1,6 @@
 """Forest plot: posterior mean with HPDI beside the empirical mean +/- SEM.
 
-Layout of HiBayES (hibayes-paper.txt) Figures 5, 6 and 9: one row per
+Layout of HiBayES Figures 5, 6 and 9: one row per
 parameter, a dot at the posterior mean, a thick line for the 95% HPDI and a
 thin line for a wider interval ("width of the posterior"), and for comparison
 the empirical (arithmetic) mean with its standard error drawn just below in

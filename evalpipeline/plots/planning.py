@@ -1,4 +1,4 @@
-"""Power curve for planning (eval-as-measurement-post.txt, section 6).
+"""Power curve for planning (the measurement post, section 6).
 
 Power (the probability that the decision rule declares the better model
 better) against the number of questions n, one line per true gap, with the

@@ -1,6 +1,6 @@
 """Per-item success-rate distribution, observed against the posterior predictive.
 
-HiBayES (hibayes-paper.txt) Figure 7 is a histogram of per-task success rates
+HiBayES Figure 7 is a histogram of per-task success rates
 averaged over repeats; its point is the bimodal pile-up at 0 and 1 that a
 Binomial GLM cannot reproduce and a Beta-Binomial GLM can. Here the observed
 histogram is drawn as bars and, when given, the posterior predictive as the

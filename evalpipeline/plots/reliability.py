@@ -1,4 +1,4 @@
-"""Reliability plots after HIP-LLM (hip-llm-reliability-paper.txt).
+"""Reliability plots after HIP-LLM.
 
 - :func:`reliability_cdf_envelopes`: Figures 3-7. For each panel (a
   subdomain, a domain, the LLM level, or a hyperparameter / operational-weight

@@ -1,6 +1,6 @@
 """HIP-LLM reliability under an operational profile (issue 5): imprecise-prior envelopes.
 
-Source: ``shared/reference/hip-llm-reliability-paper.txt``. See
+Source: the HIP-LLM paper. See
 :mod:`evalpipeline.reliability.core` for the model and how each quantity is
 computed, :mod:`evalpipeline.reliability.settings` for the defaults, and
 :mod:`evalpipeline.reliability.pipeline` for the helpers the Dagster assets use.

@@ -1,6 +1,6 @@
 """HIP-LLM: imprecise hierarchical Beta-Binomial reliability envelopes.
 
-Source: ``shared/reference/hip-llm-reliability-paper.txt``.
+Source: the HIP-LLM paper.
 
 Model (Section 3.2.1, Appendix A.1), per domain i, subdomain j:
     C_ij | theta_ij ~ Binomial(N_ij, theta_ij)
@@ -972,7 +972,7 @@ def _result(rows: list[_Envelopes], states: list[_DomainState], frame, settings,
     )
     weights = frame[["domain", "subdomain", "n", "k", "omega", "domain_weight", "op"]].reset_index(drop=True)
     metadata = {
-        "source": "HIP-LLM (hip-llm-reliability-paper.txt), Theorems 1-6, Appendix B",
+        "source": "HIP-LLM (Aghazadeh-Chakherlou et al., 2026), Theorems 1-6, Appendix B",
         "settings": settings.to_dict(),
         "grids": {
             st.name: {

@@ -1,6 +1,6 @@
 """Sensitivity of the HIP-LLM envelopes to the credal box (RQ2) and to the operational profile (RQ3).
 
-Source: ``shared/reference/hip-llm-reliability-paper.txt``, Section 4.3.2
+Source: the HIP-LLM paper, Section 4.3.2
 (Fig. 6: the box of one hyperparameter narrowed by raising its lower bound,
 e.g. b in [1, 12], [4, 12], [8, 12] and c, d in [1, 25], [9, 25], [18, 25])
 and Section 4.3.3 (Fig. 7: alternative within-domain weights).

@@ -1,6 +1,6 @@
 """Settings of the HIP-LLM reliability assessment: credal box, numerics, operational profile.
 
-Source: ``shared/reference/hip-llm-reliability-paper.txt`` (HIP-LLM),
+Source: the HIP-LLM paper,
 Section 3.2 (the hierarchy and the credal set, Eq. 4), Remark 6 (elicitation,
 Eqs. 7-8), Section 4.2 "Baseline Experimental Configuration" and Appendix B
 (default numerics), footnote 21 (flat operational profile OP_ij = W_i Omega_ij).

@@ -2,12 +2,12 @@
 
 Sources:
 
-* ``no-clt-position-paper.txt`` Section 3.2: the clustered standard error
+* the position paper (Bowyer et al.) Section 3.2: the clustered standard error
   (Miller 2024, Sec. 2.2) and the generative model Eq. 8
   (``d ~ Gamma(1, 1)``, ``theta ~ Beta(1, 1)``,
   ``theta_t ~ Beta(d theta, d (1 - theta))``, ``y ~ Bernoulli(theta_t)``),
   integrated to ``Y_t ~ BetaBin(N_t, d theta, d (1 - theta))`` (Eq. 65).
-* ``eval-as-measurement-post.txt`` "How many questions do you actually
+* the measurement post "How many questions do you actually
   have?" (design effect = clustered posterior variance / naive posterior
   variance, effective n = n / design effect, priors Beta(2, 2) on the
   overall accuracy and Gamma(2, rate 0.1) on the concentration) and its

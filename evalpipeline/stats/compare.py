@@ -2,14 +2,14 @@
 
 Sources:
 
-* Independent: ``no-clt-position-paper.txt`` Section 3.3 (Eq. 7, Snippet 2:
+* Independent: the position paper (Bowyer et al.) Section 3.3 (Eq. 7, Snippet 2:
   difference and odds ratio from Beta posterior draws, 95% quantile-based
   intervals) and Remark 1 (P(theta_A > theta_B)).
 * Paired, bivariate probit: Section 3.4, Appendix C and E.2 (Eq. 67-90):
   ``theta_A, theta_B ~ Beta(1, 1)``, ``rho = 2 rho_hat - 1``,
   ``rho_hat ~ Beta(4, 2)``, the 2x2 table S/T/U/V with cell probabilities
   from the bivariate normal CDF.
-* Paired, logit with item effects: ``eval-as-measurement-post.txt`` "Is the
+* Paired, logit with item effects: the measurement post "Is the
   new version actually better?": the post's priors ``N(0, 1.5)`` on the
   centre, ``gap ~ N(0, 1)``, ``spread ~ HalfNormal(2.5)``,
   ``item ~ N(0, spread)``, written symmetrically in A and B:

@@ -1,6 +1,6 @@
 """Confusion-matrix metrics with uncertainty: F1 from a Dirichlet posterior.
 
-Source: ``no-clt-position-paper.txt`` Section 3.5 (Eq. 9: categorical
+Source: the position paper (Bowyer et al.) Section 3.5 (Eq. 9: categorical
 outcomes TP/FP/FN/TN, uniform Dirichlet(1, 1, 1, 1) prior, posterior
 Dirichlet(1 + counts); Eq. 10: F1; Snippet 3: 2000 draws, HDI and
 quantile interval) and Appendix A.5 (the delta-method CLT interval,

@@ -1,9 +1,9 @@
 """Intervals for one model's success rate on one suite, every method side by side.
 
-Sources: ``no-clt-position-paper.txt`` Section 2.1 (CLT interval, Eq. 2 and
+Sources: the position paper (Bowyer et al.) Section 2.1 (CLT interval, Eq. 2 and
 Eq. 5), Section 3 (bootstrap, Bayesian credible intervals, Snippet 1) and
 Appendix A (t interval Eq. 11, Wilson Eq. 12, Clopper-Pearson Eq. 24-25);
-``eval-as-measurement-post.txt`` "What can a single accuracy actually tell
+the measurement post "What can a single accuracy actually tell
 you?" (Beta posterior, equal-tailed ``ppf([0.025, 0.975])``).
 
 Every interval here is a function of the scores or of ``(k, n)`` alone.

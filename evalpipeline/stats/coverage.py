@@ -1,6 +1,6 @@
 """Coverage of interval methods: exact (summing over the binomial) and by the position paper's simulation.
 
-``no-clt-position-paper.txt`` Section 3, "Experimental setup": sample
+the position paper (Bowyer et al.) Section 3, "Experimental setup": sample
 ``theta`` from the prior (100 values), generate 200 datasets per theta for
 N in {3, 10, 30, 100}, build every interval, count how often it contains
 the true theta. For IID 0/1 data every interval here depends on the data

@@ -1,6 +1,6 @@
 """Intervals for a success rate: Beta posterior HPDI and the CLT interval.
 
-Plain functions on numbers; see ``no-clt-position-paper.txt`` Section 2
+Plain functions on numbers; see the position paper (Bowyer et al.) Section 2
 (CLT intervals, Eq. 2 and Eq. 5) and Section 4 (Beta posteriors).
 """
 

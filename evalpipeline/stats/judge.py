@@ -1,6 +1,6 @@
 """Correcting an LLM judge's pass rate with a human-labelled calibration set.
 
-Source: ``eval-as-measurement-post.txt`` "Can you trust the model doing the
+Source: the measurement post "Can you trust the model doing the
 grading?" and the appendix prior sweep. The judge passes a correct answer
 with probability sensitivity and a wrong one with probability
 1 - specificity, so ``pass rate = sens * acc + (1 - spec) * (1 - acc)``.

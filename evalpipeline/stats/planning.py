@@ -1,6 +1,6 @@
 """Planning an eval: power and sample size by simulation, and repeats versus questions.
 
-Source: ``eval-as-measurement-post.txt``, "How big an eval do you actually
+Source: the measurement post, "How big an eval do you actually
 need?" (section 6: ``design_power`` -- simulate many evals of n questions
 at a planted gap, form independent Beta posteriors, count how often
 P(B > A) clears the decision threshold; the unpaired, conservative

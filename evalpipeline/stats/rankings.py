@@ -1,7 +1,7 @@
 """Rankings from posterior draws: P(best), expected rank, P(accuracy > threshold).
 
-Sources: ``bayesian-evals-slides.txt`` ("Easily find a Prob(Model A > Model
-B) -- ... just look at" the share of posterior samples); ``hibayes-paper.txt``
+Sources: the Bayesian Evals slides ("Easily find a Prob(Model A > Model
+B) -- ... just look at" the share of posterior samples); the HiBayES paper
 Section 1, Scenario 1 ("Model B has surpassed the 80% safety threshold
 necessary for deployment") and Section 3.2 (is performance above a
 threshold, given the uncertainty?).

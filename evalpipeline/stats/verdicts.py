@@ -1,9 +1,9 @@
 """Verdicts in words: the HPDI overlap rule and a plain-language ladder for P(A > B).
 
-* ``hibayes-paper.txt`` Section 3.1 and Figure 3: no overlap of the two
+* the HiBayES paper Section 3.1 and Figure 3: no overlap of the two
   95% HPDIs -> the models perform differently; the narrower HPDI fully
   inside the wider -> equivalent; partial overlap -> inconclusive.
-* ``eval-as-measurement-post.txt`` "How do you say it in the room?":
+* the measurement post "How do you say it in the room?":
   "A ladder -- too close to call / leaning / likely / confident /
   near-certain -- carries better than a number"; P = 0.72 reads "likely
   better"; 95% is the bar "we use to ship" and "I'd want before we are

@@ -28,7 +28,7 @@ Sources and choices:
   (sums, summaries), not class labels, and a confusion matrix over them says
   nothing.
 * Per model: the Dirichlet posterior over the confusion matrix's cells
-  (``no-clt-position-paper.txt`` Section 3.5, Eq. 9 generalised to K classes,
+  (the position paper (Bowyer et al.) Section 3.5, Eq. 9 generalised to K classes,
   Dirichlet(1, ..., 1) prior), one-vs-rest precision, recall and F1 per class
   and their macro averages (unweighted over the target classes), each with its
   posterior mean and equal-tailed credible interval; beside them the plug-in F1

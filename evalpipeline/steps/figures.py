@@ -3,7 +3,7 @@
 A partition's GLM fits draw a trace, a forest and a predictive plot each (HiBayES Figures 4-7)
 and its HIP-LLM assessment two (CDF envelopes and E[R(n)], Figures 3-8). On 2 cores they cost
 ~1.3 s a partition, about a third of the partition's nightly work and ~800 step seconds of a
-600-partition rebuild (benchmarks/README.md), for pictures of fits that passed their numeric
+600-partition rebuild (docs/performance.md), for pictures of fits that passed their numeric
 checks and that few people open. A suite GLM's three figures cost ~6 s a suite at 100 models,
 each night a model joins. So ``[plots]`` decides when they are drawn, ``partitions`` for the
 partitions' figures and ``suite_fits`` for the suite GLMs':
