@@ -274,7 +274,7 @@ def source_version() -> str:
 
 def warn_if_code_changed(started_version: str) -> bool:
     """A fit's provenance hashes the source files as they are on disk when it runs, so another
-    session editing them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
+    edit to them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
     if source_version() != started_version:
         print("WARNING: evalpipeline/models or evalpipeline/steps/fits.py changed on disk during the benchmark: "
               "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)")
@@ -350,7 +350,7 @@ def write_model_table(landing: Path, index: int, suites: int, items: int, seed: 
 
 def model_table(index: int, suites: int, items: int, seed: int, item_sd: float = 0.0) -> pd.DataFrame:
     """The rows of :func:`write_model_table`: logit accuracy = ability - suite hardness - item difficulty,
-    item difficulty ~ N(0, item_sd) per suite (0: every item of a suite equally hard, the earlier runs)."""
+    item difficulty ~ N(0, item_sd) per suite (0: every item of a suite equally hard)."""
     rng = np.random.default_rng([seed, index])
     ability = np.random.default_rng([seed, 10_000 + index]).normal(0.0, 1.0)
     frames = []
@@ -615,7 +615,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--item-sd", type=float, default=0.0,
-                        help="sd of planted item difficulties (logit); 0 = none, as in the earlier measurements")
+                        help="sd of planted item difficulties (logit); 0 = none")
     parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
     parser.add_argument("--repeats", type=int, default=2, help="suite-grid: timed fits of each layout")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
