@@ -5,9 +5,8 @@
 The posterior is synthetic: AR(1) chains (autocorrelation 0.3-0.9 per element) shaped like a fit's,
 ``--elements`` scalar elements in all (623: a 100-LLM x 200-task ``suite_binomial`` fit, helper
 sites included; 23: a one-model partition's ``binomial`` fit). Per size it times, in this process,
-what a fit computed before -- ``az.rhat(method="rank")``, ``az.ess(method="bulk")`` and
-``az.ess(method="tail")`` once for the diagnostics and once for the summary -- against one
-``convergence()`` call shared by both, prints the median of ``--repeat`` runs and the ratio, and
+arviz's way -- ``az.rhat(method="rank")``, ``az.ess(method="bulk")`` and ``az.ess(method="tail")``,
+once for a fit's diagnostics and once for its summary -- against one ``convergence()`` call shared by both, prints the median of ``--repeat`` runs and the ratio, and
 checks that the values agree (largest relative difference). It exits 1 if they differ by more than
 1e-10.
 """

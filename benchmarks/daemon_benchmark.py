@@ -21,9 +21,9 @@ benchmark restores it between the trees.
 
 ``--change new-model``: instead of the edit, the next model's long table (all suites, as ``pipeline_benchmark.py
 add-model`` writes it; pass the lake's ``--item-sd``) is written into the landing folder. The landing sensor
-requests its partitions (one run per partition up to 3776add, ranges since), automation refreshes the suites,
-models and report it feeds, and the same times are printed from the moment the table landed. The lake's tables record their logs' absolute paths, so the trees
-run in DIR itself, one after the other, never side by side.
+requests its partitions, automation refreshes the suites, models and report it feeds, and the same times are
+printed from the moment the table landed. The lake's tables record their logs' absolute paths, so the trees run
+in DIR itself, one after the other, never side by side.
 """
 
 from __future__ import annotations

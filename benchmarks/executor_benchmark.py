@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--landing", type=Path, default=REPO / "data" / "inspect_logs")
     parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
     parser.add_argument("--asset", action="append", help="ingest_and_fit only, these assets of it (repeatable)")
-    parser.add_argument("--partitions-only", action="store_true", help="ingest_and_fit only, the earlier measurement")
+    parser.add_argument("--partitions-only", action="store_true", help="ingest_and_fit only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="executor-bench-") as tmp:
         work = Path(tmp)

@@ -25,7 +25,7 @@ start excluded). Peak memory is what the operation added to the process:
   (``/proc/self/clear_refs``, Linux >= 4.0) and reports ``VmHWM`` after the
   operation minus ``VmRSS`` before it;
 * ``maxrss-base``: the child's ``ru_maxrss`` (from ``os.wait4``) minus the
-  baseline child's. Importing inspect_ai.analysis peaks at ~360 MiB and then
+  baseline child's. Importing inspect_ai.analysis peaks high and then
   frees much of it, so this hides anything smaller than that transient
   import peak; it is shown for completeness and is 0 for such operations.
 """

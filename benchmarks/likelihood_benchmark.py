@@ -22,7 +22,7 @@ It prints the medians per tree and the ratios baseline / this checkout (above 1:
 faster). The draws differ between trees in the last bits (the gradient is computed in another
 order), so the posteriors are compared as Monte Carlo samples: the largest difference of an LLM
 effect's posterior mean between the trees' last warm refits, in posterior SDs, is printed too.
-Generated data: ``pipeline_benchmark.model_table`` (planted abilities, item difficulty sd 1).
+Generated data: ``pipeline_benchmark.suite_frame`` (planted abilities, item difficulty sd 1).
 """
 
 from __future__ import annotations
@@ -52,7 +52,11 @@ from numpyro.infer.util import initialize_model
 from evalpipeline.models import Fitter, GlmData, configure_jax
 from evalpipeline.models.fit import DiagnosticThresholds, FitSettings, fit_glm
 from pipeline_benchmark import model_table
-from warm_start_probe import model_and_arrays, suite_frame
+try:
+    from likelihood_benchmark import model_and_arrays
+    from pipeline_benchmark import suite_frame
+except ImportError:  # a baseline commit whose benchmarks/ keeps them in warm_start_probe.py
+    from warm_start_probe import model_and_arrays, suite_frame
 
 configure_jax()
 out = {}
@@ -103,6 +107,36 @@ out["model_mean"] = model_draws.mean(("chain", "draw")).values.tolist()
 out["model_sd"] = model_draws.std(("chain", "draw")).values.tolist()
 print(json.dumps(out))
 """
+
+
+def model_and_arrays(frame):
+    """The ``suite_binomial`` model function and padded arrays ``fit_glm`` samples for ``frame`` (default
+    ``FitSettings``), and its layout."""
+    import functools
+
+    import jax.numpy as jnp
+
+    from evalpipeline.models import GlmData, glm
+    from evalpipeline.models.fit import FitSettings
+
+    name = "suite_binomial"
+    settings = FitSettings()
+    data = GlmData.from_samples(frame)
+    options = glm.structure_options(name, data)
+    options["paper_form"] = settings.paper_form
+    scales = dict(glm.MODELS[name].level_scales)
+    centring = glm.choose_centring(data, scales, mode=settings.centring, threshold=settings.centring_threshold,
+                                   shared_items=True)
+    options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
+    grid = glm.unit_grid(data) if settings.unit_grid else None
+    options["unit_grid"] = grid is not None
+    layout = glm.layout_for(data, pad=settings.pad, grid=grid is not None)
+    arrays = glm.build_arrays(data, layout, centring)
+    if options["group_mean_basis"]:
+        arrays.update(glm.crossed_arrays(data, layout))
+    if grid is not None:
+        arrays.update(glm.grid_arrays(data, layout, grid))
+    return functools.partial(glm.MODELS[name].fn, **options), {k: jnp.asarray(v) for k, v in arrays.items()}, layout
 
 
 def run_child(tree: Path, args) -> dict:

@@ -9,7 +9,7 @@ with item effects and the bivariate probit, on grids, and two t-tests. At 100 mo
 rows a suite and most of the step. Each code tree runs in its own child process, the two alternating
 ``--repeat`` times: this checkout, and ``--baseline-rev`` checked out in a temporary git worktree
 (run it in a clone). A child, on one BLAS thread as the pipeline's steps run, computes the table of
-one generated suite (``warm_start_probe.suite_frame``: ``--models`` models with planted abilities x
+one generated suite (``pipeline_benchmark.suite_frame``: ``--models`` models with planted abilities x
 ``--items`` items with planted difficulties, one 0/1 attempt each) three times, with the per-process
 grid caches emptied before each, and reports the best CPU seconds.
 
@@ -43,7 +43,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[4])
 models, items, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 from evalpipeline.stats import compare
-from warm_start_probe import suite_frame
+from pipeline_benchmark import suite_frame
 
 frame = suite_frame(models, items, 0, 1.0)
 compare.pairwise_table(frame[frame["model"].isin(sorted(frame["model"].unique())[:3])])  # the fixed coarse grids

@@ -30,11 +30,7 @@ times: to its last output, on which the targets are judged, and to the end of th
 When ``--models`` is below the
 leaderboard size (100) the 100-model numbers are extrapolated per asset (linear
 in the models, quadratic for the pairwise comparison) and labelled EXTRAPOLATED;
-everything else is MEASURED. Before the rebuild, ``scale`` measures the host
-(``host_check.py``, ~1 min; ``--no-host-check`` skips it): the seconds a partition fit takes in
-one fitting process alone and in each of two side by side. This machine's speed drifts between
-days, so each run says which host it met; the line is repeated beside the targets. Its time is
-not part of the rebuild's. ``add-model`` and ``rerun`` work in the folder a
+everything else is MEASURED. ``add-model`` and ``rerun`` work in the folder a
 ``scale --keep DIR`` left: one more model, or the nightly over the unchanged logs
 (it must fit nothing: exit 1 otherwise).
 
@@ -64,7 +60,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import host_check
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
@@ -279,7 +274,7 @@ def source_version() -> str:
 
 def warn_if_code_changed(started_version: str) -> bool:
     """A fit's provenance hashes the source files as they are on disk when it runs, so another
-    session editing them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
+    edit to them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
     if source_version() != started_version:
         print("WARNING: evalpipeline/models or evalpipeline/steps/fits.py changed on disk during the benchmark: "
               "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)")
@@ -355,7 +350,7 @@ def write_model_table(landing: Path, index: int, suites: int, items: int, seed: 
 
 def model_table(index: int, suites: int, items: int, seed: int, item_sd: float = 0.0) -> pd.DataFrame:
     """The rows of :func:`write_model_table`: logit accuracy = ability - suite hardness - item difficulty,
-    item difficulty ~ N(0, item_sd) per suite (0: every item of a suite equally hard, the earlier runs)."""
+    item difficulty ~ N(0, item_sd) per suite (0: every item of a suite equally hard)."""
     rng = np.random.default_rng([seed, index])
     ability = np.random.default_rng([seed, 10_000 + index]).normal(0.0, 1.0)
     frames = []
@@ -372,6 +367,12 @@ def model_table(index: int, suites: int, items: int, seed: int, item_sd: float =
             "score": (rng.random(items) < accuracy).astype(float),
         }))
     return pd.concat(frames, ignore_index=True)
+
+
+def suite_frame(models: int, items: int, seed: int, item_sd: float) -> pd.DataFrame:
+    """One suite's samples of ``models`` models (:func:`model_table`), one attempt each, as the ingest leaves them."""
+    frame = pd.concat([model_table(i, 1, items, seed, item_sd) for i in range(models)], ignore_index=True)
+    return frame.assign(epoch=1, error=None, limit=None)
 
 
 # -- suite steps at the leaderboard size --------------------------------------------------------
@@ -473,8 +474,6 @@ def run_scale(args, work: Path) -> int:
     version = source_version()
     print(f"scale: {args.models} models x {args.suites} suites x {args.items} items = {partitions * args.items} rows, "
           f"{partitions} partitions; --glm {args.glm} {args.glm_models or ''}; {load()}", flush=True)
-    host = None if args.no_host_check else host_check.host_check()
-    print(host_check.host_line(host), flush=True)
 
     full = Timed("full", instance, verbose=args.verbose, workers=args.workers)
     print(f"\nfull rebuild, {args.models} models (MEASURED; {load()}): {full.took()}")
@@ -497,7 +496,6 @@ def run_scale(args, work: Path) -> int:
         print(f"\ntargets (MEASURED, to the last output): full rebuild {full.outputs_seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
               f"({'met' if full.outputs_seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.outputs_seconds:.0f} s "
               f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
-    print(host_check.host_line(host))
     return 1 if (full.returncode or new.returncode) else 0
 
 
@@ -617,7 +615,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
     parser.add_argument("--seed", type=int, default=20261122)
     parser.add_argument("--item-sd", type=float, default=0.0,
-                        help="sd of planted item difficulties (logit); 0 = none, as in the earlier measurements")
+                        help="sd of planted item difficulties (logit); 0 = none")
     parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
     parser.add_argument("--repeats", type=int, default=2, help="suite-grid: timed fits of each layout")
     parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
@@ -626,8 +624,6 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="print each line run_main_job prints, with the seconds since it began")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})")
-    parser.add_argument("--no-host-check", action="store_true",
-                        help="scale: skip timing synthetic fits alone and side by side before the rebuild (~1 min)")
     args = parser.parse_args()
     glm_models = args.glm_models.split(",") if args.glm_models else None
     args.glm_models = glm_models

@@ -3,13 +3,10 @@
     .venv/bin/python benchmarks/plot_render_benchmark.py [--repeat 9]
 
 A partition's GLM fit writes a trace, a forest and a predictive plot, its reliability
-assessment a CDF-envelope and an E[R(n)] plot: at 100 models x 6 suites they are ~0.9 s
-(GLM) and ~1 s (reliability) of every partition, a third of a full rebuild's step seconds.
-The inputs here have a partition's shape (4 chains x 500 draws, 4 subdomains, 200 items;
+assessment a CDF-envelope and an E[R(n)] plot. The inputs here have a partition's shape (4 chains x 500 draws, 4 subdomains, 200 items;
 a reliability assessment of 4 subdomains at the default settings).
 
-* ``savefig`` (the baseline): ``Figure.savefig``, as ``figure_png_bytes`` did up to
-  9882dbf. Under a layout engine it draws the figure twice: once without rendering, to lay it
+* ``savefig`` (the baseline): ``Figure.savefig``. Under a layout engine it draws the figure twice: once without rendering, to lay it
   out, then the picture.
 * ``current``: :func:`evalpipeline.plots.figure_png_bytes`.
 
@@ -34,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def savefig_png_bytes(figure, *, dpi: int, text: dict | None = None) -> bytes:
-    """The baseline: what figure_png_bytes did before it drew on the canvas itself."""
+    """The baseline: ``Figure.savefig`` to PNG bytes."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None, **(text or {})})
     return buffer.getvalue()

@@ -22,8 +22,8 @@ The scaling exponent is the least-squares slope of log(seconds) (and of
 log(memory)) on log(parameter), as in the paper's power-law fits.
 
 ``--cdf-ab`` times ``assess_reliability`` as it is against the same code with the
-subdomain level computed the way it was before ``beta_mixture_cdf`` and ``beta_survival``
-(``weights @ betainc`` over the whole G x T table, ``betaincc`` at the thresholds), alternately, best of ``--repeat`` each, on a
+subdomain level computed without ``beta_mixture_cdf`` and ``beta_survival`` (``weights @ betainc``
+over the whole G x T table, ``betaincc`` at the thresholds), alternately, best of ``--repeat`` each, on a
 leaderboard partition (one domain of 4 subdomains x 50 items, the pipeline's default
 numerics) and on the paper's baseline; it prints both, their ratio, and the largest
 difference between the two assessments' CDF and quantile envelopes.

@@ -10,9 +10,8 @@ most, then the medians per tree and the ratio this / baseline.
 
 For a change whose effect shows only when a real run's steps share the cores (the fits beside the
 ingest and the reliability steps of the other worker), which a benchmark of one kind of step alone
-does not see. About 4 minutes a run at 20 models on 2 cores; the host's speed drifts over the day,
-so only the ratios of one sitting mean anything. Run it in a clone: the worktree is made from this
-repository's history.
+does not see. The host's speed drifts over the day, so only the ratios of one sitting mean anything.
+Run it in a clone: the worktree is made from this repository's history.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ Parameterisation (recorded per fit, see fit.py):
   predictor as an outer sum instead of gathering one LLM and one task effect per
   unit. Same model and log density (tested); its gradient has axis sums where the
   gathers' had scatter-adds. A 100-LLM x 200-task fit is ~12% faster
-  (docs/performance.md).
+  (docs/performance.md, suite-grid).
 * Models whose linear predictor is the same for every unit of a cell (the same
   LLM, domain, subdomain and covariate values) and whose likelihood is binomial
   (:func:`samples_on_cells`: :func:`binomial` without item effects,
