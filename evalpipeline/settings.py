@@ -98,6 +98,12 @@ def check_types(path, table: str, values: dict, defaults: dict) -> None:
             raise ConfigError(f"{path}: [{table}] {key} must be a finite number, got {value!r}")
 
 
+def _refuse_unknown_keys(path, table: str, data: dict, known) -> None:
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys in [{table}]: {unknown}; known: {sorted(known)}")
+
+
 def _dataclass_defaults(cls) -> dict:
     import dataclasses
 
@@ -347,6 +353,7 @@ def _check_reliability_values(path, data: dict) -> None:
     defaults = {**_dataclass_defaults(ReliabilitySettings), "taxonomy": "", "success_threshold": 1.0, "box": {}}
     defaults = {k: v for k, v in defaults.items() if k not in _RELIABILITY_NOT_SETTINGS}
     defaults = {k: ({} if isinstance(v, dict) or k == "box" else v) for k, v in defaults.items()}
+    _refuse_unknown_keys(path, "reliability", data, defaults)
     for key, value in data.items():
         if isinstance(defaults.get(key), dict) and not isinstance(value, dict):
             raise ConfigError(f"{path}: [reliability] {key} must be a table, got {value!r}")
@@ -415,6 +422,7 @@ def load_validation_settings(path: Path | None = None):
     if path is None:
         return ValidationSettings()
     data = _table(path, read_config(path), "validate")
+    _refuse_unknown_keys(path, "validate", data, _dataclass_defaults(ValidationSettings))
     check_types(path, "validate", data, _dataclass_defaults(ValidationSettings))
     try:
         return ValidationSettings(**data)

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -135,3 +137,37 @@ def test_the_readme_is_short_and_the_product_tells_no_development_history():
     story = subprocess.run(["git", "grep", "-niE", r"[a-z]+-?(th|st|nd|rd) session|this[ ]session|found by (a|an) "
                             r"(review|adversarial)"], capture_output=True, text=True, cwd=REPO)
     assert story.stdout == "", story.stdout
+
+
+def test_the_configuration_doc_shows_every_setting_and_names_every_environment_variable(tmp_path):
+    """docs/configuration.md's TOML blocks hold every key the configuration check knows, table by table (the
+    check's own list, from its refusal of an unknown key), and the page names every EVALPIPELINE_ variable
+    the code reads."""
+    import re
+    import tomllib
+
+    from evalpipeline.config import ConfigError
+    from evalpipeline.settings import CONFIG_SECTIONS, check_config
+
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    documented: dict[str, set] = {}
+    for block in re.findall(r"```toml\n(.*?)```", doc, flags=re.S):
+        for table, keys in tomllib.loads(block).items():
+            inner = keys.values() if table == "judge" else [keys]  # [judge.<scorer>] tables
+            documented.setdefault(table, set()).update(*[set(k) for k in inner])
+        # a key shown commented out (a file name the reader must supply) counts: `# taxonomy = "..."`
+        for table, body in re.findall(r"^\[(\w+)\][^\n]*\n(.*?)(?=^\[|\Z)", block, flags=re.S | re.M):
+            documented.setdefault(table, set()).update(re.findall(r"^# (\w+) = ", body, flags=re.M))
+    for table in CONFIG_SECTIONS:
+        probe = tmp_path / f"{table}.toml"
+        probe.write_text(f"[{table}{'.scorer' if table == 'judge' else ''}]\nzz_unknown = 1\n")
+        with pytest.raises(ConfigError, match=r"unknown keys in .*known: \[") as refused:
+            check_config(probe)
+        known = set(re.findall(r"'(\w+)'", str(refused.value).split("known: ", 1)[1]))
+        assert known and known - documented.get(table, set()) == set(), table
+
+    code = "\n".join(p.read_text() for folder in ("evalpipeline", "resources", "assets")
+                     for p in sorted((REPO / folder).rglob("*.py")))
+    variables = set(re.findall(r"[\"'](EVALPIPELINE_[A-Z_]+)[\"']", code))
+    assert len(variables) >= 10
+    assert {v for v in variables if f"`{v}`" not in doc} == set()
