@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -173,3 +174,14 @@ def test_a_table_with_wrapping_columns_is_laid_out_to_the_page_width():
     assert tables == [{"class": "fit"}, {}]
     cells = [attrs.get("class") for tag, attrs in parse(page).tags if tag == "td"]
     assert cells == ["num", "wrap", None, "num", None, None]
+
+
+def test_intro_blocks_come_before_the_contents_and_decimals_line_up_a_column():
+    frame = pd.DataFrame({"mean": [0.86, 0.9174, np.nan], "n": [1, 2, 3]})
+    page = render_report("t", [Section("s", [Table(frame, decimals=3)])], generated_at="now",
+                         intro=[Paragraph(f"What {HOSTILE} holds"), Details("How to read", ["guide"])])
+    assert HOSTILE not in page
+    assert page.index("What &lt;script&gt;") < page.index("<summary>How to read</summary>") < page.index("<nav")
+    assert ['<td class="num">0.860</td>', '<td class="num">0.917</td>', '<td class="num">—</td>'] == \
+        re.findall(r'<td class="num">[^<]*</td>', page)[::2]
+    assert '<td class="num">2</td>' in page  # integers stay integers

@@ -49,8 +49,10 @@ class Table:
     ``digits``: significant digits for floats. ``index``: also show the
     index. Missing values (None, NaN, NA) show as an em dash. ``wrap``: the
     columns whose text may break anywhere (long model names); when given,
-    the table is laid out to the page's width, every other cell on one line,
-    so it does not scroll sideways.
+    every other cell stays on one line and those columns take the width
+    left, so the table fits the page rather than scrolling sideways.
+    ``decimals``: when set, floats show this many decimals instead of
+    ``digits`` significant digits (a column of rates lines up).
     """
 
     frame: pd.DataFrame
@@ -58,6 +60,7 @@ class Table:
     digits: int = 3
     index: bool = False
     wrap: tuple[str, ...] = ()
+    decimals: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,14 @@ class Section:
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
        margin: 0 auto; max-width: 1100px; padding: 1em 2em 3em; color: #222; line-height: 1.45; }
-h1 { border-bottom: 2px solid #1f77b4; padding-bottom: .2em; }
-h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+h1 { border-bottom: 2px solid #1f77b4; padding-bottom: .2em; margin: .4em 0 .2em; }
+h2 { border-bottom: 1px solid #ccc; margin-top: 1.6em; }
 h3, h4 { margin-top: 1.5em; }
-p.generated { color: #666; font-size: .9em; }
-nav ul { padding-left: 0; margin: .3em 0; list-style: none; display: flex; flex-wrap: wrap; gap: .2em 1.2em; }
+p.generated { color: #666; font-size: .9em; margin: .2em 0 .8em; }
+nav { display: flex; gap: 1.2em; align-items: baseline; border-top: 1px solid #ccc; border-bottom: 1px solid #ccc;
+      padding: .3em 0; margin: .8em 0; }
+nav .label { font-weight: 600; }
+nav ul { padding-left: 0; margin: 0; list-style: none; display: flex; flex-wrap: wrap; gap: .2em 1.2em; }
 nav ul ul { display: inline-flex; margin: 0 0 0 .6em; font-size: .92em; }
 details { margin: .6em 0; }
 details > summary { cursor: pointer; color: #1f4f7a; }
@@ -121,10 +127,8 @@ th { background: #f1f4f8; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tbody tr:nth-child(even) { background: #fafafa; }
 .table-wrap { overflow-x: auto; }
-table.fit { width: 100%; }
-table.fit td, table.fit th { white-space: nowrap; }
-table.fit td.wrap { white-space: normal; overflow-wrap: anywhere; width: 100%; }
-table.fit th { white-space: normal; }
+table.fit td { white-space: nowrap; }
+table.fit td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 8em; }
 figure { margin: 1em 0 1.5em; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: .9em; }
@@ -133,8 +137,12 @@ figcaption { color: #555; font-size: .9em; }
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def render_report(title: str, sections: Sequence[Section], *, generated_at: dt.datetime | str) -> str:
+def render_report(title: str, sections: Sequence[Section], *, generated_at: dt.datetime | str,
+                  intro: Sequence[Block] = ()) -> str:
     """The HTML page as a string (deterministic for equal inputs).
+
+    ``intro``: blocks shown under the title, before the contents (what the
+    page holds, in a few lines).
 
     ``generated_at`` is printed as given (a datetime is shown in ISO 8601);
     it is a parameter, not ``now()``, so a rerun on the same inputs renders
@@ -161,9 +169,11 @@ def render_report(title: str, sections: Sequence[Section], *, generated_at: dt.d
         "<body>",
         f"<h1>{_text(title)}</h1>",
         f'<p class="generated">Generated {_text(stamp)}</p>',
+        *(_block(block) for block in intro),
     ]
     if sections:
-        parts += ['<nav aria-label="Contents"><h2>Contents</h2>', _contents(sections, prefix="s"), "</nav>"]
+        parts += ['<nav aria-label="Contents"><span class="label">Contents</span>', _contents(sections, prefix="s"),
+                  "</nav>"]
     for number, section in enumerate(sections, start=1):
         parts.append(_section(section, anchor=f"s{number}", depth=2))
     parts += ["</body>", "</html>", ""]
@@ -245,7 +255,8 @@ def _table(table: Table) -> str:
     head = "".join(f'<th scope="col">{_text(column)}</th>' for column in frame.columns)
     body = []
     for row in frame.itertuples(index=False, name=None):
-        cells = [f"<td{css}>{_text(_format_cell(value, table.digits))}</td>" for value, css in zip(row, classes)]
+        cells = [f"<td{css}>{_text(_format_cell(value, table.digits, table.decimals))}</td>"
+                 for value, css in zip(row, classes)]
         body.append("<tr>" + "".join(cells) + "</tr>")
     caption = f"<caption>{_text(table.caption)}</caption>" if table.caption else ""
     fit = ' class="fit"' if table.wrap else ""
@@ -253,7 +264,7 @@ def _table(table: Table) -> str:
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def _format_cell(value, digits: int) -> str:
+def _format_cell(value, digits: int, decimals: int | None = None) -> str:
     if value is None or value is pd.NA or value is pd.NaT:
         return "—"
     if isinstance(value, bool | np.bool_):
@@ -265,7 +276,7 @@ def _format_cell(value, digits: int) -> str:
             return "—"
         if math.isinf(value):
             return "∞" if value > 0 else "−∞"
-        return f"{float(value):.{digits}g}"
+        return f"{float(value):.{decimals}f}" if decimals is not None else f"{float(value):.{digits}g}"
     return str(value)
 
 
