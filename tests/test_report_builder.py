@@ -248,3 +248,31 @@ def test_a_report_of_a_hundred_models_leads_with_the_leaderboards_and_keeps_ever
     # the verdicts that decide the ranking, in words, under the leaderboard
     assert text.count("Down the leaderboard, each model against the one ranked just above it (99 steps)") == 3
     assert "The pairs that decide the ranking (197 of 4,950)" in text
+
+
+def test_the_compact_leaderboard_and_the_verdicts_that_decide_it():
+    from evalpipeline.report.build import compact_leaderboard, verdict_summary
+
+    board = pd.DataFrame({"rank": [2, 1, 3], "model": ["b", "a", "c"], "posterior_mean": [0.7, 0.8, 0.69],
+                          "hpdi_mass": 0.9, "hpdi_low": [0.6, 0.7, 0.6], "hpdi_high": [0.8, 0.9, 0.78],
+                          "p_best": [0.2, 0.75, 0.05], "rank_low": [1, 1, 2], "rank_high": [3, 2, 3],
+                          "n_items": [40, 40, 40], "n_effective": [61.6, 70.2, np.nan], "p_above_0.8": [0.1, 0.5, 0.0],
+                          "clt_low": [0.5, 0.6, 0.5]})
+    # one pair stored with the lower-ranked model as model_a (a tie broken the other way)
+    pairs = pd.DataFrame({"model_a": ["a", "c", "a"], "model_b": ["b", "b", "c"], "p_a_better": [0.97, 0.45, 0.9],
+                          "verdict_band": ["confident", "too close to call", "likely"]})
+    compact = compact_leaderboard(board, pairs)
+    assert list(compact.columns) == ["rank", "model", "mean", "90% HPDI", "P(best)", "rank 95%", "items", "n_eff",
+                                     "P(>0.8)", "P(rank above better)"]
+    assert list(compact["model"]) == ["a", "b", "c"] and list(compact["rank 95%"]) == ["1–2", "1–3", "2–3"]
+    assert list(compact["90% HPDI"]) == ["0.700–0.900", "0.600–0.800", "0.600–0.780"]
+    assert compact["n_eff"].tolist()[:2] == [70, 62] and compact["n_eff"].isna().tolist() == [False, False, True]
+    above = compact["P(rank above better)"].tolist()
+    assert pd.isna(above[0]) and above[1:] == ["0.97 confident", "0.55 too close to call"]
+    lead, steps = verdict_summary(board, pairs)
+    assert lead == "a leads (P(best) = 0.75); not confidently behind it (P(leader better) under 0.95): c."
+    assert steps == ("Down the leaderboard, each model against the one ranked just above it (2 steps): 1 confident, "
+                     "1 too close to call.")
+    many = verdict_summary(board, pairs.assign(p_a_better=0.6), most=1)[0]
+    assert many.endswith(": b and 1 more.")
+    assert verdict_summary(board.iloc[:1], pairs) == [] and verdict_summary(board, None) == []

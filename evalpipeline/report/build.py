@@ -232,11 +232,8 @@ def compact_leaderboard(board: pd.DataFrame, pairs: pd.DataFrame | None = None) 
             found = _p_better(lookup, upper, lower)
             above.append(None if found is None else f"{found[0]:.2f} {found[1] or ''}".strip())
         columns["P(rank above better)"] = above
-    frame = pd.DataFrame({name: list(values) for name, values in columns.items()})
-    for name, values in columns.items():
-        if isinstance(values, pd.Series) and str(values.dtype) == "Int64":
-            frame[name] = frame[name].astype("Int64")
-    return frame
+    return pd.DataFrame({name: values.reset_index(drop=True) if isinstance(values, pd.Series) else values
+                         for name, values in columns.items()})
 
 
 def _band_counts(bands: list[str]) -> str:
