@@ -224,16 +224,18 @@ def test_a_report_of_a_hundred_models_leads_with_a_leaderboard_that_fits_the_pag
 
 
 def test_layout_check_catches_links_first_and_a_leaderboard_that_scrolls_sideways(chromium, tmp_path):
-    """The harness can fail: 100 model sections listed before the suite, open, and a leaderboard of every
-    column, whose cells may not wrap, wider than the page."""
+    """The harness can fail: 100 model sections listed before the suite, three of them open, and a
+    leaderboard of every column, whose cells may not wrap, wider than the page."""
     from evalpipeline.report.build import LEADERBOARD_SHOWN
 
     wide = pd.DataFrame({column: [f"{column} of model {i}" for i in range(100)] for column in LEADERBOARD_SHOWN})
-    models = [Section(f"Model {i}", [Table(pd.DataFrame({"suite": ["a"], "mean": [0.5]}))]) for i in range(100)]
+    profile = Table(pd.DataFrame({"suite": ["a"], "mean": [0.5]}))
+    models = [Section(f"Model {i}", [profile], collapsed=True) for i in range(100)]
     report = tmp_path / "report" / "index.html"
-    write_report(render_report("Evaluation report", [*models, Section("Suite a", [Table(wide, wrap=("model",))])],
-                               generated_at="t"), report)
+    page = render_report("Evaluation report", [*models, Section("Suite a", [Table(wide, wrap=("model",))])],
+                         generated_at="t")
+    write_report(page.replace('<details class="section">', '<details class="section" open>', 3), report)
     layout = layout_check(chromium, report, tmp_path)
     assert layout["first_row_bottom"] > 800
     assert [table["scroll"] > table["client"] for table in layout["fit_tables"]] == [True]
-    assert layout["models"] == 0
+    assert (layout["models"], layout["models_open"], layout["models_content_shown"]) == (100, 3, 3)
