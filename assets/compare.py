@@ -174,9 +174,10 @@ def _profile(lake: LakeResource, key: str) -> MaterializeResult:
                               {"judges": [judge.scorer for judge in load_comparison_settings().judges]}),
     automation_condition=refresh_when_inputs_change(),
     description=(
-        "One static HTML page (report/index.html in the lake, readable offline): a section per suite with the "
-        "leaderboard, the verdicts in words, plots and the WAIC/LOO rankings, a section per model with its "
-        "profile and reliability envelopes, and the ingest accounting."
+        "One static HTML page (report/index.html in the lake, readable offline): each suite's leader at a glance, "
+        "then per suite the leaderboard (fits the page's width at 100 models) and the verdicts that decide it, "
+        "with the verdicts in words, every pair, plots, every column and the WAIC/LOO rankings one click away; "
+        "then one collapsed line per model opening its profile and reliability envelopes; the ingest accounting."
     ),
 )
 def report(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:

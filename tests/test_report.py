@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from html.parser import HTMLParser
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipeline.report.html import Image, Paragraph, Section, Table, relative_src, render_report, write_report
+from evalpipeline.report.html import Details, Image, Paragraph, Section, Table, relative_src, render_report, write_report
 
 HOSTILE = """<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>"""
 
@@ -140,3 +141,47 @@ def test_write_report_is_atomic_and_skips_identical_rewrites(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["index.html"]
     with pytest.raises(ValueError, match="expected the HTML as str"):
         write_report(page.encode(), path)
+
+
+def test_details_and_collapsed_sections_escape_their_summaries_and_keep_contents_short():
+    models = [Section(f"Model {HOSTILE} {i}", [Paragraph("profile")], collapsed=True, summary=f"pooled {HOSTILE}")
+              for i in range(3)]
+    page = render_report("t", [
+        Section("Suite a", [Details(f"All columns of {HOSTILE}", [Paragraph("wide")]),
+                            Details("Open one", ["shown"], open=True)]),
+        Section("Models", [Paragraph("index")], models, list_subsections=False),
+    ], generated_at="now")
+    assert HOSTILE not in page
+    elements = parse(page)
+    assert "script" not in [tag for tag, _ in elements.tags]
+    details = [attrs for tag, attrs in elements.tags if tag == "details"]
+    # two blocks (one open) and three collapsed model sections, none of them open
+    assert [("open" in attrs) for attrs in details] == [False, True, False, False, False]
+    assert sum(attrs.get("class") == "section" for attrs in details) == 3
+    text = "".join(elements.text)
+    assert f"All columns of {HOSTILE}" in text and text.count(f"pooled {HOSTILE}") == 3
+    # the contents list the two sections, not the models inside the second; the models keep their anchors
+    links = [attrs["href"][1:] for tag, attrs in elements.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert links == ["s1", "s2"]
+    ids = {attrs["id"] for _, attrs in elements.tags if "id" in attrs}
+    assert {"s2-1", "s2-2", "s2-3"} <= ids
+
+
+def test_a_table_with_wrapping_columns_is_laid_out_to_the_page_width():
+    frame = pd.DataFrame({"rank": [1], "model": [HOSTILE], "95% HPDI": ["0.1–0.2"]})
+    page = render_report("t", [Section("s", [Table(frame, wrap=("model",)), Table(frame)])], generated_at="now")
+    tables = [attrs for tag, attrs in parse(page).tags if tag == "table"]
+    assert tables == [{"class": "fit"}, {}]
+    cells = [attrs.get("class") for tag, attrs in parse(page).tags if tag == "td"]
+    assert cells == ["num", "wrap", None, "num", None, None]
+
+
+def test_intro_blocks_come_before_the_contents_and_decimals_line_up_a_column():
+    frame = pd.DataFrame({"mean": [0.86, 0.9174, np.nan], "n": [1, 2, 3]})
+    page = render_report("t", [Section("s", [Table(frame, decimals=3)])], generated_at="now",
+                         intro=[Paragraph(f"What {HOSTILE} holds"), Details("How to read", ["guide"])])
+    assert HOSTILE not in page
+    assert page.index("What &lt;script&gt;") < page.index("<summary>How to read</summary>") < page.index("<nav")
+    assert ['<td class="num">0.860</td>', '<td class="num">0.917</td>', '<td class="num">—</td>'] == \
+        re.findall(r'<td class="num">[^<]*</td>', page)[::2]
+    assert '<td class="num">2</td>' in page  # integers stay integers

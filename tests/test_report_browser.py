@@ -7,7 +7,9 @@ script (the report itself has no JavaScript): after the load event every
 screenshot of the unmodified page is kept in tests/artefacts/ (git-ignored
 by the .gitignore the test writes there): ``report_screenshot.png`` of the report
 ``build_report`` writes over a lake, ``every_plot_screenshot.png`` of a page with
-every plot the package draws.
+every plot the package draws, ``report_100_models_screenshot.png`` (the whole page) and
+``report_100_models_first_screen.png`` (its first 1280 x 800 screen) of the report of a lake of 100
+models on three suites.
 """
 
 from __future__ import annotations
@@ -87,6 +89,47 @@ def image_check(chromium: str, page: Path, tmp_path: Path) -> list[dict]:
     return json.loads(html.unescape(found.group(1)))
 
 
+LAYOUT_CHECK = """<script>
+window.addEventListener("load", function () {
+  var board = document.querySelector("section table.fit");
+  var row = board && board.querySelector("tbody tr");
+  var fits = Array.prototype.map.call(document.querySelectorAll("table.fit"), function (table) {
+    return {scroll: table.parentElement.scrollWidth, client: table.parentElement.clientWidth};
+  });
+  var models = document.querySelectorAll("details.section");
+  document.getElementById("layout-check").textContent = JSON.stringify({
+    viewport: [window.innerWidth, window.innerHeight],
+    first_row_bottom: row ? row.getBoundingClientRect().bottom + window.scrollY : null,
+    first_row_text: row ? row.textContent : null,
+    fit_tables: fits,
+    page_scroll_width: document.documentElement.scrollWidth,
+    models: models.length,
+    models_open: Array.prototype.filter.call(models, function (d) { return d.open; }).length,
+    models_content_shown: Array.prototype.filter.call(models, function (d) {
+      var table = d.querySelector("table");
+      return table && table.checkVisibility();
+    }).length,
+    height: document.documentElement.scrollHeight
+  });
+});
+</script><pre id="layout-check"></pre>"""
+
+
+def layout_check(chromium: str, page: Path, tmp_path: Path, width: int = 1280, height: int = 800) -> dict:
+    """Load ``page`` at ``width`` x ``height`` (via a sibling copy with the checker) and measure its layout:
+    where the first leaderboard's first row ends, each page-width table's scroll and client widths, the
+    collapsed model sections, the page's height."""
+    probe = page.with_name(".layout-" + page.name)
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", LAYOUT_CHECK + "</body>"), encoding="utf-8")
+    try:
+        dom = run_chromium(chromium, tmp_path, f"--window-size={width},{height}", "--dump-dom", probe.as_uri()).stdout
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom, re.S)
+    assert found and found.group(1), f"the checker did not run; DOM was:\n{dom[:2000]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
 def build_lake_report(lake: Path, *, missing_image: bool = False) -> tuple[Path, int]:
     """A report under ``lake/report/`` whose plots live in ``lake/plots/``, as the pipeline lays them out."""
     report = lake / "report" / "index.html"
@@ -108,12 +151,13 @@ def build_lake_report(lake: Path, *, missing_image: bool = False) -> tuple[Path,
     return report, len(blocks)
 
 
-def screenshot_to_artefacts(chromium: str, page: Path, tmp_path: Path, name: str) -> None:
-    """Render ``page`` to a PNG, check it is not blank, and keep it in tests/artefacts/ as ``name``."""
+def screenshot_to_artefacts(chromium: str, page: Path, tmp_path: Path, name: str, height: int = 2400) -> None:
+    """Render ``page`` 1280 px wide and ``height`` px tall to a PNG, check it is not blank, and keep it in
+    tests/artefacts/ as ``name``."""
     screenshot = tmp_path / name
-    run_chromium(chromium, tmp_path, f"--screenshot={screenshot}", "--window-size=1280,2400", page.as_uri())
+    run_chromium(chromium, tmp_path, f"--screenshot={screenshot}", f"--window-size=1280,{height}", page.as_uri())
     with PILImage.open(screenshot) as shot:
-        assert shot.size == (1280, 2400)
+        assert shot.size == (1280, height)
         pixels = np.asarray(shot.convert("L"))
     assert pixels.std() > 20, "the screenshot is blank"
     ARTEFACTS.mkdir(exist_ok=True)
@@ -156,3 +200,42 @@ def test_image_check_catches_a_broken_image(chromium, tmp_path):
     assert len(images) == n_images
     broken = [image["src"] for image in images if not image["complete"] or image["width"] <= 0]
     assert broken == ["../plots/never-written.png"]
+
+
+def test_a_report_of_a_hundred_models_leads_with_a_leaderboard_that_fits_the_page(chromium, tmp_path):
+    """At leaderboard scale (100 models, 3 suites) in a 1280 x 800 window: the first suite's leaderboard
+    starts on the first screen, no leaderboard scrolls sideways, every model's section is closed."""
+    from evalpipeline.report.build import build_report
+    from tests.test_report_builder import make_leaderboard_scale_lake
+
+    report = build_report(make_leaderboard_scale_lake(tmp_path / "lake", n_models=100), "2026-01-02T03:04:05")
+    layout = layout_check(chromium, report, tmp_path)
+    assert layout["first_row_text"].startswith("1vendor-")  # rank 1 of the first suite's leaderboard
+    assert layout["first_row_bottom"] <= min(800, layout["viewport"][1]), layout
+    # the summary's table of each suite's leader and the three leaderboards, each within its container
+    assert len(layout["fit_tables"]) == 4
+    assert all(table["scroll"] <= table["client"] for table in layout["fit_tables"]), layout["fit_tables"]
+    assert layout["page_scroll_width"] <= 1280
+    assert (layout["models"], layout["models_open"], layout["models_content_shown"]) == (100, 0, 0)
+    height = layout["height"]
+    assert height < 20_000  # 100 models x 3 suites: the leaderboards and one line per model
+    screenshot_to_artefacts(chromium, report, tmp_path, "report_100_models_screenshot.png", height=height)
+    screenshot_to_artefacts(chromium, report, tmp_path, "report_100_models_first_screen.png", height=800)
+
+
+def test_layout_check_catches_links_first_and_a_leaderboard_that_scrolls_sideways(chromium, tmp_path):
+    """The harness can fail: 100 model sections listed before the suite, three of them open, and a
+    leaderboard of every column, whose cells may not wrap, wider than the page."""
+    from evalpipeline.report.build import LEADERBOARD_SHOWN
+
+    wide = pd.DataFrame({column: [f"{column} of model {i}" for i in range(100)] for column in LEADERBOARD_SHOWN})
+    profile = Table(pd.DataFrame({"suite": ["a"], "mean": [0.5]}))
+    models = [Section(f"Model {i}", [profile], collapsed=True) for i in range(100)]
+    report = tmp_path / "report" / "index.html"
+    page = render_report("Evaluation report", [*models, Section("Suite a", [Table(wide, wrap=("model",))])],
+                         generated_at="t")
+    write_report(page.replace('<details class="section">', '<details class="section" open>', 3), report)
+    layout = layout_check(chromium, report, tmp_path)
+    assert layout["first_row_bottom"] > 800
+    assert [table["scroll"] > table["client"] for table in layout["fit_tables"]] == [True]
+    assert (layout["models"], layout["models_open"], layout["models_content_shown"]) == (100, 3, 3)
