@@ -23,7 +23,8 @@ warm from its previous fit when that fit passed under the same code and configur
 the file the previous provenance names; a new one gets a new name and replaces it only when the new
 provenance is written, so a run killed mid-fit reruns from the same state as before. A model that does not apply to the
 data (e.g. item difficulty without repeats) is recorded as such, with the
-reason, in ``provenance.json`` and has no fit files.
+reason, in ``provenance.json`` and has no fit files: those of an earlier fit (the data changed, or
+the code now finds the model unidentified by them) are removed when the record is written.
 """
 
 from __future__ import annotations
@@ -535,9 +536,15 @@ def _write_provenance(directory: Path, record: dict) -> None:
     write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), directory / "provenance.json")
 
 
+#: What a fit writes besides :data:`FIT_FILES` (and its figures, :data:`FIT_PLOTS`): removed with them
+#: when the GLM is recorded as not applicable, so that nothing of an earlier fit stays beside the record.
+FIT_EXTRA_FILES = ("criteria.parquet", "predictive.parquet")
+
+
 def _clear_fit_files(directory: Path) -> None:
-    for name in FIT_FILES:
+    for name in (*FIT_FILES, *FIT_EXTRA_FILES):
         (directory / name).unlink(missing_ok=True)
+    remove_fit_plots(directory)
     _remove_warm_states(directory)
 
 
