@@ -104,6 +104,25 @@ def test_the_beta_binomial_is_not_applicable_when_every_unit_has_one_attempt():
             np.testing.assert_allclose(np.exp(pmf.log_prob(np.array([1.0, 0.0]))), [0.2, 0.3], rtol=1e-4)
 
 
+def test_a_covariate_with_one_value_is_not_a_covariate_of_the_models():
+    """A constant covariate's slope (on a centred constant: zero) or one-level effect is not identified: it
+    is left out of the design, named in the data's meta, and a design left without covariates has none."""
+    from evalpipeline.models.glm import structure_options
+
+    rows = [{"item_id": f"q{i}", "epoch": e, "score": float((i + e) % 2), "cov_effort": 3, "cov_judge": "gpt",
+             "cov_length": i % 4, "cov_kind": "ab"[i % 2]} for i in range(8) for e in (1, 2)]
+    data = GlmData.from_samples(_samples(rows))
+    assert data.numeric_covariates == ("cov_length",) and data.categorical_covariates == {"cov_kind": ("a", "b")}
+    assert data.meta["constant_covariates"] == ["cov_effort", "cov_judge"]
+    assert data.n_units == 8 and structure_options("binomial", data)["use_covariates"]
+    alone = GlmData.from_samples(_samples([{k: v for k, v in r.items() if k not in ("cov_length", "cov_kind")}
+                                           for r in rows]))
+    assert alone.numeric_covariates == () and alone.categorical_covariates == {}
+    assert not structure_options("binomial", alone)["use_covariates"]
+    varied = GlmData.from_samples(_samples([{**r, "cov_effort": r["epoch"]} for r in rows]))
+    assert varied.numeric_covariates == ("cov_effort", "cov_length") and varied.meta["constant_covariates"] == ["cov_judge"]
+
+
 @pytest.mark.parametrize("use_difficulty, expected", [(False, set()), (True, {"category_effect", "category_sigma"})])
 def test_suite_null_keeps_difficulty_only_when_asked(use_difficulty, expected):
     """hibayes-paper.txt contradicts itself on the null GLM: the text drops task difficulty, Eq. 6
