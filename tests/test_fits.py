@@ -249,3 +249,26 @@ def test_a_beta_binomial_the_data_cannot_identify_is_not_fitted_and_the_tables_s
     assert excluded[("suite", "suite_beta_binomial")] == f"not applicable: {suite.reason}"
     assert not excluded[("partition", "binomial")].startswith("not applicable")
     assert not excluded[("suite", "suite_binomial")].startswith("not applicable")
+
+
+def test_a_sampler_asked_for_a_glm_that_no_longer_applies_is_not_prepared(tmp_path):
+    """A request to prepare a suite GLM's sampler, made before the tables changed, for a GLM the suite's
+    tables (with one LLM more) cannot identify is dropped with the reason, nothing compiled."""
+    import json
+
+    from evalpipeline.models import Fitter
+    from evalpipeline.models.fit import preparation_requests
+    from evalpipeline.steps.fits import prepare_requested_samplers
+
+    rng = np.random.default_rng(4)
+    lake, programs = Lake(tmp_path / "lake"), tmp_path / "programs"
+    difficulty = rng.normal(0.0, 1.0, 10)
+    for model in ("a", "b"):
+        write_samples(lake, model, "quiz", planted_scores(rng, difficulty, 0.0, epochs=1))
+    (programs / "requests").mkdir(parents=True)
+    (programs / "requests" / "beta.json").write_text(json.dumps(
+        {"suite": "quiz", "glm": "suite_beta_binomial", "lake": str(lake.root.resolve()), "reason": "test"}))
+    fitter = Fitter(program_cache=programs)
+    (record,) = prepare_requested_samplers(lake, GlmConfig(FAST, LENIENT), fitter)
+    assert record["done"].startswith("skipped: not applicable: every LLM's item has one countable attempt")
+    assert not preparation_requests(programs) and fitter.stats()["compilations"] == 0

@@ -298,6 +298,7 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
     ``already stored, compiled``: traced before, its programs compiled or found in the compilation
     cache; ``skipped: <why>``; ``failed: <error>``), seconds and, when prepared, the LLMs it was
     prepared for."""
+    from evalpipeline.models import applicability
     from evalpipeline.models.fit import preparation_requests
 
     say = progress or (lambda _m: None)
@@ -319,9 +320,13 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
             else:
                 samples, _hashes = suite_samples(lake, suite)
                 data = _glm_data(with_another_llm(samples), config)
-                outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
-                record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
-                           "seconds": outcome["seconds"], "llms": data.n_models}
+                reason = applicability(glm, data)
+                if reason:  # e.g. asked for before the tables changed: no fit will need the sampler
+                    record["done"] = f"skipped: not applicable: {reason}"
+                else:
+                    outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
+                    record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
+                               "seconds": outcome["seconds"], "llms": data.n_models}
         except NoDataError as exc:
             record["done"] = f"skipped: {exc}"
         except Exception as exc:  # noqa: BLE001 - reported; the night's fit compiles its own sampler
