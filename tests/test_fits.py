@@ -203,3 +203,72 @@ def test_a_suites_samples_are_read_as_one_frame_with_each_tables_own_content_has
     table = pq.read_table(path)
     write_parquet_atomic(table.append_column("difficulty", pa.array(np.linspace(0, 1, table.num_rows))), path)
     check()
+
+
+@pytest.mark.slow
+def test_a_beta_binomial_the_data_cannot_identify_is_not_fitted_and_the_tables_say_why(tmp_path):
+    """With repeats the beta-binomial is fitted. Once every item has one attempt its overdispersion is
+    not identified: rerun on such tables, the partition and suite beta-binomials are recorded as not
+    applicable with the reason, nothing of the earlier fit stays in the folder, and the suite's fit
+    status table and the rankings give the reason; the binomial models are fitted as before."""
+    from evalpipeline.steps.comparison import suite_fit_status
+
+    rng = np.random.default_rng(9)
+    lake = Lake(tmp_path)
+    difficulty = rng.normal(0.0, 1.0, 30)
+    shifts = {"a": 1.0, "b": -0.5}
+    for model, shift in shifts.items():
+        write_samples(lake, model, "quiz", planted_scores(rng, difficulty, shift, epochs=2))
+    config = GlmConfig(FAST, LENIENT, models=("binomial", "beta_binomial", "suite_binomial", "suite_beta_binomial"))
+    repeated = fit_partition_glm(lake, "a", "quiz", "beta_binomial", config, version="v1")
+    assert repeated.status == "fitted"
+    written = {path.name for path in repeated.directory.iterdir()}
+    assert {"posterior.nc", "criteria.parquet", "predictive.parquet", "predictive.png", "forest.png"} <= written
+
+    for model, shift in shifts.items():  # the same items, one attempt each
+        write_samples(lake, model, "quiz", planted_scores(rng, difficulty, shift, epochs=1))
+    once = fit_partition_glm(lake, "a", "quiz", "beta_binomial", config, version="v1")
+    assert once.status == "not applicable"
+    assert once.reason.startswith("every item has one countable attempt: the beta-binomial's overdispersion phi "
+                                  "is not identified")
+    assert sorted(path.name for path in once.directory.iterdir()) == ["provenance.json"]
+    assert read_outcome(once.directory).reason == once.reason
+    assert fit_partition_glm(lake, "a", "quiz", "binomial", config, version="v1").status == "fitted"
+    suite = fit_suite_glm(lake, "quiz", "suite_beta_binomial", config, version="v1")
+    assert suite.status == "not applicable" and suite.reason.startswith("every LLM's item has one countable attempt")
+    assert fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1").status == "fitted"
+
+    status = suite_fit_status(lake, "quiz")[0].set_index("glm")
+    assert status.loc["suite_beta_binomial", "status"] == "not applicable"
+    assert status.loc["suite_beta_binomial", "reason"] == suite.reason
+    assert not status.loc["suite_beta_binomial", "used"]
+    assert status.loc["suite_binomial", "status"] == "reused" and status.loc["suite_binomial", "reason"] == ""
+    table, _ = write_waic_rankings(lake)
+    excluded = table.set_index(["scope", "glm"])["excluded"]
+    assert excluded[("partition", "beta_binomial")] == f"not applicable: {once.reason}"
+    assert excluded[("suite", "suite_beta_binomial")] == f"not applicable: {suite.reason}"
+    assert not excluded[("partition", "binomial")].startswith("not applicable")
+    assert not excluded[("suite", "suite_binomial")].startswith("not applicable")
+
+
+def test_a_sampler_asked_for_a_glm_that_no_longer_applies_is_not_prepared(tmp_path):
+    """A request to prepare a suite GLM's sampler, made before the tables changed, for a GLM the suite's
+    tables (with one LLM more) cannot identify is dropped with the reason, nothing compiled."""
+    import json
+
+    from evalpipeline.models import Fitter
+    from evalpipeline.models.fit import preparation_requests
+    from evalpipeline.steps.fits import prepare_requested_samplers
+
+    rng = np.random.default_rng(4)
+    lake, programs = Lake(tmp_path / "lake"), tmp_path / "programs"
+    difficulty = rng.normal(0.0, 1.0, 10)
+    for model in ("a", "b"):
+        write_samples(lake, model, "quiz", planted_scores(rng, difficulty, 0.0, epochs=1))
+    (programs / "requests").mkdir(parents=True)
+    (programs / "requests" / "beta.json").write_text(json.dumps(
+        {"suite": "quiz", "glm": "suite_beta_binomial", "lake": str(lake.root.resolve()), "reason": "test"}))
+    fitter = Fitter(program_cache=programs)
+    (record,) = prepare_requested_samplers(lake, GlmConfig(FAST, LENIENT), fitter)
+    assert record["done"].startswith("skipped: not applicable: every LLM's item has one countable attempt")
+    assert not preparation_requests(programs) and fitter.stats()["compilations"] == 0

@@ -53,12 +53,74 @@ def test_suite_data_indices_labels_and_covariates():
     assert data.categorical_covariates == {"cov_difficulty": ("easy", "hard")}
     # units split by covariate value: model x item x effort
     assert data.n_units == 2 * 6 * 2
-    assert applicability("suite_beta_binomial", data) is None
+    # each unit holds one attempt (the effort values split every item's two attempts)
+    assert "every LLM's item at one set of covariate values has one countable attempt" in applicability(
+        "suite_beta_binomial", data)
+    assert applicability("suite_binomial", data) is None
     assert "one LLM" in applicability("binomial", data)
     arrays = build_arrays(data, layout_for(data), {})
     assert arrays["cov_numeric"][: data.n_units, 0].tolist().count(-1.0) == data.n_units // 2  # centred 0/2 -> -1/+1
     assert arrays["unit_mask"].sum() == data.n_units and len(arrays["unit_mask"]) == layout_for(data).units >= data.n_units
 
+
+
+def test_the_beta_binomial_is_not_applicable_when_every_unit_has_one_attempt():
+    """With one trial a unit's beta-binomial is a Bernoulli with mean p whatever phi is: the overdispersion
+    is not identified, and the model is recorded as not applicable with the reason. One unit with two
+    attempts informs phi, and then it is fitted; so are the binomial and null models either way."""
+    def samples(epochs_of, model="m", graded=False):
+        return [{"model": model, "subdomain": f"s{i % 2}", "item_id": f"q{i}", "epoch": e + 1,
+                 "score": 0.25 + 0.5 * ((i + e) % 2) if graded else float((i + e) % 3 == 0)}
+                for i, epochs in enumerate(epochs_of) for e in range(epochs)]
+
+    once = GlmData.from_samples(_samples(samples([1] * 12)))
+    reason = applicability("beta_binomial", once)
+    assert reason == ("every item has one countable attempt: the beta-binomial's overdispersion phi is not "
+                      "identified (its posterior would be its prior) and its likelihood equals the binomial's")
+    assert applicability("binomial", once) is None and applicability("null", once) is None
+    assert "needs repeats" in applicability("item_difficulty", once)
+    one_repeat = GlmData.from_samples(_samples(samples([1] * 11 + [2])))
+    assert applicability("beta_binomial", one_repeat) is None
+    assert applicability("beta_binomial", GlmData.from_samples(_samples(samples([3] * 12)))) is None
+    # graded scores: thresholded to 0/1 they are Bernoulli too; kept fractional, the quasi-likelihood
+    # at k strictly between 0 and 1 depends on phi, and the model is fitted
+    graded = _samples(samples([1] * 12, graded=True))
+    assert applicability("beta_binomial", GlmData.from_samples(graded)) == reason
+    assert applicability("beta_binomial", GlmData.from_samples(graded, graded="fractional")) is None
+
+    suite = GlmData.from_samples(_samples(samples([1] * 12, "a") + samples([1] * 12, "b")))
+    assert applicability("suite_beta_binomial", suite).startswith("every LLM's item has one countable attempt:")
+    assert applicability("suite_binomial", suite) is None and applicability("suite_null", suite) is None
+    repeated = GlmData.from_samples(_samples(samples([1] * 12, "a") + samples([1] * 11 + [2], "b")))
+    assert applicability("suite_beta_binomial", repeated) is None
+    # with one LLM the scope's reason comes first
+    assert "needs two or more LLMs" in applicability("suite_beta_binomial", once)
+
+    # the premise: at n = 1 the beta-binomial's log-pmf is log p or log(1 - p) for every phi
+    p = np.array([0.2, 0.7])
+    for grid in (np.arange(4, dtype=np.float32), np.zeros(0, np.float32)):
+        for phi in (0.05, 1.0, 40.0):
+            pmf = _BetaBinomial(p * phi, (1 - p) * phi, np.ones(2), grid)
+            np.testing.assert_allclose(np.exp(pmf.log_prob(np.array([1.0, 0.0]))), [0.2, 0.3], rtol=1e-4)
+
+
+def test_a_covariate_with_one_value_is_not_a_covariate_of_the_models():
+    """A constant covariate's slope (on a centred constant: zero) or one-level effect is not identified: it
+    is left out of the design, named in the data's meta, and a design left without covariates has none."""
+    from evalpipeline.models.glm import structure_options
+
+    rows = [{"item_id": f"q{i}", "epoch": e, "score": float((i + e) % 2), "cov_effort": 3, "cov_judge": "gpt",
+             "cov_length": i % 4, "cov_kind": "ab"[i % 2]} for i in range(8) for e in (1, 2)]
+    data = GlmData.from_samples(_samples(rows))
+    assert data.numeric_covariates == ("cov_length",) and data.categorical_covariates == {"cov_kind": ("a", "b")}
+    assert data.meta["constant_covariates"] == ["cov_effort", "cov_judge"]
+    assert data.n_units == 8 and structure_options("binomial", data)["use_covariates"]
+    alone = GlmData.from_samples(_samples([{k: v for k, v in r.items() if k not in ("cov_length", "cov_kind")}
+                                           for r in rows]))
+    assert alone.numeric_covariates == () and alone.categorical_covariates == {}
+    assert not structure_options("binomial", alone)["use_covariates"]
+    varied = GlmData.from_samples(_samples([{**r, "cov_effort": r["epoch"]} for r in rows]))
+    assert varied.numeric_covariates == ("cov_effort", "cov_length") and varied.meta["constant_covariates"] == ["cov_judge"]
 
 
 @pytest.mark.parametrize("use_difficulty, expected", [(False, set()), (True, {"category_effect", "category_sigma"})])

@@ -35,6 +35,12 @@ Choices where the sources are silent:
   ``categorical``, enters as a group effect per level (the paper's
   diff_difficulty, Eq. 4-6). Attempts with a missing covariate value are not
   counted (``meta["n_missing_covariate"]``).
+* A covariate with one value throughout the data is not a covariate of the
+  models: a slope on a centred constant is absent from the likelihood (its
+  posterior is its prior) and a one-level group effect is only identified in
+  sum with the intercept. It stays a column of the units and is named in
+  ``meta["constant_covariates"]`` (as levels with one group are dropped by
+  :func:`evalpipeline.models.glm.structure_options`).
 """
 
 from __future__ import annotations
@@ -211,13 +217,15 @@ class GlmData:
         if (domain_of_item > 1).any():
             bad = list(domain_of_item[domain_of_item > 1].index[:3])
             raise ValueError(f"item(s) {bad} appear under more than one domain/subdomain")
-        numeric, cats = [], {}
+        numeric, cats, constant = [], {}, []
         categorical = {c if c.startswith("cov_") else f"cov_{c}" for c in categorical}
         unknown = categorical - set(frame.columns)
         if unknown:
             raise ValueError(f"categorical covariate(s) {sorted(unknown)} not in the data")
         for column in sorted(c for c in frame.columns if c.startswith("cov_")):
-            if column in categorical or not pd.api.types.is_numeric_dtype(frame[column]):
+            if frame[column].nunique() < 2:  # its slope or effect would not be identified
+                constant.append(column)
+            elif column in categorical or not pd.api.types.is_numeric_dtype(frame[column]):
                 levels = tuple(sorted(frame[column].astype(str).unique()))
                 cats[column] = levels
                 frame[f"{column}_idx"] = frame[column].astype(str).map({v: i for i, v in enumerate(levels)}).astype(np.int32)
@@ -233,7 +241,7 @@ class GlmData:
             subdomain_parent=parent,
             numeric_covariates=tuple(numeric),
             categorical_covariates=cats,
-            meta=dict(meta or {}),
+            meta={**(meta or {}), **({"constant_covariates": constant} if constant else {})},
         )
 
     def observed_rates(self) -> np.ndarray:

@@ -14,6 +14,8 @@ Per partition (one LLM x one suite):
   probabilities theta ~ Beta(p phi, (1-p) phi), phi ~ Gamma(1, 0.1) (Eq. 4).
   theta is integrated out analytically (``BetaBinomial``): same model, no per-item
   latent variables, and the pointwise likelihood WAIC/LOO need is the marginal one.
+  Applicable only when some unit has two or more attempts: with one, the marginal is a
+  Bernoulli with mean p whatever phi is (:func:`applicability`).
 * :func:`null` -- overall (-> domain) only: no subdomain structure, no covariates
   (the role of Eq. 6 in Figure 8).
 * :func:`item_difficulty` -- :func:`binomial` minus a per-item difficulty
@@ -28,7 +30,8 @@ Per suite (all LLMs on one suite; the ``model`` column has two or more values):
   deviations + task (item) effects eta_j + covariates (categorical group effects
   like diff_difficulty, numeric slopes gamma per LLM x first categorical level
   like gamma_reasoning_{i,d}).
-* :func:`suite_beta_binomial` -- Eq. 4: the same with the beta-binomial likelihood.
+* :func:`suite_beta_binomial` -- Eq. 4: the same with the beta-binomial likelihood (applicable,
+  as :func:`beta_binomial`, only when some LLM's item has two or more attempts).
 * :func:`suite_null` -- Eq. 6: mod_model_i + eta_j, without the difficulty term by default
   (the paper's text) or with it (``use_difficulty``, the paper's equation).
 
@@ -1001,6 +1004,31 @@ def _needs_repeats(data: GlmData) -> str | None:
     return None
 
 
+def _unidentified_overdispersion(data: GlmData) -> str | None:
+    """Why the beta-binomial's overdispersion ``phi`` cannot be learnt from ``data``, or None.
+
+    The unit of the likelihood is a row of ``data.units``: one LLM's item (split further by
+    covariate values that vary between its attempts), with ``k`` successes in ``n`` countable
+    attempts. Its theta ~ Beta(p phi, (1 - p) phi) is integrated out, and with ``n = 1`` that leaves
+    P(k = 1) = E[theta] = p whatever phi is: a Bernoulli with mean p. When every unit has one trial
+    the likelihood does not involve phi at all, its posterior is its prior, and the model's
+    likelihood is the binomial's (WAIC and PSIS-LOO would compare a model with itself). One unit with
+    two or more trials informs phi. Fractional counts (``graded = "fractional"``) are left to be
+    fitted: the quasi-likelihood's continuation to fractional k does depend on phi.
+    """
+    units = data.units
+    n, k = units["n"].to_numpy(float), units["k"].to_numpy(float)
+    if not (n == 1).all() or not np.isin(k, (0.0, 1.0)).all():
+        return None
+    one_llm = data.n_models == 1
+    unit = "item" if one_llm else "LLM's item"
+    attempts = units.groupby(["model_idx", "item_idx"])["n"].sum()
+    if (attempts > 1).any():  # covariates that vary between an item's attempts split it into units
+        unit += " at one set of covariate values"
+    return (f"every {unit} has one countable attempt: the beta-binomial's overdispersion phi is not identified "
+            "(its posterior would be its prior) and its likelihood equals the binomial's")
+
+
 MODELS: dict[str, ModelEntry] = {
     "binomial": ModelEntry("binomial", binomial, "partition", "Eq. 2/3 for one LLM",
                            (("domain", 0.1), ("subdomain", 0.1))),
@@ -1025,11 +1053,17 @@ SUITE_MODELS = tuple(n for n, e in MODELS.items() if e.scope == "suite")
 
 
 def applicability(name: str, data: GlmData) -> str | None:
-    """None when model ``name`` can be fitted to ``data``, else the reason it cannot."""
+    """None when model ``name`` can be fitted to ``data``, else the reason it cannot: the data have
+    the wrong number of LLMs for its scope, or cannot identify it (item difficulty without repeats,
+    the beta-binomial's overdispersion with one attempt per unit)."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; known: {sorted(MODELS)}")
     if name == "item_difficulty":
         return _needs_repeats(data)
+    if name == "beta_binomial":
+        return _per_partition(data) or _unidentified_overdispersion(data)
+    if name == "suite_beta_binomial":
+        return _per_suite(data) or _unidentified_overdispersion(data)
     return _per_partition(data) if MODELS[name].scope == "partition" else _per_suite(data)
 
 

@@ -205,7 +205,8 @@ FIT_STATUS_COLUMNS = {
     "status": f"reused (the stored fit of the suite GLM asset, read), not applicable or {NO_STORED_FIT}",
     "passed": f"every gating diagnostic passed (null when not applicable or {NO_STORED_FIT})",
     "failed": "the gating diagnostics that failed, comma-separated",
-    "reason": "why the GLM does not apply or has no stored fit, if so",
+    "reason": "why the GLM does not apply (the wrong number of LLMs, data that cannot identify it, left out of "
+              "[glm] models) or has no stored fit, if so",
     "used": "this fit's model effects are the glm_* columns of the leaderboard",
 }
 

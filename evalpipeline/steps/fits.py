@@ -23,7 +23,8 @@ warm from its previous fit when that fit passed under the same code and configur
 the file the previous provenance names; a new one gets a new name and replaces it only when the new
 provenance is written, so a run killed mid-fit reruns from the same state as before. A model that does not apply to the
 data (e.g. item difficulty without repeats) is recorded as such, with the
-reason, in ``provenance.json`` and has no fit files.
+reason, in ``provenance.json`` and has no fit files: those of an earlier fit (the data changed, or
+the code now finds the model unidentified by them) are removed when the record is written.
 """
 
 from __future__ import annotations
@@ -297,6 +298,7 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
     ``already stored, compiled``: traced before, its programs compiled or found in the compilation
     cache; ``skipped: <why>``; ``failed: <error>``), seconds and, when prepared, the LLMs it was
     prepared for."""
+    from evalpipeline.models import applicability
     from evalpipeline.models.fit import preparation_requests
 
     say = progress or (lambda _m: None)
@@ -318,9 +320,13 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
             else:
                 samples, _hashes = suite_samples(lake, suite)
                 data = _glm_data(with_another_llm(samples), config)
-                outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
-                record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
-                           "seconds": outcome["seconds"], "llms": data.n_models}
+                reason = applicability(glm, data)
+                if reason:  # e.g. asked for before the tables changed: no fit will need the sampler
+                    record["done"] = f"skipped: not applicable: {reason}"
+                else:
+                    outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
+                    record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
+                               "seconds": outcome["seconds"], "llms": data.n_models}
         except NoDataError as exc:
             record["done"] = f"skipped: {exc}"
         except Exception as exc:  # noqa: BLE001 - reported; the night's fit compiles its own sampler
@@ -535,9 +541,15 @@ def _write_provenance(directory: Path, record: dict) -> None:
     write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), directory / "provenance.json")
 
 
+#: What a fit writes besides :data:`FIT_FILES` (and its figures, :data:`FIT_PLOTS`): removed with them
+#: when the GLM is recorded as not applicable, so that nothing of an earlier fit stays beside the record.
+FIT_EXTRA_FILES = ("criteria.parquet", "predictive.parquet")
+
+
 def _clear_fit_files(directory: Path) -> None:
-    for name in FIT_FILES:
+    for name in (*FIT_FILES, *FIT_EXTRA_FILES):
         (directory / name).unlink(missing_ok=True)
+    remove_fit_plots(directory)
     _remove_warm_states(directory)
 
 

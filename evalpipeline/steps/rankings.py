@@ -30,8 +30,8 @@ def _ranking_columns() -> dict[str, str]:
         "model": "evaluated model ((all) for suite scope)",
         "suite": "suite",
         **compared,
-        "excluded": "why a candidate is not ranked (failed diagnostics, not applicable, disabled, no stored fit); "
-                    "empty when ranked",
+        "excluded": "why a candidate is not ranked (failed diagnostics; not applicable, with the reason: the wrong "
+                    "number of LLMs, or data that cannot identify it; disabled; no stored fit); empty when ranked",
         "inputs_hash": "hash of the partition's or suite's stored fit records, the Pareto-k threshold and the "
                        "ranking code, and which fit files each candidate's folder holds; a rerun reuses the rows "
                        "when it is unchanged",
