@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(BIN)/evalpipeline run
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n auto --durations=15
 
 ui: $(STAMP)

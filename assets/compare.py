@@ -25,7 +25,6 @@ from assets.partitions import RANGE_BACKFILL, model_partitions, one_dimension, s
 from evalpipeline.steps.classification import CLASSIFICATION_FILE, MACRO_LABEL
 from evalpipeline.steps.comparison import (
     LEADERBOARD_COLUMNS,
-    PAIRWISE_TABLE_COLUMNS,
     PROFILE_COLUMNS,
     build_model_profile,
     build_suite_comparison,

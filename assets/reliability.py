@@ -28,10 +28,10 @@ from evalpipeline.steps.reliability import (
 )
 from evalpipeline.settings import load_plot_settings, load_reliability_settings
 from evalpipeline.lake.versions import code_version
+from resources import LakeResource
 
 #: What a reliability table's code version covers: the method and its step over the lake.
 RELIABILITY_CODE = ["evalpipeline.reliability", "evalpipeline.steps.reliability"]
-from resources import LakeResource
 
 
 

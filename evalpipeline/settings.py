@@ -309,7 +309,6 @@ def _check_taxonomy_file(path, taxonomy: str | None) -> None:
     """A taxonomy that exists must be a UTF-8 file: a folder was an IsADirectoryError from deep in the code
     location's loading, and bytes not in UTF-8 the codec's message without the file's name. (Its contents
     are the taxonomy reader's to check.)"""
-    import os
 
     from evalpipeline.steps.reliability import TAXONOMY_ENV
 

@@ -25,7 +25,6 @@ the ``(1 - level) / 2`` quantile of J's posterior is at or below
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

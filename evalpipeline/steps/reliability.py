@@ -18,7 +18,6 @@ its subdomain rows are the suite's, and are taken over from the suite's folder w
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os

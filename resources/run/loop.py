@@ -50,7 +50,7 @@ from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PAR
 from resources.executors import EXECUTOR_ENV, code_location, configured_executor
 from resources.fit import CACHE_DIR_ENV
 from resources.run.plan import NO_STALE, Run, RunPlanner, run_scope, with_data
-from resources.run.pool import StepOutcome, WorkerPool, echo_outcome, run_steps
+from resources.run.pool import StepOutcome, WorkerPool, run_steps
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
 LOG_LEVEL_ENV = "EVALPIPELINE_LOG_LEVEL"
