@@ -33,7 +33,7 @@ from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import sha256_file
 from resources import IngestSettings, LakeResource, PosteriorSettings
 from tests.conftest import DEMO_LOGS, REPO
-from tests.inspect_logs import echo, make_log
+from tests.helpers.inspect_logs import echo, make_log
 
 README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])  # the README and docs/
 
@@ -2076,7 +2076,7 @@ def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_f
     driver.write_text(
         "import json, os\n"
         "from resources.run.pool import WorkerPool\n"
-        "from tests.pool_steps import preloaded\n"
+        "from tests.helpers.pool_steps import preloaded\n"
         "if __name__ == '__main__':\n"
         "    pool = WorkerPool(2)\n"
         "    pool.prepare()\n"
@@ -2098,7 +2098,7 @@ def test_workers_see_the_environment_of_the_job_that_submits_to_them(monkeypatch
     """A forked worker has its server's environment, where the lake and the configuration are named: a
     job run here under another environment than the server started with gets workers that see its own."""
     from resources.run.pool import WorkerPool
-    from tests.pool_steps import environment
+    from tests.helpers.pool_steps import environment
 
     for value in ("first lake", "second lake"):
         monkeypatch.setenv("EVALPIPELINE_PROBE", value)
@@ -2149,7 +2149,7 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
     as it ended, not run again, the pool's other documented path. Alone, or under CPU hogs, the death
     was noticed at once in every try. Both paths keep the contract: the dying run fails, the sibling's
     succeeds once, nothing is left running."""
-    result = subprocess.run([sys.executable, "-m", "tests.pool_steps", str(tmp_path)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tests.helpers.pool_steps", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     ran = json.loads(result.stdout.strip().splitlines()[-1])
@@ -2176,7 +2176,7 @@ def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_end
     import types
 
     from resources.run.pool import WorkerPool, run_steps
-    from tests.pool_steps import finished_unsent
+    from tests.helpers.pool_steps import finished_unsent
 
     lines = []
     steps = [(1, "die", [str(tmp_path)], "dies", None), (2, "finish", [str(tmp_path)], "finishes", None)]
