@@ -8,6 +8,15 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
 
 
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    """A landing folder of three small Inspect logs (tests.helpers.dagster.make_unit_landing), one per
+    test module."""
+    from tests.helpers.dagster import make_unit_landing
+
+    return make_unit_landing(tmp_path_factory.mktemp("landing"))
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory, monkeypatch):
     """Never let a test write to the real data/lake or dagster_home."""
