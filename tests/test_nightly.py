@@ -87,43 +87,31 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
 
 
 @pytest.mark.slow
-def test_only_changed_refreshes_the_suite_and_model_a_retired_partition_leaves(tmp_path, monkeypatch, capsys):
-    """A log rewritten under another model name retires the old model x suite. The nightly
-    (`--only-changed`) must then also redo the suite it left (its leaderboard listed the old model)
-    and the old model's other suites' model outputs, though neither has a new or changed log."""
+def test_only_changed_reruns_only_stale_assets_and_refreshes_what_a_retired_partition_leaves(tmp_path, monkeypatch,
+                                                                                            capsys):
+    """Two nightlies (`--only-changed`) after one full run of the same small project.
+
+    A partition asset made under other code or settings (here: never materialised, after a wipe)
+    is redone without reading and validating the partition's unchanged logs again: the run selects
+    the stale asset, not the whole partition job.
+
+    A log rewritten under another model name retires the old model x suite. The nightly must then
+    also redo the suite it left (its leaderboard listed the old model) and the old model's other
+    suites' model outputs, though neither has a new or changed log."""
+    from assets.schedules import latest_materialisations
+    from resources.run.loop import local_instance
+
     landing = small_project(tmp_path, monkeypatch)
     assert run_main_job() == 0
     board = lambda suite: set(pd.read_parquet(f"lake/suite_comparison/suite={suite}/leaderboard.parquet")["model"])  # noqa: E731
     assert board("logic") == {"alpha", "beta"}
-
-    text = (landing / "beta_logic.csv").read_text()
-    (landing / "beta_logic.csv").write_text(text.replace("beta,logic", "gamma,logic"))
-    capsys.readouterr()
-    assert run_main_job(only_changed=True) == 0
-    out = capsys.readouterr().out
-    assert "1 to retire" in out and "FAILED" not in out
-    assert board("logic") == {"alpha", "gamma"}
-    assert set(pd.read_parquet("lake/suite_leaderboard/suite=logic/leaderboard.parquet")["model"]) == {"alpha", "gamma"}
-    assert set(pd.read_parquet("lake/model_profile/model=beta/profile.parquet")["suite"]) == {"arith", "(all)"}
-
-
-@pytest.mark.slow
-def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are_unchanged(tmp_path, monkeypatch,
-                                                                                           capsys):
-    """A partition asset made under other code or settings (here: never materialised, after a wipe)
-    is redone by the nightly (`--only-changed`) without reading and validating the partition's
-    unchanged logs again: the run selects the stale asset, not the whole partition job."""
-    from assets.schedules import latest_materialisations
-    from resources.run.loop import local_instance
-
-    small_project(tmp_path, monkeypatch)
-    assert run_main_job() == 0
     instance = local_instance()
     keys = [AssetKey(name) for name in ("eval_samples", "accuracy_posteriors", "reliability")]
     before = {key: latest_materialisations(instance, key) for key in keys}
     assert all(len(latest) == 4 for latest in before.values()), before
     samples = {p: p.stat().st_mtime_ns for p in (tmp_path / "lake" / "samples").rglob("*.parquet")}
 
+    # a stale asset of partitions whose logs are unchanged
     instance.wipe_assets([AssetKey("reliability")])
     capsys.readouterr()
     assert run_main_job(only_changed=True) == 0
@@ -139,6 +127,17 @@ def test_only_changed_reruns_only_the_stale_assets_of_a_partition_whose_logs_are
     capsys.readouterr()
     assert run_main_job(only_changed=True) == 0
     assert "ingest_and_fit" not in capsys.readouterr().out
+
+    # a retired partition
+    text = (landing / "beta_logic.csv").read_text()
+    (landing / "beta_logic.csv").write_text(text.replace("beta,logic", "gamma,logic"))
+    capsys.readouterr()
+    assert run_main_job(only_changed=True) == 0
+    out = capsys.readouterr().out
+    assert "1 to retire" in out and "FAILED" not in out
+    assert board("logic") == {"alpha", "gamma"}
+    assert set(pd.read_parquet("lake/suite_leaderboard/suite=logic/leaderboard.parquet")["model"]) == {"alpha", "gamma"}
+    assert set(pd.read_parquet("lake/model_profile/model=beta/profile.parquet")["suite"]) == {"arith", "(all)"}
 
 
 @pytest.mark.slow
