@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
     """A job killed with SIGKILL leaves no worker behind still running its range (the rerun would
     fit the same partitions beside it): a worker exits within a second or two of its parent."""
@@ -96,6 +97,7 @@ def test_profile_runs_are_sized_so_that_the_workers_end_the_model_stage_together
         assert max(ends) == busiest, (shares, ends)
 
 
+@pytest.mark.slow
 def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_first_run(tmp_path):
     """run_main_job starts the server (WorkerPool.prepare) before discovery: its imports overlap it,
     and the workers start with the code location and Great Expectations imported. In a fresh process:
@@ -169,6 +171,7 @@ def test_the_worker_pool_starts_every_worker_even_when_the_first_is_idle_before_
         pool.shutdown()
 
 
+@pytest.mark.slow
 def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_rerun(tmp_path):
     """A killed worker breaks the pool, which also ends the other worker's run. The lost runs are
     marked failed once their processes are gone (on_lost_workers), the sibling's run is run again
@@ -201,6 +204,7 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
         assert lines[-1] == "    worker process lost twice: not run again", lines
 
 
+@pytest.mark.slow
 def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_ended_not_rerun(tmp_path):
     """The pool breaks while the sibling sends a finished step's result: the future fails, but the
     outcome its worker kept says it finished, so it is reported ok (with its own lines) and not run
