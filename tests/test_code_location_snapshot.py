@@ -50,6 +50,25 @@ def code_location_shape() -> dict:
     }
 
 
+def _differences(now, stored, where: str = "") -> list[str]:
+    """What the code location has (+) or lacks (-) against the snapshot, one line a difference."""
+    if isinstance(now, dict) and isinstance(stored, dict):
+        lines = []
+        for key in sorted(set(now) | set(stored)):
+            here = f"{where}.{key}" if where else key
+            if key not in stored:
+                lines.append(f"+ {here}")
+            elif key not in now:
+                lines.append(f"- {here}")
+            else:
+                lines += _differences(now[key], stored[key], here)
+        return lines
+    if isinstance(now, list) and isinstance(stored, list):
+        return ([f"+ {where}: {item}" for item in now if item not in stored]
+                + [f"- {where}: {item}" for item in stored if item not in now])
+    return [] if now == stored else [f"~ {where}: {stored!r} -> {now!r}"]
+
+
 def test_the_code_location_matches_its_snapshot():
     shape = code_location_shape()
     text = json.dumps(shape, indent=2, sort_keys=True) + "\n"
@@ -61,5 +80,5 @@ def test_the_code_location_matches_its_snapshot():
            f".venv/bin/python -m pytest tests/test_code_location_snapshot.py\nand review its diff")
     assert SNAPSHOT.exists(), how
     stored = json.loads(SNAPSHOT.read_text())
-    for part in ("assets", "jobs", "schedules", "sensors"):
-        assert shape[part] == stored.get(part), f"{part}: {how}"
+    differences = _differences(shape, stored)
+    assert not differences, "\n".join(differences) + "\n" + how
