@@ -12,7 +12,7 @@ from evalpipeline.lake.keys import printable
 
 
 #: Arrow types of the lake tables' columns other than text, by column name: a name means the same in
-#: every table that has it (tests/test_dagster.py compares each declared schema with the files).
+#: every table that has it (tests/test_main_job.py compares each declared schema with the files).
 COLUMN_TYPES: dict[str, str] = {
     **dict.fromkeys(["n", "n_items", "n_excluded", "rank", "rank_low", "rank_high", "n_suites", "n_models",
                      "rows_ingested", "rows_errored", "rows_quarantined", "rows_accounted", "waic_rank", "loo_rank",

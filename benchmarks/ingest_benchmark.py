@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python benchmarks/ingest_benchmark.py [--sizes 10000 200000] [--json-sizes 10000]
                                                    [--chunk-rows 10000] [--repeat 1]
 
-Logs: synthetic Inspect logs (``tests/synthetic_logs.py``: inspect_ai runs
+Logs: synthetic Inspect logs (``tests/helpers/synthetic_logs.py``: inspect_ai runs
 once on a two-sample task, its log is the template for N samples), cached in
 ``benchmarks/.logs/`` and reused by later runs.
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(__file__).resolve().parent / ".logs"
-GENERATOR_VERSION = "v1"  # bump when tests/synthetic_logs.py changes what it writes
+GENERATOR_VERSION = "v1"  # bump when tests/helpers/synthetic_logs.py changes what it writes
 
 MODES = ("baseline", "ours_read", "ours_ingest", "samples_df")
 LABELS = {"ours_read": "ours: read", "ours_ingest": "ours: ingest", "samples_df": "samples_df"}
@@ -135,7 +135,7 @@ def run_child(mode: str, path: Path | None, chunk_rows: int) -> dict:
 
 def ensure_logs(sizes: list[int], json_sizes: list[int]) -> list[tuple[int, str, Path]]:
     sys.path.insert(0, str(REPO))
-    from tests.synthetic_logs import log_file_name, make_template, write_synthetic_log
+    from tests.helpers.synthetic_logs import log_file_name, make_template, write_synthetic_log
 
     wanted = [(n, "eval") for n in sizes] + [(n, "json") for n in json_sizes]
     logs = [(n, fmt, CACHE / GENERATOR_VERSION / log_file_name(n, fmt)) for n, fmt in wanted]

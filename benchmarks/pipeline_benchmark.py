@@ -34,7 +34,7 @@ everything else is MEASURED. ``add-model`` and ``rerun`` work in the folder a
 ``scale --keep DIR`` left: one more model, or the nightly over the unchanged logs
 (it must fit nothing: exit 1 otherwise).
 
-``--glm fast`` is the end-to-end test's setting (tests/test_dagster.py): candidate
+``--glm fast`` is the end-to-end test's setting (tests/test_main_job.py): candidate
 GLMs binomial + suite_binomial, 4 chains x (500 warmup + 500 draws), thresholds
 relaxed to what 2000 draws can show. ``--glm paper`` is the defaults (every
 candidate, 2000 + 2000). The JAX compilation cache lives in the temporary work

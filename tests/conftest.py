@@ -8,6 +8,22 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Start the tests marked slow first, in their collected order: pytest-xdist hands tests to its
+    workers in this order, and a minutes-long test handed out last would keep one worker busy while
+    the others have nothing left to run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    """A landing folder of three small Inspect logs (tests.helpers.dagster.make_unit_landing), one per
+    test module."""
+    from tests.helpers.dagster import make_unit_landing
+
+    return make_unit_landing(tmp_path_factory.mktemp("landing"))
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory, monkeypatch):
     """Never let a test write to the real data/lake or dagster_home."""

@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 MODELS = ("mockllm-atlas-large", "mockllm-borealis-v2")
 SUITES = ("arith", "agentic-ops")
 # One GLM: the test is about what runs when, not about sampling (the suite GLMs, fitted to only
-# two models here, are left to tests/test_dagster.py; disabled ones still materialise, as "not applicable").
+# two models here, are left to tests/test_main_job.py; disabled ones still materialise, as "not applicable").
 CONFIG = """
 [glm]
 models = ["binomial"]

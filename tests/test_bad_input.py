@@ -2,7 +2,7 @@
 the good files of the same ingest still land, and the row accounting adds up.
 
 The logs are real Inspect logs (two offline ``inspect_ai.eval`` runs per
-module, see ``bad_logs.make_base_logs``), edited through Inspect's own
+module, see ``tests.helpers.bad_logs.make_base_logs``), edited through Inspect's own
 reader/writer or damaged byte-wise. Each test ingests a landing folder that
 holds the two good logs (suites ``good_eval`` and ``good_json``) next to the
 bad input.
@@ -21,10 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-try:
-    import bad_logs as bl
-except ImportError:  # tests/ turned into a package
-    from tests import bad_logs as bl
+from tests.helpers import bad_logs as bl
 
 import evalpipeline.cli.main as cli
 from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths

@@ -11,7 +11,7 @@ from evalpipeline.ingest import IngestOptions, ScoreNormalisation, find_log_file
 from evalpipeline.ingest.inspect_logs import read_inspect_log, read_log_header
 from evalpipeline.lake import Lake, sha256_file
 from evalpipeline.steps.samples import read_samples
-from tests.inspect_logs import echo, exact, make_log
+from tests.helpers.inspect_logs import echo, exact, make_log
 
 VALUE = {"C": 1.0, "I": 0.0, "P": 0.5}
 
@@ -355,7 +355,7 @@ def _labelled_log(folder, log_format: str = "eval"):
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.scorer import Score, accuracy, scorer
 
-    from tests.inspect_logs import planted_answers
+    from tests.helpers.inspect_logs import planted_answers
 
     targets = {"one": "B", "listed": ["C"], "several": ["A", "D"], "none": ""}
     answers = {"one": "B", "listed": "A", "several": "D", "none": "x"}

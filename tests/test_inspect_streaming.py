@@ -1,6 +1,6 @@
 """The Inspect reader streams: chunks, duplicates across chunks, hostile zips, a 200k-sample log.
 
-Logs are synthetic (``tests/synthetic_logs.py``): inspect_ai runs once, on a
+Logs are synthetic (``tests/helpers/synthetic_logs.py``): inspect_ai runs once, on a
 two-sample task, and its log is the template for logs of any size. They are
 checked against inspect_ai's own readers first.
 """
@@ -27,7 +27,7 @@ from evalpipeline.ingest import inspect_logs
 from evalpipeline.ingest.inspect_logs import InspectReader, read_inspect_log
 from evalpipeline.lake import Lake, sha256_file
 from evalpipeline.schema import covariate_schema, staged_schema, to_arrow
-from tests import synthetic_logs as syn
+from tests.helpers import synthetic_logs as syn
 
 REPO = Path(__file__).resolve().parents[1]
 N_SMALL = 1200  # 600 items x 2 epochs

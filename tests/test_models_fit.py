@@ -299,6 +299,7 @@ def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_
     assert read_fit(folder).passed == agentic_fits[1]["binomial"].passed
 
 
+@pytest.mark.slow
 def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path, monkeypatch):
     """Fitters with a program cache trace a runner (sampler and prior draws) once and store it
     (jax.export); a Fitter in a new process loads it instead of tracing anything. The draws must be
@@ -418,6 +419,7 @@ print(json.dumps({"started_with": fit._backend_threads, "again": again, "pool": 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir() or len(os.sched_getaffinity(0)) < 2,
                     reason="needs Linux and at least two CPUs: one CPU gives a pool of one thread anyway")
+@pytest.mark.slow
 def test_the_fits_start_xlas_cpu_backend_with_one_intra_op_thread_and_pin_nothing(tmp_path):
     """XLA gives its intra-op pool one thread per CPU (its flags have no count); a fitting step is one
     process per core, so GlmSettings.fitter starts the backend with EVALPIPELINE_STEP_THREADS threads
@@ -494,6 +496,7 @@ def test_suite_beta_binomial_recovers_reasoning_slope_and_model_order():
     assert fit.metadata["parameterisation"]["model"] in ("centred", "non_centred")
 
 
+@pytest.mark.slow
 def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout():
     """fit_glm takes the grid layout for a complete LLM x task suite (unless told not to) and its
     posterior agrees with the per-unit layout's within Monte Carlo error; a suite with a missing
@@ -520,6 +523,7 @@ def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout()
     assert not fit_glm("suite_binomial", holed, SETTINGS, seed_key="grid", fitter=FITTER).metadata["options"]["unit_grid"]
 
 
+@pytest.mark.slow
 def test_a_partition_fit_on_its_likelihood_cells_has_the_posterior_of_the_per_unit_fit():
     """fit_glm samples the binomial GLM on its likelihood cells (one per subdomain here) unless told
     not to; the posterior agrees with the per-unit fit's within Monte Carlo error, and everything per
@@ -552,6 +556,7 @@ def test_a_partition_fit_on_its_likelihood_cells_has_the_posterior_of_the_per_un
     assert beta.metadata["likelihood_cells"] is None
 
 
+@pytest.mark.slow
 def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain():
     """``Fitter.sample_batch`` runs every chain of every data set one after another by default and in
     lockstep with ``chain_method="vectorized"``; the two differ in rounding only, so each data set's

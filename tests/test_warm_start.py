@@ -281,6 +281,7 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     assert not list(partition.directory.glob("warm-*.json"))
 
 
+@pytest.mark.slow
 def test_a_stored_warm_sampler_gives_the_draws_of_a_traced_one(tmp_path):
     """The warm sampler goes through the program cache like the cold one (jax.export with its extra
     arguments): a Fitter that loads it draws what a tracing Fitter draws from the same state."""

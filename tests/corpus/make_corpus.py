@@ -8,10 +8,10 @@ message matches a pattern, or exact (ingested, quarantined) row counts.
 each file against ``expected.json``, that nothing crashes, that no file is
 written outside the lake, and that the valid files lose no row.
 
-Inspect logs are made offline with inspect_ai itself (tests/bad_logs.py)
+Inspect logs are made offline with inspect_ai itself (tests/helpers/bad_logs.py)
 and then edited through its reader/writer or damaged byte-wise. The
 200k-sample log for the memory check is not stored here (tens of MB): the
-streaming tests generate it (tests/synthetic_logs.py).
+streaming tests generate it (tests/helpers/synthetic_logs.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from tests import bad_logs as bl  # noqa: E402
+from tests.helpers import bad_logs as bl  # noqa: E402
 
 FILES = HERE / "files"
 

@@ -65,7 +65,7 @@ def die_and_finish_in_a_pool(folder: str) -> dict:
     """Run a "die" and a "finish" step (:func:`die_or_finish`) side by side in a fresh ``WorkerPool`` of
     two, as ``evalpipeline run`` runs its steps; returns the outcomes, the printed lines, the pids each
     job ran in and, for each call of ``on_lost_workers``, whether those processes were alive.
-    ``python -m tests.pool_steps FOLDER`` prints it as JSON (what the pool test runs)."""
+    ``python -m tests.helpers.pool_steps FOLDER`` prints it as JSON (what the pool test runs)."""
     import types
 
     from resources.run.pool import WorkerPool, run_steps
@@ -94,6 +94,6 @@ if __name__ == "__main__":
     import json
     import sys
 
-    from tests import pool_steps  # the steps pickled by their module's name, not as __main__'s
+    from tests.helpers import pool_steps  # the steps pickled by their module's name, not as __main__'s
 
     print(json.dumps(pool_steps.die_and_finish_in_a_pool(sys.argv[1])))

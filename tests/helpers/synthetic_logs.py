@@ -28,7 +28,7 @@ checks it.
 
 Command line (for the benchmark and by hand)::
 
-    .venv/bin/python -m tests.synthetic_logs OUT.eval 200000
+    .venv/bin/python -m tests.helpers.synthetic_logs OUT.eval 200000
 """
 
 from __future__ import annotations
