@@ -1,6 +1,5 @@
 """Asset ``ingest_accounting``: where every input row of the lake went."""
 
-
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, asset
 
 from assets.automation import refresh_when_inputs_change
@@ -46,5 +45,5 @@ def ingest_accounting(context: AssetExecutionContext, lake: LakeResource) -> Mat
             "rows_quarantined": int(table["rows_quarantined"].sum()),
             "rows_in_no_partition": int(table.loc[table["model"] == UNPLACED_MODEL, "rows_quarantined"].sum()),
             "unreadable_files": unreadable,
-        }
+        },
     )

@@ -1,6 +1,5 @@
 """Automation conditions shared by the downstream assets."""
 
-
 import os
 from dataclasses import dataclass
 
@@ -32,13 +31,16 @@ def nightly_cron() -> tuple[str, str]:
         # (it exports no validator); it raises its internal CheckError, hence the broad except
         AutomationCondition.cron_tick_passed(cron, DEFAULT_TIMEZONE)
     except Exception:
-        raise ValueError(f"{CRON_ENV}={cron!r} is not a cron schedule: five fields, minute hour day month "
-                         f"weekday (default {DEFAULT_CRON!r})") from None
+        raise ValueError(
+            f"{CRON_ENV}={cron!r} is not a cron schedule: five fields, minute hour day month "
+            f"weekday (default {DEFAULT_CRON!r})"
+        ) from None
     try:
         ZoneInfo(timezone)
     except (LookupError, ValueError):  # unknown name / malformed key
-        raise ValueError(f"{TIMEZONE_ENV}={timezone!r} is not an IANA time zone name, such as 'UTC' or "
-                         "'Europe/London'") from None
+        raise ValueError(
+            f"{TIMEZONE_ENV}={timezone!r} is not an IANA time zone name, such as 'UTC' or 'Europe/London'"
+        ) from None
     return cron, timezone
 
 
@@ -49,9 +51,14 @@ def retry_failed_nightly() -> AutomationCondition:
     model x suite runs: without this, a suite or model whose refresh failed would stay failed until
     its inputs changed again."""
     cron, timezone = nightly_cron()
-    return ((AutomationCondition.cron_tick_passed(cron, timezone)
-             & (AutomationCondition.execution_failed() | AutomationCondition.missing()))
-            .since_last_handled().with_label("failed or missing at the nightly tick"))
+    return (
+        (
+            AutomationCondition.cron_tick_passed(cron, timezone)
+            & (AutomationCondition.execution_failed() | AutomationCondition.missing())
+        )
+        .since_last_handled()
+        .with_label("failed or missing at the nightly tick")
+    )
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,15 @@ class PassedValidation(AutomationCondition[AssetKey]):
         if context.candidate_subset.is_empty:  # the lake is not read for an asset with no candidates
             return AutomationResult(context=context, true_subset=context.get_empty_subset())
         accepted = Lake(lake_root()).sample_tables()  # without the rejected ones
-        keys = {"model_suite": {str(model_suite_key(m, s)) for m, s, _ in accepted},
-                "model": {to_partition_key(m) for m, _, _ in accepted},
-                "suite": {to_partition_key(s) for _, s, _ in accepted}}[self.dimension]
+        keys = {
+            "model_suite": {str(model_suite_key(m, s)) for m, s, _ in accepted},
+            "model": {to_partition_key(m) for m, _, _ in accepted},
+            "suite": {to_partition_key(s) for _, s, _ in accepted},
+        }[self.dimension]
         candidates = context.candidate_subset.expensively_compute_partition_keys()
         true_subset = context.asset_graph_view.get_subset_from_partition_keys(
-            context.key, context.partitions_def, [k for k in candidates if k in keys])
+            context.key, context.partitions_def, [k for k in candidates if k in keys]
+        )
         return AutomationResult(context=context, true_subset=true_subset)
 
 
@@ -98,11 +108,17 @@ def has_accepted_samples(dimension: str) -> AutomationCondition:
     if dimension == "model_suite":
         return PassedValidation(dimension=dimension)
     return (~AutomationCondition.missing() | PassedValidation(dimension=dimension)).with_label(
-        f"outputs exist, or a sample table of the {dimension} passed validation")
+        f"outputs exist, or a sample table of the {dimension} passed validation"
+    )
 
 
-def refresh_when_inputs_change(ignore: AssetSelection | None = None, *, when_missing: bool = True,
-                               retry_nightly: bool = True, dimension: str | None = None) -> AutomationCondition:
+def refresh_when_inputs_change(
+    ignore: AssetSelection | None = None,
+    *,
+    when_missing: bool = True,
+    retry_nightly: bool = True,
+    dimension: str | None = None,
+) -> AutomationCondition:
     """Eager refresh that reacts to changed *data*, not to every rerun upstream.
 
     Like ``AutomationCondition.eager()``, but an upstream materialisation only
@@ -156,5 +172,8 @@ def refresh_partition_when_inputs_change() -> AutomationCondition:
     """:func:`refresh_when_inputs_change` for model x suite assets: never for a combination without
     samples (a model not evaluated on a suite), which would only fail with 'no data', nor for one whose
     sample table was rejected, which would only fail with 'failed validation'."""
-    return (refresh_when_inputs_change(retry_nightly=False) & ~AutomationCondition.any_deps_missing()
-            & has_accepted_samples("model_suite"))
+    return (
+        refresh_when_inputs_change(retry_nightly=False)
+        & ~AutomationCondition.any_deps_missing()
+        & has_accepted_samples("model_suite")
+    )

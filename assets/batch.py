@@ -99,11 +99,14 @@ def attach_partition_metadata(context: AssetExecutionContext, metadata: list[tup
     targeted = set(context.partition_keys)
     strays = [key for key, _values in metadata if key not in targeted]
     if strays:
-        raise DagsterInvariantViolationError(f"Attempted to add metadata for partition keys {strays[:5]} that are "
-                                             "not being targeted.")
+        raise DagsterInvariantViolationError(
+            f"Attempted to add metadata for partition keys {strays[:5]} that are not being targeted."
+        )
     asset_key = context.assets_def.key
     for key, values in metadata:
-        accumulator = accumulator.with_additional_asset_metadata(asset_key=asset_key, metadata=values, partition_key=key)
+        accumulator = accumulator.with_additional_asset_metadata(
+            asset_key=asset_key, metadata=values, partition_key=key
+        )
     step._metadata_accumulator = accumulator
 
 
@@ -114,9 +117,11 @@ def _combined_checks(results: Iterable[PartitionResult]) -> Iterator[AssetCheckR
             by_name.setdefault(check.check_name, []).append((item.key, check))
     for name, outcomes in by_name.items():
         failed = [(key, check) for key, check in outcomes if not check.passed]
-        severity = (AssetCheckSeverity.ERROR
-                    if any(c.severity == AssetCheckSeverity.ERROR for _k, c in failed or outcomes)
-                    else AssetCheckSeverity.WARN)
+        severity = (
+            AssetCheckSeverity.ERROR
+            if any(c.severity == AssetCheckSeverity.ERROR for _k, c in failed or outcomes)
+            else AssetCheckSeverity.WARN
+        )
         metadata = {"partitions": len(outcomes), "partitions_failed": len(failed)}
         if failed:
             # every failing key, for evalpipeline run to rerun those alone and the rest in ranges again

@@ -1,6 +1,5 @@
 """Assets ``suite_comparison`` (per suite), ``model_profile`` (per model) and ``report`` (lake-wide)."""
 
-
 from dataclasses import asdict
 from datetime import datetime, timezone
 
@@ -37,8 +36,13 @@ from evalpipeline.settings import load_comparison_settings
 from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
-_STATS_MODULES = ["evalpipeline.steps.comparison", "evalpipeline.steps.classification", "evalpipeline.steps.fits",
-                  "evalpipeline.stats", "evalpipeline.plots"]
+_STATS_MODULES = [
+    "evalpipeline.steps.comparison",
+    "evalpipeline.steps.classification",
+    "evalpipeline.steps.fits",
+    "evalpipeline.stats",
+    "evalpipeline.plots",
+]
 
 
 def comparison_version() -> str:
@@ -73,7 +77,9 @@ def comparison_version() -> str:
     metadata={"dagster/column_schema": column_schema(LEADERBOARD_COLUMNS)},
 )
 def suite_comparison(context: AssetExecutionContext, lake: LakeResource):
-    yield from emit(context, [PartitionResult(key, _comparison(lake, key, context.log)) for key in partitions_in_turn(context)])
+    yield from emit(
+        context, [PartitionResult(key, _comparison(lake, key, context.log)) for key in partitions_in_turn(context)]
+    )
 
 
 #: Verdict sentences previewed in the UI (a 100-model suite has 4,950 pairs: the rest are in the table).
@@ -90,23 +96,46 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
         log.warning(f"{model} left out of suite {suite}: its sample table failed validation ({', '.join(checks)})")
     many = len(result.pairwise) > VERDICTS_SHOWN
     shown = (ranking_pairs(result.pairwise, board) if many else result.pairwise).head(VERDICTS_SHOWN)
-    verdicts = "\n".join(f"- {markdown_text(row.model_a)} vs {markdown_text(row.model_b)}: {markdown_text(row.verdict)}"
-                         for row in shown.itertuples()) \
+    verdicts = (
+        "\n".join(
+            f"- {markdown_text(row.model_a)} vs {markdown_text(row.model_b)}: {markdown_text(row.verdict)}"
+            for row in shown.itertuples()
+        )
         or "(one model: nothing to compare)"
+    )
     if many:
-        verdicts = (f"Going down the leaderboard, each model against the leader and against the model ranked just "
-                    f"above it (the first {len(shown)}):\n\n{verdicts}\n\n... every pair of the "
-                    f"{len(result.pairwise)} is in pairwise.parquet")
+        verdicts = (
+            f"Going down the leaderboard, each model against the leader and against the model ranked just "
+            f"above it (the first {len(shown)}):\n\n{verdicts}\n\n... every pair of the "
+            f"{len(result.pairwise)} is in pairwise.parquet"
+        )
     metadata = {
-        **table_metadata(board[["rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "wilson_low",
-                                "wilson_high", "clt_low", "clt_high", "p_best", "expected_rank", "n"]],
-                         result.directory / "leaderboard.parquet"),
+        **table_metadata(
+            board[
+                [
+                    "rank",
+                    "model",
+                    "posterior_mean",
+                    "hpdi_low",
+                    "hpdi_high",
+                    "wilson_low",
+                    "wilson_high",
+                    "clt_low",
+                    "clt_high",
+                    "p_best",
+                    "expected_rank",
+                    "n",
+                ]
+            ],
+            result.directory / "leaderboard.parquet",
+        ),
         "suite": suite,
         "models": len(board),
         "glm_used": result.glm or "none passed",
         "left_out_failed_validation": MetadataValue.md(
             "\n".join(f"- {markdown_text(m)}: {', '.join(checks)}" for m, checks in sorted(result.rejected.items()))
-            or "none"),
+            or "none"
+        ),
         "verdicts": MetadataValue.md(verdicts),
         "pairwise": MetadataValue.path(str(result.directory / "pairwise.parquet")),
         "pairs_computed": result.pairwise.attrs.get("pairs_computed", len(result.pairwise)),
@@ -114,12 +143,18 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     }
     classification = result.directory / CLASSIFICATION_FILE
     if classification.exists():
-        macro = pd.read_parquet(classification, columns=["model", "class", "n", "f1_mean", "f1_low", "f1_high", "f1_plugin"])
-        metadata["classification_macro_f1"] = MetadataValue.md(markdown_table(
-            macro[macro["class"] == MACRO_LABEL].drop(columns="class").round(3)))
+        macro = pd.read_parquet(
+            classification, columns=["model", "class", "n", "f1_mean", "f1_low", "f1_high", "f1_plugin"]
+        )
+        metadata["classification_macro_f1"] = MetadataValue.md(
+            markdown_table(macro[macro["class"] == MACRO_LABEL].drop(columns="class").round(3))
+        )
     for name, path in result.plots.items():
         metadata[f"plot_{name}"] = png_markdown(path, name)
-    digest = sha256_file(result.directory / "leaderboard.parquet")[:8] + sha256_file(result.directory / "pairwise.parquet")[:8]
+    digest = (
+        sha256_file(result.directory / "leaderboard.parquet")[:8]
+        + sha256_file(result.directory / "pairwise.parquet")[:8]
+    )
     return MaterializeResult(data_version=DataVersion(digest), metadata=metadata)
 
 
@@ -137,8 +172,9 @@ def _comparison(lake: LakeResource, key: str, log) -> MaterializeResult:
     kinds={"parquet", "matplotlib"},
     owners=["team:evalpipeline"],
     code_version=comparison_version(),
-    automation_condition=refresh_when_inputs_change(ignore=AssetSelection.assets("eval_samples"), when_missing=False,
-                                                    dimension="model"),
+    automation_condition=refresh_when_inputs_change(
+        ignore=AssetSelection.assets("eval_samples"), when_missing=False, dimension="model"
+    ),
     description=(
         "One model across every suite it was evaluated on: one row per suite (posterior mean, HPDI, "
         "conventional intervals, its rank and P(best) among the suite's models, the suite GLM's estimate) "
@@ -160,17 +196,28 @@ def _profile(lake: LakeResource, key: str) -> MaterializeResult:
     forest = directory / "plots" / "forest.png"
     if forest.exists():
         metadata["plot_forest"] = png_markdown(forest, "forest plot")
-    return MaterializeResult(data_version=DataVersion(sha256_file(directory / "profile.parquet")[:16]), metadata=metadata)
+    return MaterializeResult(
+        data_version=DataVersion(sha256_file(directory / "profile.parquet")[:16]), metadata=metadata
+    )
 
 
 @asset(
-    deps=["suite_comparison", "model_profile", "waic_rankings", "ingest_accounting", "reliability", "model_reliability"],
+    deps=[
+        "suite_comparison",
+        "model_profile",
+        "waic_rankings",
+        "ingest_accounting",
+        "reliability",
+        "model_reliability",
+    ],
     group_name="report",
     retry_policy=TRANSIENT_RETRY,
     kinds={"html"},
     owners=["team:evalpipeline"],
-    code_version=code_version(["evalpipeline.report.html", "evalpipeline.report.build"],
-                              {"judges": [judge.scorer for judge in load_comparison_settings().judges]}),
+    code_version=code_version(
+        ["evalpipeline.report.html", "evalpipeline.report.build"],
+        {"judges": [judge.scorer for judge in load_comparison_settings().judges]},
+    ),
     automation_condition=refresh_when_inputs_change(),
     description=(
         "One static HTML page (report/index.html in the lake, readable offline): each suite's leader at a glance, "
@@ -186,8 +233,11 @@ def report(context: AssetExecutionContext, lake: LakeResource) -> MaterializeRes
         judges = tuple(judge.scorer for judge in load_comparison_settings().judges)
         path = build_report(store, f"{generated.isoformat()} (time of the newest table it shows)", judges=judges)
     return MaterializeResult(
-        metadata={"path": MetadataValue.path(str(path)), "url": MetadataValue.url(path.resolve().as_uri()),
-                  "data_as_of": generated.isoformat()}
+        metadata={
+            "path": MetadataValue.path(str(path)),
+            "url": MetadataValue.url(path.resolve().as_uri()),
+            "data_as_of": generated.isoformat(),
+        }
     )
 
 
@@ -195,9 +245,18 @@ def data_as_of(store) -> datetime:
     """The time of the newest table the report reads: a rerun over unchanged data rewrites no
     table (unchanged bytes are not written), so it renders the same page, byte for byte."""
     newest = max(
-        (p.stat().st_mtime for folder in ("suite_comparison", "model_profile", "waic_rankings", "ingest_accounting",
-                                          "reliability", "model_reliability")
-         for p in (store.root / folder).rglob("*.parquet")),
+        (
+            p.stat().st_mtime
+            for folder in (
+                "suite_comparison",
+                "model_profile",
+                "waic_rankings",
+                "ingest_accounting",
+                "reliability",
+                "model_reliability",
+            )
+            for p in (store.root / folder).rglob("*.parquet")
+        ),
         default=0.0,
     )
     return datetime.fromtimestamp(newest, timezone.utc).replace(microsecond=0)

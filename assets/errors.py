@@ -1,6 +1,5 @@
 """Which failures are worth retrying."""
 
-
 from collections.abc import Sequence
 from contextlib import contextmanager
 

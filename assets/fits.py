@@ -2,7 +2,6 @@
 (``suite_glm_<name>``), each with its convergence diagnostics as blocking asset checks,
 and the lake-wide ``waic_rankings``."""
 
-
 from dagster import (
     AssetDep,
     AssetCheckResult,
@@ -60,8 +59,10 @@ def _per_fit_progress(context: AssetExecutionContext, glm: str, config):
     # as evalpipeline.steps.fits decides it (a change there would change every fit's code version)
     if config.models is None or glm in config.models:
         return context.log.info
-    context.log.info(f"{glm}: disabled: not in [glm] models {list(config.models)}; its "
-                     f"{len(context.partition_keys)} partition(s) are recorded as not applicable")
+    context.log.info(
+        f"{glm}: disabled: not in [glm] models {list(config.models)}; its "
+        f"{len(context.partition_keys)} partition(s) are recorded as not applicable"
+    )
     return None
 
 
@@ -107,15 +108,22 @@ def _materialization(outcome: FitOutcome, label: str) -> MaterializeResult:
         "status": outcome.status,
         "passed_diagnostics": bool(outcome.passed),
         "attempts": MetadataValue.md(
-            "\n".join(f"- {a['attempt']}: {a.get('start', 'cold')}, target accept {a['target_accept']}, "
-                      f"{'passed' if a['passed'] else 'failed ' + ', '.join(a['failed'])}" for a in outcome.attempts)
+            "\n".join(
+                f"- {a['attempt']}: {a.get('start', 'cold')}, target accept {a['target_accept']}, "
+                f"{'passed' if a['passed'] else 'failed ' + ', '.join(a['failed'])}"
+                for a in outcome.attempts
+            )
         ),
         "start": outcome.metadata.get("start", "cold"),
         "parameterisation": MetadataValue.json(outcome.metadata.get("parameterisation", {})),
         "diagnostics": MetadataValue.md(markdown_table(outcome.diagnostics.round(4))),
         "posterior": MetadataValue.path(str(outcome.directory / "posterior.nc")),
     }
-    for name, caption in (("forest", "forest plot"), ("trace", "trace and rank plots"), ("predictive", "predictive check")):
+    for name, caption in (
+        ("forest", "forest plot"),
+        ("trace", "trace and rank plots"),
+        ("predictive", "predictive check"),
+    ):
         path = outcome.directory / FIT_PLOTS[name]
         if path.exists():
             meta[f"plot_{name}"] = png_markdown(path, caption)
@@ -177,8 +185,17 @@ def partition_glm_asset(glm: str):
             model, suite = model_suite_names(key)
             with permanent_errors(partitions=[key]):
                 store.require_passed_validation(model, suite)
-                outcome = fit_partition_glm(store, model, suite, glm, config, version=glm_version(glm),
-                                            fitter=fitter, progress=progress, draw_plots=draw_plots)
+                outcome = fit_partition_glm(
+                    store,
+                    model,
+                    suite,
+                    glm,
+                    config,
+                    version=glm_version(glm),
+                    fitter=fitter,
+                    progress=progress,
+                    draw_plots=draw_plots,
+                )
             label = f"{model} x {suite}"
             results.append(PartitionResult(key, _materialization(outcome, label), list(_check_results(outcome, label))))
         yield from emit(context, results)
@@ -212,8 +229,16 @@ def suite_glm_asset(glm: str):
         for key in partitions_in_turn(context):
             suite = from_partition_key(key)
             with permanent_errors(partitions=[key]):
-                outcome = fit_suite_glm(store, suite, glm, config, version=glm_version(glm),
-                                        fitter=fitter, progress=progress, draw_plots=draw_plots)
+                outcome = fit_suite_glm(
+                    store,
+                    suite,
+                    glm,
+                    config,
+                    version=glm_version(glm),
+                    fitter=fitter,
+                    progress=progress,
+                    draw_plots=draw_plots,
+                )
             results.append(PartitionResult(key, _materialization(outcome, suite), list(_check_results(outcome, suite))))
         yield from emit(context, results)
 
@@ -233,8 +258,9 @@ SUITE_GLM_ASSETS = [suite_glm_asset(glm) for glm in SUITE_MODELS]
     # not gated on every fit's checks: a failed fit is listed as excluded here, and one failure
     # anywhere would otherwise hold the whole lake's rankings back
     automation_condition=refresh_when_inputs_change(),
-    code_version=code_version(["evalpipeline.steps.rankings", "evalpipeline.steps.fits", "evalpipeline.steps.fits",
-                               "evalpipeline.models"]),
+    code_version=code_version(
+        ["evalpipeline.steps.rankings", "evalpipeline.steps.fits", "evalpipeline.steps.fits", "evalpipeline.models"]
+    ),
     description=(
         "The candidate GLMs of every partition and of every suite compared by WAIC (as HiBayES) and by "
         "PSIS-LOO (with Pareto-k warnings): elpd, its standard error, differences to the best and their "
@@ -256,8 +282,24 @@ def waic_rankings(context: AssetExecutionContext, lake: LakeResource, glm_settin
     return MaterializeResult(
         data_version=DataVersion(sha256_file(path)[:16]),
         metadata={
-            **table_metadata(ranked[["scope", "model", "suite", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic",
-                                     "waic_dse", "loo_rank", "n_pareto_k_high"]], path),
+            **table_metadata(
+                ranked[
+                    [
+                        "scope",
+                        "model",
+                        "suite",
+                        "glm",
+                        "waic_rank",
+                        "elpd_waic",
+                        "waic_se",
+                        "d_waic",
+                        "waic_dse",
+                        "loo_rank",
+                        "n_pareto_k_high",
+                    ]
+                ],
+                path,
+            ),
             "dagster/row_count": len(table),
             "excluded": MetadataValue.md(  # an empty frame renders as a header alone
                 markdown_table(excluded[["scope", "model", "suite", "glm", "excluded"]]) if len(excluded) else "none"

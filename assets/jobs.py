@@ -25,7 +25,10 @@ LAKE_ASSETS = [ingest_accounting, waic_rankings, report]
 ON_REQUEST_ASSETS = [partition_plots, suite_fit_plots]
 
 PARTITION_STEPS = [
-    "eval_samples", "accuracy_posteriors", "reliability", *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS]
+    "eval_samples",
+    "accuracy_posteriors",
+    "reliability",
+    *[a.key.to_user_string() for a in PARTITION_GLM_ASSETS],
 ]
 SUITE_STEPS = ["suite_leaderboard", *[a.key.to_user_string() for a in SUITE_GLM_ASSETS]]
 #: Its own job, after the suite GLMs: in one run a GLM's failed blocking check would skip it, while it
@@ -50,7 +53,7 @@ comparison_job = define_asset_job(
     "suite_comparisons",
     selection=AssetSelection.assets(*COMPARISON_STEPS),
     description="Per suite, after its GLMs: compare every pair and rank the models; a suite GLM that failed its "
-                "diagnostics is excluded with the reason instead of holding the comparison back.",
+    "diagnostics is excluded with the reason instead of holding the comparison back.",
 )
 
 model_job = define_asset_job(
@@ -63,7 +66,7 @@ model_profile_job = define_asset_job(
     "model_profiles",
     selection=AssetSelection.assets("model_profile"),
     description="Per model: the profile across suites alone, for a nightly's models whose own samples are "
-                "unchanged but whose suites' ranks moved (their reliability has nothing new to compute).",
+    "unchanged but whose suites' ranks moved (their reliability has nothing new to compute).",
 )
 
 lake_job = define_asset_job(

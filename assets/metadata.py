@@ -14,20 +14,93 @@ from evalpipeline.lake.keys import printable
 #: Arrow types of the lake tables' columns other than text, by column name: a name means the same in
 #: every table that has it (tests/test_main_job.py compares each declared schema with the files).
 COLUMN_TYPES: dict[str, str] = {
-    **dict.fromkeys(["n", "n_items", "n_excluded", "rank", "rank_low", "rank_high", "n_suites", "n_models",
-                     "rows_ingested", "rows_errored", "rows_quarantined", "rows_accounted", "waic_rank", "loo_rank",
-                     "n_pareto_k_high", "n_units", "n_suite_items"], "int64"),
+    **dict.fromkeys(
+        [
+            "n",
+            "n_items",
+            "n_excluded",
+            "rank",
+            "rank_low",
+            "rank_high",
+            "n_suites",
+            "n_models",
+            "rows_ingested",
+            "rows_errored",
+            "rows_quarantined",
+            "rows_accounted",
+            "waic_rank",
+            "loo_rank",
+            "n_pareto_k_high",
+            "n_units",
+            "n_suite_items",
+        ],
+        "int64",
+    ),
     **dict.fromkeys(["overlaps_leader", "waic_warning", "loo_warning"], "bool"),
-    **dict.fromkeys([
-        "k", "observed_mean", "prior_a", "prior_b", "posterior_a", "posterior_b", "posterior_mean", "hpdi_mass",
-        "hpdi_low", "hpdi_high", "clt_low", "clt_high", "wilson_low", "wilson_high", "clopper_pearson_low",
-        "clopper_pearson_high", "p_best", "expected_rank", "glm_mean", "glm_hpdi_low",
-        "glm_hpdi_high", "glm_hpdi_mass", "glm_p_best", "elpd_waic", "waic_se", "p_waic", "d_waic",
-        "waic_dse", "waic_weight", "elpd_loo", "loo_se", "p_loo", "d_loo", "loo_dse", "loo_weight",
-        "pareto_k_threshold", "lower", "upper", "mean", "sd", "hpdi2_mass",
-        "hpdi2_low", "hpdi2_high", "prob_mean", "prob_hpdi_low", "prob_hpdi_high", "prob_hpdi2_low",
-        "prob_hpdi2_high", "r_hat", "ess_bulk", "ess_tail", "design_effect", "n_effective", "independent_hpdi_low",
-        "independent_hpdi_high", "judge_mean", "judge_low", "judge_high", "dispersion_paired"], "double"),
+    **dict.fromkeys(
+        [
+            "k",
+            "observed_mean",
+            "prior_a",
+            "prior_b",
+            "posterior_a",
+            "posterior_b",
+            "posterior_mean",
+            "hpdi_mass",
+            "hpdi_low",
+            "hpdi_high",
+            "clt_low",
+            "clt_high",
+            "wilson_low",
+            "wilson_high",
+            "clopper_pearson_low",
+            "clopper_pearson_high",
+            "p_best",
+            "expected_rank",
+            "glm_mean",
+            "glm_hpdi_low",
+            "glm_hpdi_high",
+            "glm_hpdi_mass",
+            "glm_p_best",
+            "elpd_waic",
+            "waic_se",
+            "p_waic",
+            "d_waic",
+            "waic_dse",
+            "waic_weight",
+            "elpd_loo",
+            "loo_se",
+            "p_loo",
+            "d_loo",
+            "loo_dse",
+            "loo_weight",
+            "pareto_k_threshold",
+            "lower",
+            "upper",
+            "mean",
+            "sd",
+            "hpdi2_mass",
+            "hpdi2_low",
+            "hpdi2_high",
+            "prob_mean",
+            "prob_hpdi_low",
+            "prob_hpdi_high",
+            "prob_hpdi2_low",
+            "prob_hpdi2_high",
+            "r_hat",
+            "ess_bulk",
+            "ess_tail",
+            "design_effect",
+            "n_effective",
+            "independent_hpdi_low",
+            "independent_hpdi_high",
+            "judge_mean",
+            "judge_low",
+            "judge_high",
+            "dispersion_paired",
+        ],
+        "double",
+    ),
 }
 
 
@@ -41,8 +114,11 @@ def column_schema(columns: dict[str, str], types: dict[str, str] | None = None) 
     """The table schema the UI shows: ``columns`` (name -> description) with ``types`` where given,
     else :func:`column_type`."""
     types = types or {}
-    return TableSchema(columns=[TableColumn(name, types.get(name) or column_type(name), description=doc)
-                                for name, doc in columns.items()])
+    return TableSchema(
+        columns=[
+            TableColumn(name, types.get(name) or column_type(name), description=doc) for name, doc in columns.items()
+        ]
+    )
 
 
 #: Characters that Markdown (CommonMark + GFM tables) would read as syntax or HTML; a backslash makes

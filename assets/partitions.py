@@ -7,7 +7,13 @@ import math
 import os
 import warnings
 
-from dagster import BackfillPolicy, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, RunRequest
+from dagster import (
+    BackfillPolicy,
+    DynamicPartitionsDefinition,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    RunRequest,
+)
 
 from evalpipeline.lake.keys import from_partition_key, to_partition_key
 from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -62,7 +68,9 @@ def one_dimension(dimension: str):
         return MultiToSingleDimensionPartitionMapping(partition_dimension_name=dimension)
 
 
-def range_blocks(pairs, model_order: list[str], suite_order: list[str], max_per_run: int) -> list[list[tuple[str, str]]]:
+def range_blocks(
+    pairs, model_order: list[str], suite_order: list[str], max_per_run: int
+) -> list[list[tuple[str, str]]]:
     """Cover the (model key, suite key) ``pairs`` exactly with blocks that are partition ranges.
 
     A range of model x suite partitions is every model between its ends (in the
@@ -96,7 +104,7 @@ def range_blocks(pairs, model_order: list[str], suite_order: list[str], max_per_
         end = model_index
         while end + 1 < len(model_order) and segments_by_model[model_order[end + 1]] == segments:
             end += 1
-        models = model_order[model_index:end + 1]
+        models = model_order[model_index : end + 1]
         for first, last in segments:
             width = last - first + 1
             if width > max_per_run:  # one model's suites alone exceed a run: split the suites
@@ -107,7 +115,7 @@ def range_blocks(pairs, model_order: list[str], suite_order: list[str], max_per_
                 continue
             per_run = max(1, max_per_run // width)
             for lo in range(0, len(models), per_run):
-                blocks.append([(m, suite_order[i]) for m in models[lo:lo + per_run] for i in range(first, last + 1)])
+                blocks.append([(m, suite_order[i]) for m in models[lo : lo + per_run] for i in range(first, last + 1)])
         model_index = end + 1
     return blocks
 
@@ -136,8 +144,12 @@ def partition_blocks(keys: list[str], partitions_def, instance) -> list[list[str
     the order of the instance's dynamic partitions: the ranges of runs that redo them."""
     if partitions_def == model_suite_partitions:
         dimensions = [model_suite_partitions.get_partition_key_from_str(key).keys_by_dimension for key in keys]
-        blocks = range_blocks([(d["model"], d["suite"]) for d in dimensions], instance.get_dynamic_partitions("model"),
-                              instance.get_dynamic_partitions("suite"), PARTITIONS_PER_RUN)
+        blocks = range_blocks(
+            [(d["model"], d["suite"]) for d in dimensions],
+            instance.get_dynamic_partitions("model"),
+            instance.get_dynamic_partitions("suite"),
+            PARTITIONS_PER_RUN,
+        )
         return [[str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block] for block in blocks]
     return key_blocks(keys, instance.get_dynamic_partitions(partitions_def.name), PARTITIONS_PER_RUN)
 
@@ -169,8 +181,12 @@ def range_run_request(block: list[tuple[str, str]], entries, tags: dict[str, str
     digest = hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:32]
     if len(keys) > 1:
         tags = tags | {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
-    return RunRequest(run_key=f"{digest}:{keys[0]}..{keys[-1]}", partition_key=partition_keys[0] if len(keys) == 1 else None,
-                      asset_selection=asset_selection, tags=tags)
+    return RunRequest(
+        run_key=f"{digest}:{keys[0]}..{keys[-1]}",
+        partition_key=partition_keys[0] if len(keys) == 1 else None,
+        asset_selection=asset_selection,
+        tags=tags,
+    )
 
 
 def split_failed_range(keys: list[str], failing) -> tuple[list[str], list[str]] | None:

@@ -23,7 +23,12 @@ from evalpipeline.lake.versions import code_version
 from resources import LakeResource
 
 #: what draws the figures: the plotting package and the two modules that lay out a fit's and an assessment's
-PLOT_MODULES = ["evalpipeline.plots", "evalpipeline.steps.figures", "evalpipeline.steps.fits", "evalpipeline.steps.reliability"]
+PLOT_MODULES = [
+    "evalpipeline.plots",
+    "evalpipeline.steps.figures",
+    "evalpipeline.steps.fits",
+    "evalpipeline.steps.reliability",
+]
 
 
 @asset(
@@ -40,7 +45,7 @@ PLOT_MODULES = ["evalpipeline.plots", "evalpipeline.steps.figures", "evalpipelin
         "rank plots, forest plot and posterior predictive check (HiBayES Figures 4-7), and the HIP-LLM "
         "CDF envelopes and E[R(n)] envelopes (Figures 3-8), as PNGs beside the fit and the reliability "
         "tables and inline here. The nightly stores the numbers without these pictures "
-        "(`[plots] partitions = \"on_request\"`; a fit that fails a blocking check draws its own): select "
+        '(`[plots] partitions = "on_request"`; a fit that fails a blocking check draws its own): select '
         "partitions and materialise this asset to draw them from the stored draws and tables."
     ),
 )
@@ -68,7 +73,7 @@ def partition_plots(context: AssetExecutionContext, lake: LakeResource):
         "The figures of one suite's multi-LLM GLM fits, drawn on request: for every stored suite GLM fit its "
         "trace and rank plots, forest plot and posterior predictive check (HiBayES Figures 4-7), as PNGs "
         "beside the fit and inline here. The nightly stores the fits without these pictures "
-        "(`[plots] suite_fits = \"on_request\"`; a fit that fails a blocking check draws its own): select "
+        '(`[plots] suite_fits = "on_request"`; a fit that fails a blocking check draws its own): select '
         "suites and materialise this asset to draw them from the stored draws. The suite's comparison "
         "figures (`suite_comparison`) are drawn every night. When no suite GLM applies (each left out of "
         "`[glm] models`, or the suite has one LLM), it materialises without figures and says why (`not_drawn`)."
@@ -92,10 +97,17 @@ def _figures_result(paths: dict, label: str, not_drawn: dict | None = None) -> M
     lines = [f"{n}={sha256_file(p)}" for n, p in sorted(paths.items())]
     lines += [f"{n}: {reason}" for n, reason in sorted((not_drawn or {}).items())]
     digest = hashlib.sha256("\n".join(lines).encode())
-    metadata = {"partition": label, "figures": len(paths),
-                **{f"plot_{name.replace('/', '_')}": png_markdown(path, f"{name}: {label}")
-                   for name, path in sorted(paths.items())},
-                "folders": MetadataValue.md("\n".join(sorted({f"- `{p.parent}`" for p in paths.values()})))}
+    metadata = {
+        "partition": label,
+        "figures": len(paths),
+        **{
+            f"plot_{name.replace('/', '_')}": png_markdown(path, f"{name}: {label}")
+            for name, path in sorted(paths.items())
+        },
+        "folders": MetadataValue.md("\n".join(sorted({f"- `{p.parent}`" for p in paths.values()}))),
+    }
     if not_drawn:
-        metadata["not_drawn"] = MetadataValue.md("\n".join(f"- `{n}`: {reason}" for n, reason in sorted(not_drawn.items())))
+        metadata["not_drawn"] = MetadataValue.md(
+            "\n".join(f"- `{n}`: {reason}" for n, reason in sorted(not_drawn.items()))
+        )
     return MaterializeResult(data_version=DataVersion(digest.hexdigest()[:16]), metadata=metadata)

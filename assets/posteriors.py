@@ -1,6 +1,5 @@
 """Assets ``accuracy_posteriors`` (per model x suite) and ``suite_leaderboard`` (per suite)."""
 
-
 from dagster import (
     AssetDep,
     AssetExecutionContext,
@@ -25,9 +24,15 @@ from resources import LakeResource, PosteriorSettings
 
 def posteriors_version() -> str:
     """Code version of the headline posteriors: their code plus the ``[posterior]`` settings."""
-    return code_version(["evalpipeline.stats.intervals", "evalpipeline.stats.posteriors", "evalpipeline.stats.clustered",
-                         "evalpipeline.steps.samples"],
-                        load_posterior_settings())
+    return code_version(
+        [
+            "evalpipeline.stats.intervals",
+            "evalpipeline.stats.posteriors",
+            "evalpipeline.stats.clustered",
+            "evalpipeline.steps.samples",
+        ],
+        load_posterior_settings(),
+    )
 
 
 @asset(
@@ -52,8 +57,10 @@ def posteriors_version() -> str:
     automation_condition=refresh_partition_when_inputs_change(),
 )
 def accuracy_posteriors(context: AssetExecutionContext, lake: LakeResource, posterior_settings: PosteriorSettings):
-    yield from emit(context, [PartitionResult(key, _posteriors(lake, key, posterior_settings))
-                              for key in partitions_in_turn(context)])
+    yield from emit(
+        context,
+        [PartitionResult(key, _posteriors(lake, key, posterior_settings)) for key in partitions_in_turn(context)],
+    )
 
 
 def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSettings) -> MaterializeResult:
@@ -77,7 +84,7 @@ def _posteriors(lake: LakeResource, key: str, posterior_settings: PosteriorSetti
             "posterior_mean": float(overall["posterior_mean"]),
             "hpdi": f"[{overall['hpdi_low']:.3f}, {overall['hpdi_high']:.3f}]",
             "n": int(overall["n"]),
-        }
+        },
     )
 
 
@@ -119,5 +126,5 @@ def _leaderboard(lake: LakeResource, key: str) -> MaterializeResult:
             "suite": suite,
             "models": len(board),
             "leader": str(board.iloc[0]["model"]),
-        }
+        },
     )

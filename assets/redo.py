@@ -52,17 +52,23 @@ def rerun_rest_of_failed_ranges(context: RunFailureSensorContext):
     keys = range_partition_keys(run.tags, partitions_def, context.instance)
     if not keys or len(keys) < 2:
         return None
-    events = [record.dagster_event for record in
-              context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
+    events = [
+        record.dagster_event
+        for record in context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    ]
     if materialised_assets(events):  # automation refreshes what its new data feeds
         return None
-    failing = failing_partitions(step_failures(context.get_step_failure_events(), ""),
-                                 check_evaluations(context.instance, run.run_id))
+    failing = failing_partitions(
+        step_failures(context.get_step_failure_events(), ""), check_evaluations(context.instance, run.run_id)
+    )
     split = split_failed_range(keys, failing)
     if split is None or not split[1]:  # names no partition, or every one: the nightly's
         return None
-    selected = ([key.to_user_string() for key in run.asset_selection] if run.asset_selection
-                else JOB_STEPS.get(run.job_name, []))
+    selected = (
+        [key.to_user_string() for key in run.asset_selection]
+        if run.asset_selection
+        else JOB_STEPS.get(run.job_name, [])
+    )
     job = next((job for job in _JOBS if set(selected) & set(JOB_STEPS[job.name])), None)
     if job is None:
         return None
@@ -76,13 +82,17 @@ def rerun_rest_of_failed_ranges(context: RunFailureSensorContext):
         tags = {REST_OF_TAG: run.run_id}
         if len(block) > 1:
             tags |= {ASSET_PARTITION_RANGE_START_TAG: block[0], ASSET_PARTITION_RANGE_END_TAG: block[-1]}
-        requests.append(RunRequest(
-            run_key=f"rest-of:{run.run_id}:{block[0]}..{block[-1]}",
-            job_name=job.name,
-            asset_selection=[AssetKey.from_user_string(step) for step in steps],
-            partition_key=block[0] if len(block) == 1 else None,
-            tags=tags,
-        ))
-    context.log.info(f"run {run.run_id} failed for {len(failing)} of its {len(keys)} partitions "
-                     f"({', '.join(failing)}): rerunning the other {len(rest)} in {len(requests)} run(s)")
+        requests.append(
+            RunRequest(
+                run_key=f"rest-of:{run.run_id}:{block[0]}..{block[-1]}",
+                job_name=job.name,
+                asset_selection=[AssetKey.from_user_string(step) for step in steps],
+                partition_key=block[0] if len(block) == 1 else None,
+                tags=tags,
+            )
+        )
+    context.log.info(
+        f"run {run.run_id} failed for {len(failing)} of its {len(keys)} partitions "
+        f"({', '.join(failing)}): rerunning the other {len(rest)} in {len(requests)} run(s)"
+    )
     return requests

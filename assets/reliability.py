@@ -34,7 +34,6 @@ from resources import LakeResource
 RELIABILITY_CODE = ["evalpipeline.reliability", "evalpipeline.steps.reliability"]
 
 
-
 def _version() -> str:
     """The HIP-LLM code and settings; also the ``code`` in every output's inputs hash."""
     return code_version(RELIABILITY_CODE, load_reliability_settings().describe())
@@ -77,15 +76,18 @@ def _result(output: ReliabilityOutput) -> MaterializeResult:
             **table_metadata(top, directory / "expected_reliability.parquet"),
             "dagster/row_count": len(expected),
             "median_envelope": MetadataValue.md(
-                markdown_table(result.quantile_envelopes.round(3)) if len(result.quantile_envelopes) < 40
-                else markdown_table(result.quantile_envelopes[result.quantile_envelopes["level"] != "subdomain"].round(3))
+                markdown_table(result.quantile_envelopes.round(3))
+                if len(result.quantile_envelopes) < 40
+                else markdown_table(
+                    result.quantile_envelopes[result.quantile_envelopes["level"] != "subdomain"].round(3)
+                )
             ),
-            "target_probability": MetadataValue.md(
-                markdown_table(target[target["level"] != "subdomain"].round(4))
-            ),
-            **{f"{name}_plot": png_markdown(plots[name], caption)
-               for name, caption in (("cdf_envelopes", "CDF envelopes"), ("expected_reliability", "E[R(n)] envelopes"))
-               if plots[name].exists()},  # a partition's are drawn on request (partition_plots)
+            "target_probability": MetadataValue.md(markdown_table(target[target["level"] != "subdomain"].round(4))),
+            **{
+                f"{name}_plot": png_markdown(plots[name], caption)
+                for name, caption in (("cdf_envelopes", "CDF envelopes"), ("expected_reliability", "E[R(n)] envelopes"))
+                if plots[name].exists()
+            },  # a partition's are drawn on request (partition_plots)
             "folder": MetadataValue.path(str(directory)),
             "status": output.status,
             **({"subdomains_taken_over": output.subdomains_taken_over} if output.subdomains_taken_over else {}),

@@ -6,7 +6,6 @@ makes a suite outgrow its sampler's padded size does not trace and compile one i
 suite fit asked; under the daemon the sensor launches it. The job writes nothing to the lake: it fills the program and
 compilation caches, so it is a job of one op rather than an asset."""
 
-
 import hashlib
 
 from dagster import (
@@ -36,25 +35,33 @@ def _table(records: list[dict]) -> str:
 
 @op(
     description="Traces and compiles the warm samplers suite fits asked for, from each suite's data with one "
-                "LLM more, into the program and compilation caches; writes nothing to the lake.",
+    "LLM more, into the program and compilation caches; writes nothing to the lake.",
     pool=FIT_POOL,  # compiling takes a core as a fit does
 )
 def prepare_warm_samplers(context: OpExecutionContext, lake: LakeResource, glm_settings: GlmSettings):
     store = lake.lake()
     fitter = glm_settings.fitter(store.root)
     records = prepare_requested_samplers(store, glm_settings.config(), fitter, progress=context.log.info)
-    context.add_output_metadata({"samplers": MetadataValue.md(_table(records) if records else "nothing was asked for"),
-                                 "prepared": sum(r["done"] == "prepared" for r in records)})
+    context.add_output_metadata(
+        {
+            "samplers": MetadataValue.md(_table(records) if records else "nothing was asked for"),
+            "prepared": sum(r["done"] == "prepared" for r in records),
+        }
+    )
     failed = [r for r in records if r["done"].startswith("failed")]
     if failed:  # the nights' fits compile their own; the run fails so that the failure table shows why
-        raise Failure(f"{len(failed)} of {len(records)} sampler(s) could not be prepared: "
-                      + "; ".join(f"{r['glm']} on suite {r['suite']}: {r['done']}" for r in failed))
+        raise Failure(
+            f"{len(failed)} of {len(records)} sampler(s) could not be prepared: "
+            + "; ".join(f"{r['glm']} on suite {r['suite']}: {r['done']}" for r in failed)
+        )
     return len(records)
 
 
-@job(description="Compile ahead the warm samplers suite fits asked for (a suite about to outgrow its sampler's "
-                 "padded LLM axis, or one whose warm sampler was never compiled): the next night's refits "
-                 "then find them ready.")
+@job(
+    description="Compile ahead the warm samplers suite fits asked for (a suite about to outgrow its sampler's "
+    "padded LLM axis, or one whose warm sampler was never compiled): the next night's refits "
+    "then find them ready."
+)
 def prepare_samplers():
     prepare_warm_samplers()
 
@@ -72,6 +79,7 @@ def sampler_requests(context: SensorEvaluationContext, lake: LakeResource, glm_s
     if not requests:
         return SkipReason("no suite fit asked for a sampler")
     # one run per set of requests: a request left by a failed run is asked for again by the next fit
-    key = hashlib.sha256("\n".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in requests
-                                   if p.exists()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\n".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in requests if p.exists()).encode()
+    ).hexdigest()[:16]
     return RunRequest(run_key=f"samplers-{key}")

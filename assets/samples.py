@@ -1,6 +1,5 @@
 """Asset ``eval_samples``: the canonical sample table of one model x suite."""
 
-
 from dataclasses import asdict
 
 from dagster import (
@@ -107,7 +106,9 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
             "model": model,
             "suite": suite,
             "path": MetadataValue.path(str(path)),
-            "quarantine_path": MetadataValue.path(str(store.table_path("quarantine", "quarantine.parquet", model, suite))),
+            "quarantine_path": MetadataValue.path(
+                str(store.table_path("quarantine", "quarantine.parquet", model, suite))
+            ),
             "dagster/row_count": account.rows_ingested,
             "rows_read": account.rows_read,
             "rows_ingested": account.rows_ingested,
@@ -133,7 +134,9 @@ def _partition_result(store, key: str, pair: tuple[str, str], report) -> Partiti
         if len(outcome.examples):
             metadata["examples"] = MetadataValue.md(markdown_table(outcome.examples.head(5)))
             metadata["first_example"] = first_example_line(outcome.examples)
-        checks.append(AssetCheckResult(
-            check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
-        ))
+        checks.append(
+            AssetCheckResult(
+                check_name=outcome.name, passed=outcome.passed, severity=AssetCheckSeverity.ERROR, metadata=metadata
+            )
+        )
     return PartitionResult(key, result, checks)

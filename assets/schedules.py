@@ -31,7 +31,6 @@ Cron and timezone come from ``EVALPIPELINE_NIGHTLY_CRON`` (default
 ``0 2 * * *``) and ``EVALPIPELINE_TIMEZONE`` (default ``UTC``).
 """
 
-
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -50,7 +49,13 @@ from dagster import (
 )
 
 from assets.automation import nightly_cron
-from assets.partitions import model_suite_key, model_suite_partitions, range_blocks, range_run_request, requested_range_size
+from assets.partitions import (
+    model_suite_key,
+    model_suite_partitions,
+    range_blocks,
+    range_run_request,
+    requested_range_size,
+)
 from assets.samples import FILES_STATE
 from assets.status import range_partition_keys
 from evalpipeline.lake.keys import to_partition_key
@@ -112,7 +117,9 @@ def sync_dynamic_partitions(instance: DagsterInstance, store: Lake, discovery: D
     # the failures of what no longer exists cannot be rerun: mark them resolved by the retirement
     pairs = {(to_partition_key(m), to_partition_key(s)) for m, s in discovery.partitions | set(ingested)}
     keys = {to_partition_key(n) for n in discovery.models | discovery.suites} | {k for pair in pairs for k in pair}
-    resolve_retired(store, held_pairs=pairs, held_keys=keys, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    resolve_retired(
+        store, held_pairs=pairs, held_keys=keys, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
+    )
     return deleted
 
 
@@ -157,8 +164,10 @@ def latest_materialisations(instance: DagsterInstance, key: AssetKey, chunk: int
     ids = sorted(partition_of)
     latest: dict[str, Latest] = {}
     for start in range(0, len(ids), chunk):
-        batch = ids[start:start + chunk]
-        records = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=batch), limit=len(batch)).records
+        batch = ids[start : start + chunk]
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, storage_ids=batch), limit=len(batch)
+        ).records
         for record in records:
             materialisation = record.asset_materialization
             state = materialisation.metadata.get(FILES_STATE)
@@ -206,8 +215,13 @@ def stale_partitions(
             elif files_states is not None and key == SAMPLES and own.files_state != files_states.get(partition):
                 why = "its files changed since (an interrupted run, or an ingest outside Dagster)"
             elif inputs is not None:
-                newer = sorted({upstream.to_user_string() for upstream, upstream_partition in inputs(key, partition)
-                                if latest(upstream).get(upstream_partition, own).storage_id > own.storage_id})
+                newer = sorted(
+                    {
+                        upstream.to_user_string()
+                        for upstream, upstream_partition in inputs(key, partition)
+                        if latest(upstream).get(upstream_partition, own).storage_id > own.storage_id
+                    }
+                )
                 if newer:
                     why = f"older than its input {', '.join(newer)}"
             if why:
@@ -222,7 +236,9 @@ def current_files_states(store, pairs) -> dict[str, str]:
     return {str(model_suite_key(m, s)): partition_files_state(store, m, s) for m, s in pairs}
 
 
-def input_partitions(assets_defs: list, pairs: set[tuple[str, str]]) -> Callable[[AssetKey, str], list[tuple[AssetKey, str]]]:
+def input_partitions(
+    assets_defs: list, pairs: set[tuple[str, str]]
+) -> Callable[[AssetKey, str], list[tuple[AssetKey, str]]]:
     """For :func:`stale_partitions`: the upstream (asset, partition)s that the partition of an asset
     reads, among ``assets_defs`` and the model x suite ``pairs`` (display names) the landing holds: a
     model x suite asset reads the same partition, a suite asset every model's on that suite (or the
@@ -286,11 +302,17 @@ def build_nightly_schedule(job, partition_assets):
         instance = context.instance
         for dimension, keys in sync_dynamic_partitions(instance, store, discovery).items():
             if keys:
-                context.log.info(f"{dimension} partition(s) no log or lake table holds any more, unregistered: {', '.join(keys)}")
+                context.log.info(
+                    f"{dimension} partition(s) no log or lake table holds any more, unregistered: {', '.join(keys)}"
+                )
         keys = {pair: model_suite_key(*pair) for pair in discovery.partitions}
-        stale = stale_partitions(instance, code_versions, [str(k) for k in keys.values()],
-                                 inputs=input_partitions(partition_assets, discovery.partitions),
-                                 files_states=current_files_states(store, discovery.partitions))
+        stale = stale_partitions(
+            instance,
+            code_versions,
+            [str(k) for k in keys.values()],
+            inputs=input_partitions(partition_assets, discovery.partitions),
+            files_states=current_files_states(store, discovery.partitions),
+        )
         # each partition's assets to run, why, and what makes its request new; one group per selection
         groups: dict[tuple[str, ...] | None, dict[tuple[str, str], tuple[str, str]]] = {}
         busy = partitions_in_flight(instance)
@@ -302,28 +324,46 @@ def build_nightly_schedule(job, partition_assets):
             stale_assets = stale.get(str(key), {})
             failed_validation = store.failed_validation(*pair)
             if rejected_and_unchanged(pair in discovery.changed, stale_assets, failed_validation):
-                context.log.info(f"{key}: its sample table failed {', '.join(failed_validation)} and its logs are "
-                                 "unchanged since; not requested (fix or replace the log)")
+                context.log.info(
+                    f"{key}: its sample table failed {', '.join(failed_validation)} and its logs are "
+                    "unchanged since; not requested (fix or replace the log)"
+                )
                 continue
-            why = ([f"{len(discovery.changed_sources[pair])} new or changed source(s)"] if pair in discovery.changed else [])
+            why = (
+                [f"{len(discovery.changed_sources[pair])} new or changed source(s)"]
+                if pair in discovery.changed
+                else []
+            )
             why += list(stale_assets.values())
             if not why:
                 continue
             selection = partition_run_selection(pair in discovery.changed, stale_assets, failed_validation)
             group = None if selection is None else tuple(sorted(k.to_user_string() for k in selection))
-            identity = "|".join([str(key), *discovery.changed_sources.get(pair, []), *sorted(map(str, code_versions.values()))])
-            groups.setdefault(group, {})[(to_partition_key(pair[0]), to_partition_key(pair[1]))] = (identity, "; ".join(why))
+            identity = "|".join(
+                [str(key), *discovery.changed_sources.get(pair, []), *sorted(map(str, code_versions.values()))]
+            )
+            groups.setdefault(group, {})[(to_partition_key(pair[0]), to_partition_key(pair[1]))] = (
+                identity,
+                "; ".join(why),
+            )
         per_run = requested_range_size(sum(map(len, groups.values())), instance)
         model_order, suite_order = instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite")
         requests = []
         for group, wanted in sorted(groups.items(), key=lambda item: item[0] or ()):
             selection = None if group is None else [AssetKey.from_user_string(k) for k in group]
             for block in range_blocks(wanted, model_order, suite_order, per_run):
-                requests.append(range_run_request(block, [wanted[pair][0] for pair in block],
-                                                  {"evalpipeline/reason": _range_reason([wanted[pair][1] for pair in block])},
-                                                  selection))
+                requests.append(
+                    range_run_request(
+                        block,
+                        [wanted[pair][0] for pair in block],
+                        {"evalpipeline/reason": _range_reason([wanted[pair][1] for pair in block])},
+                        selection,
+                    )
+                )
         if not requests:
-            return SkipReason(f"{discovery.files} source(s), {len(discovery.partitions)} partition(s): nothing new or stale")
+            return SkipReason(
+                f"{discovery.files} source(s), {len(discovery.partitions)} partition(s): nothing new or stale"
+            )
         return requests
 
     return nightly_refresh

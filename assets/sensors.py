@@ -21,7 +21,6 @@ passed at its next tick (``refresh_partition_when_inputs_change``). A range that
 and materialised nothing is split by ``rerun_rest_of_failed_ranges`` (assets/redo.py).
 """
 
-
 import json
 import warnings
 from pathlib import Path
@@ -110,11 +109,16 @@ def _range_request(block: list[tuple[str, str]], wanted: dict) -> RunRequest:
     """One ingest-and-fit run of the (model key, suite key) partitions of ``block`` (a range, in order),
     keyed by each partition's sources, their contents and change times: a log changed again (or
     reverted to an earlier content) is requested again, an unchanged one never twice."""
-    entries = [f"{MultiPartitionKey({'model': m, 'suite': s})}={stamp}" for m, s in block for stamp, _name in wanted[(m, s)]]
+    entries = [
+        f"{MultiPartitionKey({'model': m, 'suite': s})}={stamp}" for m, s in block for stamp, _name in wanted[(m, s)]
+    ]
     names = sorted({name for pair in block for _stamp, name in wanted[pair]})
     listed = ", ".join(names)
-    return range_run_request(block, entries, {
-        "evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"})
+    return range_run_request(
+        block,
+        entries,
+        {"evalpipeline/source": listed if len(listed) <= 200 else f"{listed[:180]}... ({len(names)} files)"},
+    )
 
 
 # Dagster 1.13 passes owners=None when it binds a sensor to its job while resolving the repository, and

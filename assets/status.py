@@ -1,7 +1,6 @@
 """Sensors ``record_run_failures`` (every failed run lands in the lake's run status table) and
 ``resolve_run_failures`` (a later success of the same job and partition marks its rows resolved)."""
 
-
 import re
 from datetime import datetime, timezone
 
@@ -23,8 +22,13 @@ from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PAR
 
 
 #: Dagster's wrappers around the error a step raised: the record names what they wrap.
-_WRAPPERS = {"RetryRequestedFromPolicy", "RetryRequested", "Failure", "DagsterExecutionStepExecutionError",
-             "DagsterUserCodeExecutionError"}
+_WRAPPERS = {
+    "RetryRequestedFromPolicy",
+    "RetryRequested",
+    "Failure",
+    "DagsterExecutionStepExecutionError",
+    "DagsterUserCodeExecutionError",
+}
 
 
 def describe_step_error(error, fallback: str = "") -> tuple[str, str]:
@@ -66,7 +70,8 @@ def range_partition_keys(tags, partitions_def, instance) -> list[str] | None:
     try:
         keys = partitions_def.get_partition_keys_in_range(
             PartitionKeyRange(tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]),
-            dynamic_partitions_store=instance)
+            dynamic_partitions_store=instance,
+        )
     except Exception:  # noqa: BLE001 - a key gone since: the range as the run named it
         return None
     return [str(key) for key in keys] or None
@@ -141,8 +146,15 @@ def step_failures(step_failure_events, run_failure_message: str, check_evaluatio
             first, _newline, rest = message.partition("\n")
             message = f"{first} | {details}" + (f"\n{rest}" if rest else "")
         # our assets are single-op: the step key is the asset key
-        failures.append(StepFailure(asset=event.step_key, step=event.step_key, error_type=error_type, message=message,
-                                    partitions=_named_partitions(event.event_specific_data)))
+        failures.append(
+            StepFailure(
+                asset=event.step_key,
+                step=event.step_key,
+                error_type=error_type,
+                message=message,
+                partitions=_named_partitions(event.event_specific_data),
+            )
+        )
     return failures or [StepFailure(asset=RUN_ASSET, step="", error_type="", message=run_failure_message)]
 
 
@@ -156,15 +168,20 @@ def _named_partitions(failure_data) -> tuple[str, ...]:
 
 def materialised_assets(events) -> set[str]:
     """The asset keys (user strings) a run's ``events`` (DagsterEvent) materialised."""
-    return {event.asset_key.to_user_string() for event in events
-            if event is not None and event.event_type_value == "ASSET_MATERIALIZATION"}
+    return {
+        event.asset_key.to_user_string()
+        for event in events
+        if event is not None and event.event_type_value == "ASSET_MATERIALIZATION"
+    }
 
 
 def check_evaluations(instance, run_id: str) -> list:
     """The asset check evaluations of a run, from the instance's event log."""
-    return [record.dagster_event.event_specific_data
-            for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
-            if record.dagster_event is not None]
+    return [
+        record.dagster_event.event_specific_data
+        for record in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+        if record.dagster_event is not None
+    ]
 
 
 #: Tags of the runs `evalpipeline run` executes itself (evalpipeline.definitions): host and process id.
@@ -174,8 +191,11 @@ HOST_TAG, PID_TAG = "evalpipeline/host", "evalpipeline/pid"
 #: this code location's (:func:`recorded_here`): Dagster's own filter drops the runs that carry no
 #: code location, those `dagster asset materialize -m evalpipeline.definitions` or a script's
 #: ``execute_job`` launch.
-_STATUS_SENSOR = {"default_status": DefaultSensorStatus.RUNNING, "minimum_interval_seconds": 30,
-                  "monitor_all_code_locations": True}
+_STATUS_SENSOR = {
+    "default_status": DefaultSensorStatus.RUNNING,
+    "minimum_interval_seconds": 30,
+    "monitor_all_code_locations": True,
+}
 
 
 def recorded_here(context: RunStatusSensorContext) -> bool:
@@ -235,8 +255,16 @@ def resolve_run_failures(context: RunStatusSensorContext, lake: LakeResource):
     run = context.dagster_run
     if not recorded_here(context):
         return
-    events = [record.dagster_event for record in
-              context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)]
+    events = [
+        record.dagster_event
+        for record in context.instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    ]
     keys = range_partition_keys(run.tags, run_partitions_def(context.repository_def, run), context.instance)
-    resolve_failures(lake.lake(), job=run.job_name, partitions=[run_partitions(run.tags), *(keys or [])],
-                     assets=materialised_assets(events), run_id=run.run_id, resolved_at=_now())
+    resolve_failures(
+        lake.lake(),
+        job=run.job_name,
+        partitions=[run_partitions(run.tags), *(keys or [])],
+        assets=materialised_assets(events),
+        run_id=run.run_id,
+        resolved_at=_now(),
+    )

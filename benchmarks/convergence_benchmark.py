@@ -69,9 +69,15 @@ def main() -> int:
             started = time.perf_counter()
             found = convergence(dataset)
             ours.append(time.perf_counter() - started)
-        diff = max(float(np.max(np.abs(np.asarray(e["effects"].values) - getattr(found, name)["effects"])
-                                / np.abs(np.asarray(e["effects"].values))))
-                   for e, name in zip(expected, ("r_hat", "ess_bulk", "ess_tail")))
+        diff = max(
+            float(
+                np.max(
+                    np.abs(np.asarray(e["effects"].values) - getattr(found, name)["effects"])
+                    / np.abs(np.asarray(e["effects"].values))
+                )
+            )
+            for e, name in zip(expected, ("r_hat", "ess_bulk", "ess_tail"))
+        )
         worst = max(worst, diff)
         a, b = statistics.median(theirs), statistics.median(ours)
         print(f"{elements:>8} {a:>11.3f} {b:>10.3f} {b / a:>10.2f} {diff:>13.1e}")

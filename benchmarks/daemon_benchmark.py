@@ -59,8 +59,9 @@ def in_flight(runs, backfills) -> bool:
     from dagster import DagsterRunStatus as S
 
     # a backfill's status by its value: Dagster does not export its BulkActionStatus enum
-    return (any(r.dagster_run.status in (S.NOT_STARTED, S.QUEUED, S.STARTING, S.STARTED) for r in runs)
-            or any(b.status.value == "REQUESTED" for b in backfills))
+    return any(r.dagster_run.status in (S.NOT_STARTED, S.QUEUED, S.STARTING, S.STARTED) for r in runs) or any(
+        b.status.value == "REQUESTED" for b in backfills
+    )
 
 
 def wait_quiet(home: Path, since: float | None, quiet: float, deadline: float) -> list:
@@ -86,7 +87,8 @@ def glm_refits(home: Path, since: float) -> Counter:
 
     with DagsterInstance.from_config(str(home)) as instance:
         new = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey("glm_binomial"), after_timestamp=float(since)), limit=10_000).records
+            AssetRecordsFilter(asset_key=AssetKey("glm_binomial"), after_timestamp=float(since)), limit=10_000
+        ).records
     counts = Counter(str(getattr(r.asset_materialization.metadata.get("status"), "value", "?")) for r in new)
     counts["partitions"] = len({r.partition_key for r in new})
     return counts
@@ -102,22 +104,38 @@ def write_next_model(keep: Path, item_sd: float) -> Path:
     landing = keep / "landing"
     present = sorted(landing.glob("model-*.parquet"))
     settings = (LEADERBOARD["suites"], LEADERBOARD["items"], 20261122, item_sd)
-    if not present or not pd.read_parquet(present[0]).equals(model_table(int(present[0].stem.split("-")[1]), *settings)):
-        raise SystemExit(f"{landing}: no model-*.parquet table generated with the default settings and --item-sd {item_sd}")
+    if not present or not pd.read_parquet(present[0]).equals(
+        model_table(int(present[0].stem.split("-")[1]), *settings)
+    ):
+        raise SystemExit(
+            f"{landing}: no model-*.parquet table generated with the default settings and --item-sd {item_sd}"
+        )
     return write_model_table(landing, max(int(p.stem.split("-")[1]) for p in present) + 1, *settings)
 
 
 def run_tree(code: Path, keep: Path, quiet: float, log: Path, change: str = "prior", item_sd: float = 0.0) -> dict:
     home = keep / "dagster_home"
-    env = {**os.environ, "PYTHONPATH": str(code), "DAGSTER_HOME": str(home),
-           "EVALPIPELINE_LAKE": str(keep / "lake"), "EVALPIPELINE_LANDING": str(keep / "landing"),
-           "EVALPIPELINE_CONFIG": str(keep / "evalpipeline.toml"), "EVALPIPELINE_JAX_CACHE": str(keep / "jax_cache"),
-           "EVALPIPELINE_NIGHTLY_CRON": NEVER}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(code),
+        "DAGSTER_HOME": str(home),
+        "EVALPIPELINE_LAKE": str(keep / "lake"),
+        "EVALPIPELINE_LANDING": str(keep / "landing"),
+        "EVALPIPELINE_CONFIG": str(keep / "evalpipeline.toml"),
+        "EVALPIPELINE_JAX_CACHE": str(keep / "jax_cache"),
+        "EVALPIPELINE_NIGHTLY_CRON": NEVER,
+    }
     env.pop("EVALPIPELINE_EXECUTOR", None)
     deadline = time.time() + 4 * 3600
     with open(log, "w") as out:
-        daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(code / "workspace.yaml")],
-                                  cwd=code, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        daemon = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(code / "workspace.yaml")],
+            cwd=code,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         time.sleep(90)  # its first ticks: whatever they do on the kept lake happens before the edit
         before = len(wait_quiet(home, None, quiet, deadline))
@@ -138,12 +156,25 @@ def run_tree(code: Path, keep: Path, quiet: float, log: Path, change: str = "pri
     last = max(r.end_time or 0 for r in runs)
     kinds = Counter()
     for r in runs:
-        selection = ",".join(sorted(k.to_user_string() for k in (r.dagster_run.asset_selection or []))) or r.dagster_run.job_name
-        kind = "range" if RANGE_START in r.dagster_run.tags else ("one" if "dagster/partition" in r.dagster_run.tags else "-")
+        selection = (
+            ",".join(sorted(k.to_user_string() for k in (r.dagster_run.asset_selection or [])))
+            or r.dagster_run.job_name
+        )
+        kind = (
+            "range"
+            if RANGE_START in r.dagster_run.tags
+            else ("one" if "dagster/partition" in r.dagster_run.tags else "-")
+        )
         kinds[f"{selection} ({kind})"] += 1
-    return {"runs_before": before, "runs": len(runs), "from_edit": last - edited, "from_first_run": last - first,
-            "failed": sum(r.dagster_run.status.value == "FAILURE" for r in runs), "kinds": kinds,
-            "glm": glm_refits(home, edited)}
+    return {
+        "runs_before": before,
+        "runs": len(runs),
+        "from_edit": last - edited,
+        "from_first_run": last - first,
+        "failed": sum(r.dagster_run.status.value == "FAILURE" for r in runs),
+        "kinds": kinds,
+        "glm": glm_refits(home, edited),
+    }
 
 
 def restore(pristine: Path, keep: Path) -> None:
@@ -154,23 +185,37 @@ def restore(pristine: Path, keep: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, required=True, help="a folder `pipeline_benchmark.py scale --keep` left")
-    parser.add_argument("--baseline-rev", default="cfa9bed", help="the earlier commit (default: before backfill ranges)")
+    parser.add_argument(
+        "--baseline-rev", default="cfa9bed", help="the earlier commit (default: before backfill ranges)"
+    )
     parser.add_argument("--quiet", type=float, default=120, help="seconds without work in flight that mean idle")
     parser.add_argument("--only", choices=("baseline", "this"), help="measure one tree (no ratio)")
-    parser.add_argument("--change", choices=("prior", "new-model"), default="prior",
-                        help="what happens once the daemon is idle: a prior edit, or the next model's table landing")
+    parser.add_argument(
+        "--change",
+        choices=("prior", "new-model"),
+        default="prior",
+        help="what happens once the daemon is idle: a prior edit, or the next model's table landing",
+    )
     parser.add_argument("--item-sd", type=float, default=0.0, help="with --change new-model: the lake's --item-sd")
     args = parser.parse_args()
     keep = args.keep.resolve()
-    missing = [p.name for p in (keep / "dagster_home" / "dagster.yaml", keep / "lake", keep / "landing",
-                                keep / "evalpipeline.toml") if not p.exists()]
+    missing = [
+        p.name
+        for p in (keep / "dagster_home" / "dagster.yaml", keep / "lake", keep / "landing", keep / "evalpipeline.toml")
+        if not p.exists()
+    ]
     if missing:
-        raise SystemExit(f"{keep} is not a folder that `pipeline_benchmark.py scale --keep` left: missing {', '.join(missing)}")
+        raise SystemExit(
+            f"{keep} is not a folder that `pipeline_benchmark.py scale --keep` left: missing {', '.join(missing)}"
+        )
     work = Path(tempfile.mkdtemp(prefix="daemon-bench-", dir=keep.parent))  # beside DIR: same file system
     pristine, baseline = work / "pristine", work / "baseline"
     shutil.copytree(keep, pristine, symlinks=True)
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
+        check=True,
+        capture_output=True,
+    )
     results = {}
     try:
         trees = [(f"baseline {args.baseline_rev}", baseline), ("this checkout", REPO)]
@@ -178,9 +223,14 @@ def main() -> int:
             restore(pristine, keep)
             started = time.time()
             print(f"{name}: daemon on {keep} ...", flush=True)
-            results[name] = run_tree(code, keep, args.quiet, work / f"daemon-{code.name}.log", args.change, args.item_sd)
-            print(f"{name}: done in {time.time() - started:.0f} s (daemon log {work / f'daemon-{code.name}.log'}): "
-                  f"{results[name]}", flush=True)
+            results[name] = run_tree(
+                code, keep, args.quiet, work / f"daemon-{code.name}.log", args.change, args.item_sd
+            )
+            print(
+                f"{name}: done in {time.time() - started:.0f} s (daemon log {work / f'daemon-{code.name}.log'}): "
+                f"{results[name]}",
+                flush=True,
+            )
     finally:
         restore(pristine, keep)
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
@@ -193,16 +243,20 @@ def report(results: dict, lake_name: str, change: str = "prior") -> None:
     what, event = ("a new model's table landing", "landing") if change == "new-model" else ("prior edit", "edit")
     print(f"\n{what} under the daemon on {lake_name} (MEASURED, seconds of wall clock):")
     for name, r in results.items():
-        print(f"  {name}: {r['runs']} runs ({r['failed']} failed; {r['runs_before']} before the {event}), "
-              f"{r['from_edit']:.0f} s from the {event} to the last run's end, {r['from_first_run']:.0f} s from the "
-              f"first run; glm_binomial fits {dict(r['glm'])}")
+        print(
+            f"  {name}: {r['runs']} runs ({r['failed']} failed; {r['runs_before']} before the {event}), "
+            f"{r['from_edit']:.0f} s from the {event} to the last run's end, {r['from_first_run']:.0f} s from the "
+            f"first run; glm_binomial fits {dict(r['glm'])}"
+        )
         for kind, n in sorted(r["kinds"].items()):
             print(f"      {n:4d} x {kind}")
     if len(results) < 2:
         return
     base, this = results.values()
-    print(f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the {event}, "
-          f"{this['from_first_run'] / base['from_first_run']:.2f} from the first run")
+    print(
+        f"  ratio this/baseline: {this['from_edit'] / base['from_edit']:.2f} from the {event}, "
+        f"{this['from_first_run'] / base['from_first_run']:.2f} from the first run"
+    )
 
 
 if __name__ == "__main__":

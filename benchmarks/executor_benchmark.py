@@ -40,8 +40,19 @@ def run_driver(work: Path, name: str, executor_env: dict[str, str], args) -> dic
     env = {k: v for k, v in os.environ.items() if k not in (EXECUTOR_ENV, DASK_SCHEDULER_ENV)}
     env.update(executor_env, DAGSTER_HOME=str(home))
     report = work / f"{name}.json"
-    cmd = [sys.executable, "-m", "resources.executors", "--lake", str(work / f"lake-{name}"),
-           "--landing", str(args.landing), "--concurrent-runs", str(args.concurrent_runs), "--json", str(report)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "resources.executors",
+        "--lake",
+        str(work / f"lake-{name}"),
+        "--landing",
+        str(args.landing),
+        "--concurrent-runs",
+        str(args.concurrent_runs),
+        "--json",
+        str(report),
+    ]
     for model, suite in args.only or []:
         cmd += ["--only", model, suite]
     for asset in args.asset or []:
@@ -94,15 +105,24 @@ def main() -> int:
         compared, differ = compare_lakes(work / "lake-local", work / "lake-dask")
     local_steps, dask_steps = per_asset(local), per_asset(dask)
     stages = "ingest_and_fit" if args.asset or args.partitions_only else "every stage of the demo job"
-    print(f"{len(local['runs'])} runs ({stages}), {args.concurrent_runs} at a time; Dask: {args.workers} workers x 1 thread")
+    print(
+        f"{len(local['runs'])} runs ({stages}), {args.concurrent_runs} at a time; Dask: {args.workers} workers x 1 thread"
+    )
     print(f"{'asset':<24} {'local s':>9} {'dask s':>9} {'local/dask':>10}")
     for asset in sorted(set(local_steps) | set(dask_steps)):
         l, d = local_steps.get(asset, 0.0), dask_steps.get(asset, 0.0)
         print(f"{asset:<24} {l:9.1f} {d:9.1f} {l / d if d else float('nan'):10.2f}")
     lw, dw = local["wall_seconds"], dask["wall_seconds"]
-    failed = [f"{name}: {r['partition_key'] or 'lake'}" for name, report in (("local", local), ("dask", dask))
-              for r in report["runs"] if not r["success"]]
-    print(f"{'whole job (wall)':<24} {lw:9.1f} {dw:9.1f} {lw / dw:10.2f}" + (f"   FAILED runs: {failed}" if failed else ""))
+    failed = [
+        f"{name}: {r['partition_key'] or 'lake'}"
+        for name, report in (("local", local), ("dask", dask))
+        for r in report["runs"]
+        if not r["success"]
+    ]
+    print(
+        f"{'whole job (wall)':<24} {lw:9.1f} {dw:9.1f} {lw / dw:10.2f}"
+        + (f"   FAILED runs: {failed}" if failed else "")
+    )
     print(f"Parquet tables of the two lakes, compared exactly: {compared}; differing: {differ or 'none'}")
     return 1 if failed or differ else 0
 

@@ -27,8 +27,12 @@ sys.path.insert(0, str(REPO))
 
 
 def baseline_module(rev: str):
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:evalpipeline/plots/forest.py"],
-                            check=True, capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{rev}:evalpipeline/plots/forest.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "forest_baseline.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("evalpipeline.plots.forest_baseline", path)
@@ -44,11 +48,19 @@ def rows(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     mean = rng.uniform(0.2, 0.8, n)
     empirical = np.where(np.arange(n) % 17 == 5, np.nan, mean + 0.01)  # some rows without data
-    return pd.DataFrame({
-        "label": [f"bench/model-{i:03d}" for i in range(n)], "level": ["overall"] + ["model"] * (n - 1),
-        "posterior_mean": mean, "hpdi_low": mean - 0.05, "hpdi_high": mean + 0.05,
-        "outer_low": mean - 0.07, "outer_high": mean + 0.07, "empirical_mean": empirical,
-        "empirical_sem": np.full(n, 0.03)})
+    return pd.DataFrame(
+        {
+            "label": [f"bench/model-{i:03d}" for i in range(n)],
+            "level": ["overall"] + ["model"] * (n - 1),
+            "posterior_mean": mean,
+            "hpdi_low": mean - 0.05,
+            "hpdi_high": mean + 0.05,
+            "outer_low": mean - 0.07,
+            "outer_high": mean + 0.07,
+            "empirical_mean": empirical,
+            "empirical_sem": np.full(n, 0.03),
+        }
+    )
 
 
 def main() -> int:

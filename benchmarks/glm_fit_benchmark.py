@@ -54,8 +54,15 @@ def make_partitions(count: int, seed: int = 2024):
         which = np.sort(rng.integers(0, n_sub, size=n_items))
         which[:n_sub] = np.arange(n_sub)  # every subdomain has an item
         p = 1 / (1 + np.exp(-effects[which]))
-        frame = pd.DataFrame({"domain": "d", "subdomain": [f"s{s}" for s in which],
-                              "item_id": [f"i{i}" for i in range(n_items)], "k": rng.binomial(1, p), "n": 1})
+        frame = pd.DataFrame(
+            {
+                "domain": "d",
+                "subdomain": [f"s{s}" for s in which],
+                "item_id": [f"i{i}" for i in range(n_items)],
+                "k": rng.binomial(1, p),
+                "n": 1,
+            }
+        )
         partitions.append(GlmData.from_counts(frame))
     return partitions
 
@@ -86,9 +93,14 @@ def run_naive(partitions, model_name, settings):
         used = {lvl: s for lvl, s in entry.level_scales if _level_used(lvl, options, model_name)}
         centring = glm.choose_centring(data, used)
         arrays = glm.build_arrays(data, glm.layout_for(data, pad=False), centring)
-        mcmc = MCMC(NUTS(functools.partial(entry.fn, **options), target_accept_prob=settings.target_accept),
-                    num_warmup=settings.num_warmup, num_samples=settings.num_samples,
-                    num_chains=settings.num_chains, chain_method=settings.chain_method, progress_bar=False)
+        mcmc = MCMC(
+            NUTS(functools.partial(entry.fn, **options), target_accept_prob=settings.target_accept),
+            num_warmup=settings.num_warmup,
+            num_samples=settings.num_samples,
+            num_chains=settings.num_chains,
+            chain_method=settings.chain_method,
+            progress_bar=False,
+        )
         mcmc.run(jax.random.PRNGKey(index), arrays)
         samples = mcmc.get_samples(group_by_chain=True)
         ess.append(min_bulk_ess({k: v for k, v in samples.items() if k != "p"}))
@@ -124,11 +136,12 @@ def run_cells_ab(partitions, model_name, settings, repeat: int) -> None:
         fit_glm(model_name, partitions[0], variants[cells], seed_key="bench|warm-up", fitter=fitter)
     seconds, ess, cell_counts = {True: [], False: []}, {True: [], False: []}, []
     for round_ in range(repeat):
-        for cells in ((True, False) if round_ % 2 == 0 else (False, True)):
+        for cells in (True, False) if round_ % 2 == 0 else (False, True):
             started, round_ess = time.perf_counter(), []
             for index, data in enumerate(partitions):
-                fit = fit_glm(model_name, data, variants[cells], seed_key=f"bench|{index}|{model_name}",
-                              fitter=fitters[cells])
+                fit = fit_glm(
+                    model_name, data, variants[cells], seed_key=f"bench|{index}|{model_name}", fitter=fitters[cells]
+                )
                 round_ess.append(float(fit.diagnostics.set_index("diagnostic").loc["ess_bulk", "value"]))
                 if cells and round_ == 0:
                     cell_counts.append(fit.metadata["likelihood_cells"])
@@ -140,10 +153,14 @@ def run_cells_ab(partitions, model_name, settings, repeat: int) -> None:
     for cells in (False, True):
         per = [s / n for s in seconds[cells]]
         rate = [e / s for e, s in zip(ess[cells], seconds[cells])]
-        print(f"{str(cells).lower():>16} {np.median(per):21.3f} {np.median(rate):8.0f}   "
-              + ", ".join(f"{x:.3f}" for x in per))
-    print(f"ratio off / on: {np.median(seconds[False]) / np.median(seconds[True]):.2f}x seconds, "
-          f"{np.median(ess[True]) / np.median(seconds[True]) / (np.median(ess[False]) / np.median(seconds[False])):.2f}x ESS/s")
+        print(
+            f"{str(cells).lower():>16} {np.median(per):21.3f} {np.median(rate):8.0f}   "
+            + ", ".join(f"{x:.3f}" for x in per)
+        )
+    print(
+        f"ratio off / on: {np.median(seconds[False]) / np.median(seconds[True]):.2f}x seconds, "
+        f"{np.median(ess[True]) / np.median(seconds[True]) / (np.median(ess[False]) / np.median(seconds[False])):.2f}x ESS/s"
+    )
 
 
 def main(argv=None) -> int:
@@ -156,7 +173,9 @@ def main(argv=None) -> int:
     parser.add_argument("--chain-method", default="vectorized", choices=["vectorized", "parallel", "sequential"])
     parser.add_argument("--model", default="binomial")
     parser.add_argument("--skip-naive", action="store_true")
-    parser.add_argument("--retry", action="store_true", help="let the fitter retry failing fits (the naive path never does)")
+    parser.add_argument(
+        "--retry", action="store_true", help="let the fitter retry failing fits (the naive path never does)"
+    )
     parser.add_argument("--cells-ab", action="store_true", help="the fitter with [glm] sufficient_cells on against off")
     parser.add_argument("--repeat", type=int, default=3, help="--cells-ab rounds")
     args = parser.parse_args(argv)
@@ -174,14 +193,17 @@ def main(argv=None) -> int:
 
     # like for like: no retries (the naive path has none); --retry restores the pipeline's retry
     retry_on = FitSettings().retry_on if args.retry else ()
-    settings = FitSettings(num_warmup=warmup, num_samples=draws, num_chains=args.chains, chain_method=args.chain_method,
-                           retry_on=retry_on)
+    settings = FitSettings(
+        num_warmup=warmup, num_samples=draws, num_chains=args.chains, chain_method=args.chain_method, retry_on=retry_on
+    )
     partitions = make_partitions(partitions_n)
     items = [d.n_items for d in partitions]
     subs = [d.n_subdomains for d in partitions]
-    print(f"{partitions_n} partitions ({min(subs)}-{max(subs)} subdomains, {min(items)}-{max(items)} items), "
-          f"model {args.model}, {warmup} warmup + {draws} draws x {args.chains} chains ({args.chain_method}), "
-          f"{jax.local_device_count()} JAX device(s)")
+    print(
+        f"{partitions_n} partitions ({min(subs)}-{max(subs)} subdomains, {min(items)}-{max(items)} items), "
+        f"model {args.model}, {warmup} warmup + {draws} draws x {args.chains} chains ({args.chain_method}), "
+        f"{jax.local_device_count()} JAX device(s)"
+    )
     import numpy as np
 
     if args.cells_ab:
@@ -194,14 +216,20 @@ def main(argv=None) -> int:
         rows.insert(0, ("naive", naive_seconds, naive_ess))
     print(f"{'method':>8} {'seconds':>9} {'s/partition':>11} {'median min-ESS':>15} {'total min-ESS':>14} {'ESS/s':>8}")
     for name, seconds, ess in rows:
-        print(f"{name:>8} {seconds:9.1f} {seconds / partitions_n:11.2f} {np.median(ess):15.0f} {np.sum(ess):14.0f} "
-              f"{np.sum(ess) / seconds:8.1f}")
-    print(f"fitter: {stats['compilations']} compiled sampler(s) for {partitions_n} partitions "
-          f"({stats['compile_seconds']} s building), {retries} retr{'y' if retries == 1 else 'ies'}, "
-          f"{failed} fit(s) failing a diagnostic after the retry")
+        print(
+            f"{name:>8} {seconds:9.1f} {seconds / partitions_n:11.2f} {np.median(ess):15.0f} {np.sum(ess):14.0f} "
+            f"{np.sum(ess) / seconds:8.1f}"
+        )
+    print(
+        f"fitter: {stats['compilations']} compiled sampler(s) for {partitions_n} partitions "
+        f"({stats['compile_seconds']} s building), {retries} retr{'y' if retries == 1 else 'ies'}, "
+        f"{failed} fit(s) failing a diagnostic after the retry"
+    )
     if not args.skip_naive:
-        print(f"speed ratio naive/fitter: {naive_seconds / fit_seconds:.2f}x wall time, "
-              f"{(np.sum(fit_ess) / fit_seconds) / (np.sum(naive_ess) / naive_seconds):.2f}x ESS/s")
+        print(
+            f"speed ratio naive/fitter: {naive_seconds / fit_seconds:.2f}x wall time, "
+            f"{(np.sum(fit_ess) / fit_seconds) / (np.sum(naive_ess) / naive_seconds):.2f}x ESS/s"
+        )
     return 0
 
 

@@ -146,8 +146,11 @@ def ensure_logs(sizes: list[int], json_sizes: list[int]) -> list[tuple[int, str,
             for n, fmt, path in missing:
                 start = time.perf_counter()
                 write_synthetic_log(path, n, template=template, eval_id=f"bench{n}{fmt}")
-                print(f"wrote {path.relative_to(REPO)} ({path.stat().st_size / 2**20:.0f} MiB) "
-                      f"in {time.perf_counter() - start:.1f} s", flush=True)
+                print(
+                    f"wrote {path.relative_to(REPO)} ({path.stat().st_size / 2**20:.0f} MiB) "
+                    f"in {time.perf_counter() - start:.1f} s",
+                    flush=True,
+                )
     return logs
 
 
@@ -170,14 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     logs = ensure_logs(args.sizes, args.json_sizes)
     baseline = statistics.median(run_child("baseline", None, args.chunk_rows)["peak_mib"] for _ in range(args.repeat))
     hwm = run_child("baseline", None, args.chunk_rows)["added_mib"] is not None
-    print(f"\nbaseline (imports only): peak RSS {baseline:.0f} MiB; chunk_rows={args.chunk_rows}; "
-          f"median of {args.repeat} run(s); python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n", flush=True)
+    print(
+        f"\nbaseline (imports only): peak RSS {baseline:.0f} MiB; chunk_rows={args.chunk_rows}; "
+        f"median of {args.repeat} run(s); python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n",
+        flush=True,
+    )
 
     results: dict[tuple[int, str, str], dict] = {}
     if not hwm:
         print("(/proc/self/clear_refs is not writable here: peak MiB falls back to maxrss-base)\n")
-    header = (f"{'log':>14}  {'reader':<13} {'seconds':>8} {'samples/s':>10} {'peak MiB':>9} {'maxrss-base':>11} "
-              f"{'speed vs df':>11} {'mem vs df':>9}")
+    header = (
+        f"{'log':>14}  {'reader':<13} {'seconds':>8} {'samples/s':>10} {'peak MiB':>9} {'maxrss-base':>11} "
+        f"{'speed vs df':>11} {'mem vs df':>9}"
+    )
     print(header)
     print("-" * len(header))
     for n, fmt, path in logs:
@@ -194,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             df = results.get((n, fmt, "samples_df"))
             speed = f"{results[(n, fmt, mode)]['rate'] / df['rate']:.2f}x" if df and mode != "samples_df" else ""
             memory = f"{peak / df['peak']:.2f}" if df and mode != "samples_df" and df["peak"] > 0 else ""
-            print(f"{n:>9} {fmt:<4}  {LABELS[mode]:<13} {seconds:>8.2f} {n / seconds:>10,.0f} {peak:>9.0f} "
-                  f"{over_base:>11.0f} {speed:>11} {memory:>9}", flush=True)
+            print(
+                f"{n:>9} {fmt:<4}  {LABELS[mode]:<13} {seconds:>8.2f} {n / seconds:>10,.0f} {peak:>9.0f} "
+                f"{over_base:>11.0f} {speed:>11} {memory:>9}",
+                flush=True,
+            )
 
     eval_sizes = sorted(n for n, fmt, _ in logs if fmt == "eval")
     if len(eval_sizes) >= 2:

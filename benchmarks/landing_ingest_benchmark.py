@@ -65,8 +65,14 @@ print(json.dumps({"steps": steps, "scan": min(scans), "hashes": hashes}))
 def run_child(tree: Path, landing: Path, suites: int, models: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="ingest-bench-lake-") as lake:
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run([sys.executable, "-c", CHILD, str(landing), lake, str(suites), json.dumps(models)],
-                              cwd=tree, env=env, check=True, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(landing), lake, str(suites), json.dumps(models)],
+            cwd=tree,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -77,8 +83,12 @@ def main() -> int:
     parser.add_argument("--suites", type=int, default=6)
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--measured", type=int, default=6, help="steps timed, each ingesting --models-per-step models")
-    parser.add_argument("--models-per-step", type=int, default=1,
-                        help="models (x --suites partitions) one step ingests: 10 is a range run of 60 partitions")
+    parser.add_argument(
+        "--models-per-step",
+        type=int,
+        default=1,
+        help="models (x --suites partitions) one step ingests: 10 is a range run of 60 partitions",
+    )
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
@@ -92,8 +102,11 @@ def main() -> int:
         for index in range(args.models):
             write_model_table(landing, index, args.suites, args.items, seed=0, item_sd=1.0)
         baseline = work / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
+            check=True,
+            capture_output=True,
+        )
         try:
             trees = {f"baseline {args.baseline_rev}": baseline, "this checkout": REPO}
             per = args.models_per_step
@@ -106,9 +119,11 @@ def main() -> int:
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
 
-    print(f"landing: {args.models} model tables x {args.suites} suites x {args.items} items; {args.measured} "
-          f"ingest steps of {args.models_per_step} model(s) timed per child, {args.repeat} children per tree, alternating; "
-          f"{time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"landing: {args.models} model tables x {args.suites} suites x {args.items} items; {args.measured} "
+        f"ingest steps of {args.models_per_step} model(s) timed per child, {args.repeat} children per tree, alternating; "
+        f"{time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(f"{'tree':<28} {'step s (median)':>16} {'per partition s':>16} {'landing scan s':>15}")
     medians = {}
     for name, runs in results.items():

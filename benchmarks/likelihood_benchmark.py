@@ -125,8 +125,9 @@ def model_and_arrays(frame):
     options = glm.structure_options(name, data)
     options["paper_form"] = settings.paper_form
     scales = dict(glm.MODELS[name].level_scales)
-    centring = glm.choose_centring(data, scales, mode=settings.centring, threshold=settings.centring_threshold,
-                                   shared_items=True)
+    centring = glm.choose_centring(
+        data, scales, mode=settings.centring, threshold=settings.centring_threshold, shared_items=True
+    )
     options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
     grid = glm.unit_grid(data) if settings.unit_grid else None
     options["unit_grid"] = grid is not None
@@ -142,8 +143,13 @@ def model_and_arrays(frame):
 def run_child(tree: Path, args) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     limit_step_threads(env)  # one BLAS and XLA thread, as the pipeline's step processes
-    done = subprocess.run([sys.executable, "-c", CHILD, str(args.models), str(args.items), str(args.partitions)],
-                          cwd=tree, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(args.partitions)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise SystemExit(f"child in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -161,23 +167,34 @@ def main() -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="likelihood-bench-") as work:
         baseline = Path(work) / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
+            check=True,
+            capture_output=True,
+        )
         try:
             trees = {f"baseline {args.baseline_rev}": baseline, "this checkout": REPO}
             results: dict[str, list[dict]] = {name: [] for name in trees}
             for round_ in range(args.repeat):
                 for name, tree in trees.items():
                     results[name].append(run_child(tree, args))
-                    print(f"round {round_ + 1}, {name}: done ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"round {round_ + 1}, {name}: done ({time.time() - started:.0f} s)", file=sys.stderr, flush=True
+                    )
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
 
-    print(f"{args.models} LLMs x {args.items} tasks (suite), {args.partitions} partitions of {args.items} tasks; "
-          f"{args.repeat} children per tree, alternating; {time.time() - started:.0f} s; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    columns = {"gradient_us": "suite gradient us", "partition_s": "partition fit s",
-               "cold_s": "cold suite fit s", "warm2_s": "warm suite refit s"}
+    print(
+        f"{args.models} LLMs x {args.items} tasks (suite), {args.partitions} partitions of {args.items} tasks; "
+        f"{args.repeat} children per tree, alternating; {time.time() - started:.0f} s; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    columns = {
+        "gradient_us": "suite gradient us",
+        "partition_s": "partition fit s",
+        "cold_s": "cold suite fit s",
+        "warm2_s": "warm suite refit s",
+    }
     print(f"{'tree':<22}" + "".join(f"{label:>20}" for label in columns.values()) + f"{'retried partitions':>20}")
     medians = {}
     for name, runs in results.items():

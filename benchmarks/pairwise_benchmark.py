@@ -59,19 +59,43 @@ table.to_parquet(out_path)
 print(json.dumps({"seconds": min(seconds), "pairs": len(table)}))
 """
 
-PAIRED = ["p_a_better_paired", "diff_mean_paired", "diff_low_paired", "diff_high_paired", "odds_ratio_median_paired",
-          "odds_ratio_low_paired", "odds_ratio_high_paired", "p_a_better_probit", "diff_low_probit", "diff_high_probit"]
+PAIRED = [
+    "p_a_better_paired",
+    "diff_mean_paired",
+    "diff_low_paired",
+    "diff_high_paired",
+    "odds_ratio_median_paired",
+    "odds_ratio_low_paired",
+    "odds_ratio_high_paired",
+    "p_a_better_probit",
+    "diff_low_probit",
+    "diff_high_probit",
+]
 INDEPENDENT = ["diff_low_independent", "diff_high_independent"]
 ODDS_RATIOS = ["odds_ratio_median_independent", "odds_ratio_low_independent", "odds_ratio_high_independent"]
-EQUAL = ["model_a", "model_b", "p_a_better_independent", "hpdi_low_a", "hpdi_high_b", "hpdi_verdict", "verdict",
-         "t_unpaired_p", "t_paired_p"]
+EQUAL = [
+    "model_a",
+    "model_b",
+    "p_a_better_independent",
+    "hpdi_low_a",
+    "hpdi_high_b",
+    "hpdi_verdict",
+    "verdict",
+    "t_unpaired_p",
+    "t_paired_p",
+]
 
 
 def run_child(tree: Path, args, out_path: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     limit_step_threads(env)  # one BLAS and XLA thread, as the pipeline's step processes
-    done = subprocess.run([sys.executable, "-c", CHILD, str(args.models), str(args.items), str(out_path),
-                           str(REPO / "benchmarks")], cwd=tree, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(out_path), str(REPO / "benchmarks")],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise SystemExit(f"child in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,8 +117,11 @@ def main() -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="pairwise-bench-") as work:
         baseline = Path(work) / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
+            check=True,
+            capture_output=True,
+        )
         try:
             trees = {f"baseline {args.baseline_rev}": baseline, "this checkout": REPO}
             results: dict[str, list[dict]] = {name: [] for name in trees}
@@ -102,15 +129,19 @@ def main() -> int:
             for round_ in range(args.repeat):
                 for name, tree in trees.items():
                     results[name].append(run_child(tree, args, tables[name]))
-                    print(f"round {round_ + 1}, {name}: done ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"round {round_ + 1}, {name}: done ({time.time() - started:.0f} s)", file=sys.stderr, flush=True
+                    )
             base_table, this_table = (pd.read_parquet(tables[name]) for name in trees)
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
 
     pairs = results["this checkout"][0]["pairs"]
-    print(f"{args.models} models x {args.items} items, {pairs} pairs; {args.repeat} children per tree, alternating, "
-          f"best of 3 tables each; {time.time() - started:.0f} s; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{args.models} models x {args.items} items, {pairs} pairs; {args.repeat} children per tree, alternating, "
+        f"best of 3 tables each; {time.time() - started:.0f} s; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     medians = {}
     for name, runs in results.items():
         medians[name] = statistics.median(run["seconds"] for run in runs)
@@ -124,8 +155,10 @@ def main() -> int:
     ratio = base_table[ODDS_RATIOS].to_numpy(float) / this_table[ODDS_RATIOS].to_numpy(float)
     print(f"largest relative difference, independent odds-ratio quantiles: {np.nanmax(np.abs(ratio - 1)):.3g}")
     same = [c for c in EQUAL if base_table[c].equals(this_table[c])]
-    print(f"equal columns: {len(same)} of {len(EQUAL)}" + ("" if len(same) == len(EQUAL) else
-                                                            f" (differ: {sorted(set(EQUAL) - set(same))})"))
+    print(
+        f"equal columns: {len(same)} of {len(EQUAL)}"
+        + ("" if len(same) == len(EQUAL) else f" (differ: {sorted(set(EQUAL) - set(same))})")
+    )
     return 0
 
 

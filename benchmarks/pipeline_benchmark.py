@@ -63,8 +63,15 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_LOGS = REPO / "data" / "inspect_logs"
-STAGES = ("ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports",
-          "prepare_samplers")
+STAGES = (
+    "ingest_and_fit",
+    "suite_analysis",
+    "suite_comparisons",
+    "model_analysis",
+    "model_profiles",
+    "lake_reports",
+    "prepare_samplers",
+)
 #: The job that writes no output: it compiles the sampler a later night will need (evalpipeline.steps.fits.
 #: prepare_requested_samplers), beside the last outputs. A night's outputs are complete without it.
 PREPARE_JOB = "prepare_samplers"
@@ -85,8 +92,9 @@ max_r_hat = 1.05
 RUN_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+) (.*): (ok|FAILED) \(([\d.]+)s\)$")
 
 
-def setup_environment(work: Path, glm: str, glm_models: list[str] | None, jax_cache: Path | None,
-                      reuse: bool = False) -> None:
+def setup_environment(
+    work: Path, glm: str, glm_models: list[str] | None, jax_cache: Path | None, reuse: bool = False
+) -> None:
     """Point the pipeline at temporary folders; must run before evalpipeline.definitions is imported.
     ``reuse``: ``work`` is a folder an earlier ``scale --keep`` left; its instance and configuration stay."""
     home = work / "dagster_home"
@@ -187,8 +195,10 @@ class Timed:
     def took(self) -> str:
         """The wall time; when the run also prepared a sampler, first the time to its last output."""
         if any(job == PREPARE_JOB for job, *_rest in self.runs):
-            return (f"{self.outputs_seconds:.1f} s to the last output, {self.seconds:.1f} s with the sampler the "
-                    "suite fits asked for prepared beside it")
+            return (
+                f"{self.outputs_seconds:.1f} s to the last output, {self.seconds:.1f} s with the sampler the "
+                "suite fits asked for prepared beside it"
+            )
         return f"{self.seconds:.1f} s"
 
     def per_stage(self) -> dict[str, list[float]]:
@@ -238,7 +248,9 @@ def print_stages(timed: Timed) -> None:
     for stage in STAGES:
         times = stages.get(stage, [])
         if times:
-            print(f"{stage:<16} {len(times):5d} {sum(times):9.1f} {sum(times) / len(times):9.2f} {statistics.median(times):8.2f}")
+            print(
+                f"{stage:<16} {len(times):5d} {sum(times):9.1f} {sum(times) / len(times):9.2f} {statistics.median(times):8.2f}"
+            )
         else:
             print(f"{stage:<16} {0:5d} {0.0:9.1f}")
     overhead = timed.seconds - sum(sum(t) for t in stages.values())
@@ -276,8 +288,10 @@ def warn_if_code_changed(started_version: str) -> bool:
     """A fit's provenance hashes the source files as they are on disk when it runs, so another
     edit to them mid-benchmark makes reruns refit; say so rather than report it as a cost."""
     if source_version() != started_version:
-        print("WARNING: evalpipeline/models or evalpipeline/steps/fits.py changed on disk during the benchmark: "
-              "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)")
+        print(
+            "WARNING: evalpipeline/models or evalpipeline/steps/fits.py changed on disk during the benchmark: "
+            "fits after the change refit by design; rerun from a frozen checkout (e.g. `git worktree add`)"
+        )
         return True
     return False
 
@@ -286,8 +300,7 @@ def timed_nightly(heading: str, instance, verbose: bool, workers: int) -> tuple[
     """Run the nightly (`only_changed=True`) and print its wall time, GLM statuses, stages and assets."""
     run = Timed(heading, instance, only_changed=True, verbose=verbose, workers=workers)
     counts = glm_statuses(instance, run.run_ids)
-    print(f"\n{heading} (MEASURED; {load()}): {run.took()}, {len(run.run_ids)} run(s); "
-          f"GLM materialisations {counts}")
+    print(f"\n{heading} (MEASURED; {load()}): {run.took()}, {len(run.run_ids)} run(s); GLM materialisations {counts}")
     print_stages(run)
     print()
     print_assets(instance, run.run_ids)
@@ -307,7 +320,10 @@ def run_demo(args, work: Path) -> int:
     shutil.copytree(DEMO_LOGS, work / "landing")
     instance = local_instance()
     version = source_version()
-    print(f"demo: {len(list((work / 'landing').iterdir()))} logs, --glm {args.glm}; {load()}, {os.cpu_count()} cores", flush=True)
+    print(
+        f"demo: {len(list((work / 'landing').iterdir()))} logs, --glm {args.glm}; {load()}, {os.cpu_count()} cores",
+        flush=True,
+    )
 
     first = Timed("demo", instance, verbose=args.verbose, workers=args.workers)
     print(f"\n(a) full demo job, fresh lake and instance (MEASURED; {load()})")
@@ -325,13 +341,17 @@ def run_demo(args, work: Path) -> int:
         counts = glm_statuses(instance, timed.run_ids)
         fitted_total += counts.get("fitted", 0)
         label = "plain" if timed is plain else "only_changed=True"
-        print(f"{label:<24} {len(timed.runs):5d} {timed.seconds:9.1f} {timed.seconds / first.seconds:7.3f} "
-              f"{counts.get('fitted', 0):7d} {counts.get('reused', 0):7d} {counts.get('not applicable', 0):5d}")
+        print(
+            f"{label:<24} {len(timed.runs):5d} {timed.seconds:9.1f} {timed.seconds / first.seconds:7.3f} "
+            f"{counts.get('fitted', 0):7d} {counts.get('reused', 0):7d} {counts.get('not applicable', 0):5d}"
+        )
     for timed in (plain, changed):
         print(f"\nstages of the {timed.label} rerun:")
         print_stages(timed)
-    print(f"\npeak memory: {max(t.peak_tree_mib for t in (first, plain, changed)):.0f} MiB, this process and its "
-          f"{args.workers} worker(s) (and their forkserver) together (this process alone: {peak_rss_mib():.0f} MiB); {load()}")
+    print(
+        f"\npeak memory: {max(t.peak_tree_mib for t in (first, plain, changed)):.0f} MiB, this process and its "
+        f"{args.workers} worker(s) (and their forkserver) together (this process alone: {peak_rss_mib():.0f} MiB); {load()}"
+    )
     warn_if_code_changed(version)
     ok = fitted_total == 0 and not (first.returncode or plain.returncode or changed.returncode)
     print("no-op reruns fitted nothing: " + ("yes" if fitted_total == 0 else f"NO ({fitted_total} fits)"))
@@ -358,14 +378,18 @@ def model_table(index: int, suites: int, items: int, seed: int, item_sd: float =
         hardness = np.random.default_rng([seed, 20_000 + s]).normal(0.0, 0.7)
         difficulty = np.random.default_rng([seed, 30_000 + s]).normal(0.0, item_sd, items) if item_sd else 0.0
         accuracy = 1.0 / (1.0 + np.exp(-(ability - hardness - difficulty)))
-        frames.append(pd.DataFrame({
-            "model": f"bench/model-{index:03d}",
-            "suite": f"suite{s}",
-            "domain": f"domain{s % 3}",
-            "subdomain": [f"sub{s}-{i % 4}" for i in range(items)],
-            "item_id": [f"s{s}-q{i:03d}" for i in range(items)],
-            "score": (rng.random(items) < accuracy).astype(float),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": f"bench/model-{index:03d}",
+                    "suite": f"suite{s}",
+                    "domain": f"domain{s % 3}",
+                    "subdomain": [f"sub{s}-{i % 4}" for i in range(items)],
+                    "item_id": [f"s{s}-q{i:03d}" for i in range(items)],
+                    "score": (rng.random(items) < accuracy).astype(float),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -386,37 +410,64 @@ def run_suite_steps(args) -> int:
     from evalpipeline.models.fit import configure_jax, fit_glm
     from evalpipeline.stats.compare import pairwise_table
 
-    suite = pd.concat([model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True)
+    suite = pd.concat(
+        [model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True
+    )
     suite = suite.assign(epoch=1, error=None, limit=None)
-    print(f"suite steps: one suite, {args.models} models x {args.items} items = {len(suite)} rows; --glm {args.glm}; "
-          f"item sd {args.item_sd}; "
-          f"{load()}", flush=True)
+    print(
+        f"suite steps: one suite, {args.models} models x {args.items} items = {len(suite)} rows; --glm {args.glm}; "
+        f"item sd {args.item_sd}; "
+        f"{load()}",
+        flush=True,
+    )
     subset = sorted(suite["model"].unique())[: args.pair_models]
     pairs = len(subset) * (len(subset) - 1) // 2
     started = time.perf_counter()
     table = pairwise_table(suite[suite["model"].isin(subset)])
     seconds = time.perf_counter() - started
     all_pairs = args.models * (args.models - 1) // 2
-    print(f"pairwise rows (MEASURED): {pairs} pairs of {len(subset)} models in {seconds:.1f} s = "
-          f"{seconds / len(table) * 1000:.0f} ms a pair; a full table of {args.models} models is {all_pairs} pairs "
-          f"= {seconds / len(table) * all_pairs:.0f} s per suite (per-pair cost times pairs)", flush=True)
+    print(
+        f"pairwise rows (MEASURED): {pairs} pairs of {len(subset)} models in {seconds:.1f} s = "
+        f"{seconds / len(table) * 1000:.0f} ms a pair; a full table of {args.models} models is {all_pairs} pairs "
+        f"= {seconds / len(table) * all_pairs:.0f} s per suite (per-pair cost times pairs)",
+        flush=True,
+    )
     config = load_glm_config()
     # the pipeline's persistent compilation cache, cold: the first fit compiles, the refit with one more
     # model (what a nightly does when a model joins) reuses it when the padded shape is unchanged
     configure_jax(compilation_cache_dir=args.jax_cache or Path(tempfile.mkdtemp(prefix="jax-cache-")))
-    joined = pd.concat([suite, model_table(args.models, 1, args.items, args.seed, args.item_sd).assign(
-        epoch=1, error=None, limit=None)], ignore_index=True)
-    for label, rows in ((f"{args.models} models, compilation included", suite),
-                        (f"{args.models + 1} models (one joined), compiled sampler reused if the shape is", joined)):
+    joined = pd.concat(
+        [
+            suite,
+            model_table(args.models, 1, args.items, args.seed, args.item_sd).assign(epoch=1, error=None, limit=None),
+        ],
+        ignore_index=True,
+    )
+    for label, rows in (
+        (f"{args.models} models, compilation included", suite),
+        (f"{args.models + 1} models (one joined), compiled sampler reused if the shape is", joined),
+    ):
         data = GlmData.from_samples(rows, graded=config.graded, graded_threshold=config.graded_threshold)
         started = time.perf_counter()
-        fit = fit_glm("suite_binomial", data, config.settings, config.thresholds, "suite0|suite_binomial",
-                      priors=config.priors.get("suite_binomial"))
+        fit = fit_glm(
+            "suite_binomial",
+            data,
+            config.settings,
+            config.thresholds,
+            "suite0|suite_binomial",
+            priors=config.priors.get("suite_binomial"),
+        )
         seconds = time.perf_counter() - started
-        attempts = ", ".join(f"attempt {a['attempt']} at target accept {a['target_accept']}: {a['seconds']:.1f} s "
-                             f"({'passed' if a['passed'] else 'failed ' + '/'.join(a['failed'])})" for a in fit.attempts)
-        print(f"suite_binomial GLM (MEASURED, {label}): {data.n_units} units in {seconds:.1f} s; "
-              f"centring {fit.metadata['parameterisation']}; {attempts}", flush=True)
+        attempts = ", ".join(
+            f"attempt {a['attempt']} at target accept {a['target_accept']}: {a['seconds']:.1f} s "
+            f"({'passed' if a['passed'] else 'failed ' + '/'.join(a['failed'])})"
+            for a in fit.attempts
+        )
+        print(
+            f"suite_binomial GLM (MEASURED, {label}): {data.n_units} units in {seconds:.1f} s; "
+            f"centring {fit.metadata['parameterisation']}; {attempts}",
+            flush=True,
+        )
     return 0
 
 
@@ -430,35 +481,57 @@ def run_suite_grid(args) -> int:
     from evalpipeline.models import Fitter, GlmData
     from evalpipeline.models.fit import configure_jax, fit_glm
 
-    suite = pd.concat([model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True)
+    suite = pd.concat(
+        [model_table(i, 1, args.items, args.seed, args.item_sd) for i in range(args.models)], ignore_index=True
+    )
     config = load_glm_config()
-    data = GlmData.from_samples(suite.assign(epoch=1, error=None, limit=None), graded=config.graded,
-                                graded_threshold=config.graded_threshold)
-    print(f"suite grid: one suite, {args.models} models x {args.items} items = {data.n_units} units; --glm {args.glm}; "
-          f"item sd {args.item_sd}; {args.repeats} timed fit(s) of each layout after a warm-up fit; {load()}", flush=True)
+    data = GlmData.from_samples(
+        suite.assign(epoch=1, error=None, limit=None), graded=config.graded, graded_threshold=config.graded_threshold
+    )
+    print(
+        f"suite grid: one suite, {args.models} models x {args.items} items = {data.n_units} units; --glm {args.glm}; "
+        f"item sd {args.item_sd}; {args.repeats} timed fit(s) of each layout after a warm-up fit; {load()}",
+        flush=True,
+    )
     configure_jax(compilation_cache_dir=args.jax_cache or Path(tempfile.mkdtemp(prefix="jax-cache-")))
     fitter, seconds, last = Fitter(), {True: [], False: []}, {}
     for round_ in range(args.repeats + 1):
         for grid in (True, False):
             settings = dataclasses.replace(config.settings, unit_grid=grid)
             started = time.perf_counter()
-            fit = fit_glm("suite_binomial", data, settings, config.thresholds, "suite0|suite_binomial", fitter=fitter,
-                          priors=config.priors.get("suite_binomial"))
+            fit = fit_glm(
+                "suite_binomial",
+                data,
+                settings,
+                config.thresholds,
+                "suite0|suite_binomial",
+                fitter=fitter,
+                priors=config.priors.get("suite_binomial"),
+            )
             took = time.perf_counter() - started
             label = "grid" if grid else "per-unit"
-            attempts = ", ".join(f"{a['seconds']:.1f} s ({'passed' if a['passed'] else 'failed'})" for a in fit.attempts)
-            print(f"  {'warm-up' if round_ == 0 else f'fit {round_}'} {label:>8}: {took:6.1f} s; attempts {attempts}; "
-                  f"{fit.metadata['layout']['units']} padded units", flush=True)
+            attempts = ", ".join(
+                f"{a['seconds']:.1f} s ({'passed' if a['passed'] else 'failed'})" for a in fit.attempts
+            )
+            print(
+                f"  {'warm-up' if round_ == 0 else f'fit {round_}'} {label:>8}: {took:6.1f} s; attempts {attempts}; "
+                f"{fit.metadata['layout']['units']} padded units",
+                flush=True,
+            )
             if round_:
                 seconds[grid].append(fit.attempts[0]["seconds"])
             last[grid] = fit.summary[fit.summary.parameter == "model"].set_index("model")
     grid_s, unit_s = np.mean(seconds[True]), np.mean(seconds[False])
-    print(f"first attempt, mean of {args.repeats} (MEASURED): grid {grid_s:.1f} s, per-unit {unit_s:.1f} s; "
-          f"ratio grid / per-unit {grid_s / unit_s:.2f}")
+    print(
+        f"first attempt, mean of {args.repeats} (MEASURED): grid {grid_s:.1f} s, per-unit {unit_s:.1f} s; "
+        f"ratio grid / per-unit {grid_s / unit_s:.2f}"
+    )
     gap = (last[True]["mean"] - last[False]["mean"]).abs()
     se = np.sqrt(last[True]["sd"] ** 2 / last[True]["ess_bulk"] + last[False]["sd"] ** 2 / last[False]["ess_bulk"])
-    print(f"model effects, last fits: largest |difference| / its Monte Carlo standard error = {float((gap / se).max()):.2f} "
-          f"over {len(gap)} models (same posterior: mostly below 2, rarely above 4)")
+    print(
+        f"model effects, last fits: largest |difference| / its Monte Carlo standard error = {float((gap / se).max()):.2f} "
+        f"over {len(gap)} models (same posterior: mostly below 2, rarely above 4)"
+    )
     return 0
 
 
@@ -472,8 +545,11 @@ def run_scale(args, work: Path) -> int:
     partitions = args.models * args.suites
     instance = local_instance()
     version = source_version()
-    print(f"scale: {args.models} models x {args.suites} suites x {args.items} items = {partitions * args.items} rows, "
-          f"{partitions} partitions; --glm {args.glm} {args.glm_models or ''}; {load()}", flush=True)
+    print(
+        f"scale: {args.models} models x {args.suites} suites x {args.items} items = {partitions * args.items} rows, "
+        f"{partitions} partitions; --glm {args.glm} {args.glm_models or ''}; {load()}",
+        flush=True,
+    )
 
     full = Timed("full", instance, verbose=args.verbose, workers=args.workers)
     print(f"\nfull rebuild, {args.models} models (MEASURED; {load()}): {full.took()}")
@@ -483,19 +559,26 @@ def run_scale(args, work: Path) -> int:
     print(f"GLM materialisations: {glm_statuses(instance, full.run_ids)}")
 
     write_model_table(landing, args.models, args.suites, args.items, args.seed, args.item_sd)
-    new = timed_nightly(f"one new model, only_changed=True, {args.models + 1} models", instance, args.verbose,
-                        args.workers)[0]
+    new = timed_nightly(
+        f"one new model, only_changed=True, {args.models + 1} models", instance, args.verbose, args.workers
+    )[0]
     warn_if_code_changed(version)
-    print(f"\npeak memory (MEASURED): {max(full.peak_tree_mib, new.peak_tree_mib):.0f} MiB, this process and its "
-          f"{args.workers} worker(s) (and their forkserver) together (this process alone: {peak_rss_mib():.0f} MiB)")
+    print(
+        f"\npeak memory (MEASURED): {max(full.peak_tree_mib, new.peak_tree_mib):.0f} MiB, this process and its "
+        f"{args.workers} worker(s) (and their forkserver) together (this process alone: {peak_rss_mib():.0f} MiB)"
+    )
 
-    if (args.models, args.suites) != (LEADERBOARD["models"], LEADERBOARD["suites"]) or args.items != LEADERBOARD["items"]:
+    if (args.models, args.suites) != (LEADERBOARD["models"], LEADERBOARD["suites"]) or args.items != LEADERBOARD[
+        "items"
+    ]:
         extrapolate(args, full, new, instance)
     else:
         # judged on the time to the last output: a sampler prepared beside it is for a later night's model
-        print(f"\ntargets (MEASURED, to the last output): full rebuild {full.outputs_seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
-              f"({'met' if full.outputs_seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.outputs_seconds:.0f} s "
-              f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'})")
+        print(
+            f"\ntargets (MEASURED, to the last output): full rebuild {full.outputs_seconds:.0f} s vs {TARGET_FULL_S:.0f} s "
+            f"({'met' if full.outputs_seconds < TARGET_FULL_S else 'MISSED'}); one new model {new.outputs_seconds:.0f} s "
+            f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'})"
+        )
     return 1 if (full.returncode or new.returncode) else 0
 
 
@@ -510,22 +593,31 @@ def run_add_model(args, work: Path) -> int:
     if not present:
         raise SystemExit(f"{landing} holds no model-*.parquet tables")
     first = pd.read_parquet(present[0])
-    if not first.equals(model_table(int(present[0].stem.split("-")[1]), args.suites, args.items, args.seed,
-                                    args.item_sd)):
-        raise SystemExit(f"{present[0]} was not generated with --suites {args.suites} --items {args.items} "
-                         f"--seed {args.seed} --item-sd {args.item_sd}: pass the settings the lake was built with")
+    if not first.equals(
+        model_table(int(present[0].stem.split("-")[1]), args.suites, args.items, args.seed, args.item_sd)
+    ):
+        raise SystemExit(
+            f"{present[0]} was not generated with --suites {args.suites} --items {args.items} "
+            f"--seed {args.seed} --item-sd {args.item_sd}: pass the settings the lake was built with"
+        )
     index = max(int(path.stem.split("-")[1]) for path in present) + 1
     instance = local_instance()
     version = source_version()
-    print(f"add-model: model {index} joins {len(present)} models x {args.suites} suites x {args.items} items in "
-          f"{work}; {load()}", flush=True)
+    print(
+        f"add-model: model {index} joins {len(present)} models x {args.suites} suites x {args.items} items in "
+        f"{work}; {load()}",
+        flush=True,
+    )
     write_model_table(landing, index, args.suites, args.items, args.seed, args.item_sd)
-    new = timed_nightly(f"one new model, only_changed=True, {len(present) + 1} models", instance, args.verbose,
-                        args.workers)[0]
+    new = timed_nightly(
+        f"one new model, only_changed=True, {len(present) + 1} models", instance, args.verbose, args.workers
+    )[0]
     warn_if_code_changed(version)
-    print(f"\npeak memory (MEASURED): {new.peak_tree_mib:.0f} MiB, this process and its {args.workers} worker(s) "
-          f"(and their forkserver) together; target for one new model {TARGET_NEW_MODEL_S:.0f} s "
-          f"({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'}, {new.outputs_seconds:.1f} s to the last output)")
+    print(
+        f"\npeak memory (MEASURED): {new.peak_tree_mib:.0f} MiB, this process and its {args.workers} worker(s) "
+        f"(and their forkserver) together; target for one new model {TARGET_NEW_MODEL_S:.0f} s "
+        f"({'met' if new.outputs_seconds < TARGET_NEW_MODEL_S else 'MISSED'}, {new.outputs_seconds:.1f} s to the last output)"
+    )
     return 1 if new.returncode else 0
 
 
@@ -548,10 +640,24 @@ def run_rerun(work: Path, verbose: bool, workers: int) -> int:
 #: work and per-model work linearly; a suite GLM with its units (models x items), linearly; the
 #: pairwise comparison with the pairs, quadratically; lake-wide tables with the fits they read.
 SCALING = {
-    "eval_samples": 1, "accuracy_posteriors": 1, "reliability": 1, "glm_binomial": 1, "glm_beta_binomial": 1,
-    "glm_null": 1, "glm_item_difficulty": 1, "suite_leaderboard": 1, "suite_glm_binomial": 1,
-    "suite_glm_beta_binomial": 1, "suite_glm_nested": 1, "suite_glm_null": 1, "suite_comparison": 2,
-    "model_reliability": 1, "model_profile": 1, "ingest_accounting": 1, "waic_rankings": 1, "report": 1,
+    "eval_samples": 1,
+    "accuracy_posteriors": 1,
+    "reliability": 1,
+    "glm_binomial": 1,
+    "glm_beta_binomial": 1,
+    "glm_null": 1,
+    "glm_item_difficulty": 1,
+    "suite_leaderboard": 1,
+    "suite_glm_binomial": 1,
+    "suite_glm_beta_binomial": 1,
+    "suite_glm_nested": 1,
+    "suite_glm_null": 1,
+    "suite_comparison": 2,
+    "model_reliability": 1,
+    "model_profile": 1,
+    "ingest_accounting": 1,
+    "waic_rankings": 1,
+    "report": 1,
 }
 
 
@@ -573,19 +679,28 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
     factor = LEADERBOARD["models"] / args.models
     grow = (LEADERBOARD["models"] + 1) / (args.models + 1)
     full_steps, new_steps = per_asset(instance, full.run_ids), per_asset(instance, new.run_ids)
-    partition_level = {"eval_samples", "accuracy_posteriors", "reliability", "glm_binomial", "glm_beta_binomial",
-                       "glm_null", "glm_item_difficulty"}
-    print(f"\nEXTRAPOLATED to {LEADERBOARD['models']} models x {args.suites} suites x {args.items} items, per asset "
-          f"(measured step seconds, summed over workers, x (models ratio) ** exponent; not measured):")
+    partition_level = {
+        "eval_samples",
+        "accuracy_posteriors",
+        "reliability",
+        "glm_binomial",
+        "glm_beta_binomial",
+        "glm_null",
+        "glm_item_difficulty",
+    }
+    print(
+        f"\nEXTRAPOLATED to {LEADERBOARD['models']} models x {args.suites} suites x {args.items} items, per asset "
+        f"(measured step seconds, summed over workers, x (models ratio) ** exponent; not measured):"
+    )
     print(f"{'asset':<26} {'exp':>7} {'full s':>7} {'new s':>7} {'full s':>9} {'new-model s':>11}")
     print(f"{'':<26} {'':>7} {'measured':>15} {'extrapolated':>21}")
     full_total = new_total = 0.0
     for name in sorted(set(full_steps) | set(new_steps), key=lambda n: -full_steps.get(n, (0, 0))[0]):
         exponent, exponent_new = SCALING.get(name, 1), SCALING_NEW_MODEL.get(name, 1)
         measured = full_steps.get(name, (0.0, 0))[0]
-        full_s = measured * factor ** exponent
+        full_s = measured * factor**exponent
         added = new_steps.get(name, (0.0, 0))[0]
-        new_s = added if name in partition_level else added * grow ** exponent_new
+        new_s = added if name in partition_level else added * grow**exponent_new
         full_total += full_s
         new_total += new_s
         print(f"{name:<26} {exponent:3d}/{exponent_new:<3d} {measured:7.1f} {added:7.1f} {full_s:9.0f} {new_s:11.1f}")
@@ -595,35 +710,55 @@ def extrapolate(args, full: Timed, new: Timed, instance) -> None:
     full_wall = full.seconds * full_total / measured_full
     new_wall = new.seconds * new_total / measured_new
     print(f"{'wall clock':<26} {'':>7} {full.seconds:7.1f} {new.seconds:7.1f} {full_wall:9.0f} {new_wall:11.1f}")
-    print(f"targets (EXTRAPOLATED, wall clock with {args.workers} worker(s)): full rebuild {full_wall:.0f} s vs "
-          f"{TARGET_FULL_S:.0f} s ({'met' if full_wall < TARGET_FULL_S else 'MISSED'}); one new model {new_wall:.0f} s "
-          f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new_wall < TARGET_NEW_MODEL_S else 'MISSED'})")
+    print(
+        f"targets (EXTRAPOLATED, wall clock with {args.workers} worker(s)): full rebuild {full_wall:.0f} s vs "
+        f"{TARGET_FULL_S:.0f} s ({'met' if full_wall < TARGET_FULL_S else 'MISSED'}); one new model {new_wall:.0f} s "
+        f"vs {TARGET_NEW_MODEL_S:.0f} s ({'met' if new_wall < TARGET_NEW_MODEL_S else 'MISSED'})"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["demo", "scale", "suite-steps", "suite-grid", "add-model", "rerun"],
-                        help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
-                             "and pairwise rows measured at the full size; suite-grid: that GLM with and without the "
-                             "LLM x task grid layout; add-model: one more model into the lake "
-                             "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd); rerun: the nightly over "
-                             "that lake's unchanged logs (must fit nothing)")
+    parser.add_argument(
+        "mode",
+        choices=["demo", "scale", "suite-steps", "suite-grid", "add-model", "rerun"],
+        help="demo: full demo job + no-op reruns; scale: generated lake; suite-steps: one suite's GLM "
+        "and pairwise rows measured at the full size; suite-grid: that GLM with and without the "
+        "LLM x task grid layout; add-model: one more model into the lake "
+        "`scale --keep DIR` left (pass its --suites/--items/--seed/--item-sd); rerun: the nightly over "
+        "that lake's unchanged logs (must fit nothing)",
+    )
     parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
-    parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)")
+    parser.add_argument(
+        "--glm-models", default=None, help="comma-separated [glm] models (default: fast's binomial,suite_binomial)"
+    )
     parser.add_argument("--models", type=int, default=LEADERBOARD["models"])
     parser.add_argument("--suites", type=int, default=LEADERBOARD["suites"])
     parser.add_argument("--items", type=int, default=LEADERBOARD["items"])
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--item-sd", type=float, default=0.0,
-                        help="sd of planted item difficulties (logit); 0 = none")
-    parser.add_argument("--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models")
+    parser.add_argument("--item-sd", type=float, default=0.0, help="sd of planted item difficulties (logit); 0 = none")
+    parser.add_argument(
+        "--pair-models", type=int, default=25, help="suite-steps: time the pairwise rows of this many models"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="suite-grid: timed fits of each layout")
-    parser.add_argument("--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)")
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="work in this (new) folder and keep it; add-model, rerun: the folder `scale --keep` left")
-    parser.add_argument("--verbose", action="store_true", help="print each line run_main_job prints, with the seconds since it began")
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
-                        help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})")
+    parser.add_argument(
+        "--jax-cache", type=Path, default=None, help="JAX compilation cache (default: cold, in the work folder)"
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="work in this (new) folder and keep it; add-model, rerun: the folder `scale --keep` left",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print each line run_main_job prints, with the seconds since it began"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help=f"run_main_job's worker processes (default: the cores available, {len(os.sched_getaffinity(0))})",
+    )
     args = parser.parse_args()
     glm_models = args.glm_models.split(",") if args.glm_models else None
     args.glm_models = glm_models

@@ -41,21 +41,30 @@ def partition_fit_idata(rng: np.random.Generator):
     import arviz as az
 
     chains, draws = 4, 500
-    return az.from_dict(posterior={
-        "overall": rng.normal(0.4, 0.1, (chains, draws)),
-        "sigma_subdomain": np.abs(rng.normal(0.1, 0.05, (chains, draws))),
-        "subdomain": rng.normal(0.0, 0.1, (chains, draws, 4)),
-    })
+    return az.from_dict(
+        posterior={
+            "overall": rng.normal(0.4, 0.1, (chains, draws)),
+            "sigma_subdomain": np.abs(rng.normal(0.1, 0.05, (chains, draws))),
+            "subdomain": rng.normal(0.0, 0.1, (chains, draws, 4)),
+        }
+    )
 
 
 def forest_rows() -> pd.DataFrame:
     mean = np.array([0.55, 0.42, 0.61, 0.58, 0.49])
-    return pd.DataFrame({
-        "label": ["overall", "math / algebra", "math / geometry", "code / python", "code / sql"],
-        "level": ["overall", "subdomain", "subdomain", "subdomain", "subdomain"],
-        "posterior_mean": mean, "hpdi_low": mean - 0.05, "hpdi_high": mean + 0.05,
-        "outer_low": mean - 0.07, "outer_high": mean + 0.07, "empirical_mean": mean + 0.01,
-        "empirical_sem": np.full(5, 0.03)})
+    return pd.DataFrame(
+        {
+            "label": ["overall", "math / algebra", "math / geometry", "code / python", "code / sql"],
+            "level": ["overall", "subdomain", "subdomain", "subdomain", "subdomain"],
+            "posterior_mean": mean,
+            "hpdi_low": mean - 0.05,
+            "hpdi_high": mean + 0.05,
+            "outer_low": mean - 0.07,
+            "outer_high": mean + 0.07,
+            "empirical_mean": mean + 0.01,
+            "empirical_sem": np.full(5, 0.03),
+        }
+    )
 
 
 def reliability_figures():
@@ -63,8 +72,9 @@ def reliability_figures():
     from evalpipeline.plots import expected_reliability_plot, reliability_cdf_envelopes
     from evalpipeline.reliability import assess_reliability
 
-    counts = pd.DataFrame({"domain": ["suite"] * 4, "subdomain": [f"suite/{i}" for i in range(4)],
-                           "n": [50] * 4, "k": [31, 27, 40, 22]})
+    counts = pd.DataFrame(
+        {"domain": ["suite"] * 4, "subdomain": [f"suite/{i}" for i in range(4)], "n": [50] * 4, "k": [31, 27, 40, 22]}
+    )
     result = assess_reliability(counts)
     cdf = result.cdf_envelopes.copy()
     cdf["panel"] = cdf["level"]
@@ -75,10 +85,12 @@ def reliability_figures():
     curves["series"] = curves["domain"].where(curves["level"] == "domain", "LLM")
     curves = curves.rename(columns={"lower": "expected_lower", "upper": "expected_upper"})
     return {
-        "cdf_envelopes": lambda: reliability_cdf_envelopes(cdf[["panel", "series", "x", "cdf_lower", "cdf_upper"]],
-                                                           title="model x suite: CDF envelopes"),
+        "cdf_envelopes": lambda: reliability_cdf_envelopes(
+            cdf[["panel", "series", "x", "cdf_lower", "cdf_upper"]], title="model x suite: CDF envelopes"
+        ),
         "expected_reliability": lambda: expected_reliability_plot(
-            curves[["series", "n", "expected_lower", "expected_upper"]], title="model x suite: E[R(n)] envelopes"),
+            curves[["series", "n", "expected_lower", "expected_upper"]], title="model x suite: E[R(n)] envelopes"
+        ),
     }
 
 
@@ -112,7 +124,9 @@ def main() -> int:
     args = parser.parse_args()
     writers = {"savefig": savefig_png_bytes, "current": figure_png_bytes}
     same_everywhere, totals = True, {name: 0.0 for name in writers}
-    print(f"{'plot':<22} {'savefig s':>10} {'current s':>10} {'ratio':>6} {'KiB before':>11} {'KiB now':>8}  same pixels")
+    print(
+        f"{'plot':<22} {'savefig s':>10} {'current s':>10} {'ratio':>6} {'KiB before':>11} {'KiB now':>8}  same pixels"
+    )
     for plot, make in plot_makers().items():
         seconds, outputs = {name: [] for name in writers}, {}
         for _ in range(args.repeat):
@@ -127,10 +141,14 @@ def main() -> int:
         totals["current"] += now
         same = np.array_equal(pixels(outputs["savefig"]), pixels(outputs["current"]))
         same_everywhere &= same
-        print(f"{plot:<22} {before:>10.3f} {now:>10.3f} {now / before:>6.2f} {len(outputs['savefig']) / 1024:>11.0f} "
-              f"{len(outputs['current']) / 1024:>8.0f}  {'yes' if same else 'NO'}")
-    print(f"{'a partition (all five)':<22} {totals['savefig']:>10.3f} {totals['current']:>10.3f} "
-          f"{totals['current'] / totals['savefig']:>6.2f}")
+        print(
+            f"{plot:<22} {before:>10.3f} {now:>10.3f} {now / before:>6.2f} {len(outputs['savefig']) / 1024:>11.0f} "
+            f"{len(outputs['current']) / 1024:>8.0f}  {'yes' if same else 'NO'}"
+        )
+    print(
+        f"{'a partition (all five)':<22} {totals['savefig']:>10.3f} {totals['current']:>10.3f} "
+        f"{totals['current'] / totals['savefig']:>6.2f}"
+    )
     return 0 if same_everywhere else 1
 
 

@@ -109,20 +109,27 @@ def cdf_ab(repeat: int) -> None:
 
     quadrature, survival = core.beta_mixture_cdf, core.beta_survival
     rng = np.random.default_rng(5)
-    partition = pd.DataFrame({"domain": "suite0", "subdomain": [f"sub{j}" for j in range(4)], "n": 50,
-                              "k": rng.binomial(50, 0.6, 4)})
-    cases = {"partition (1 domain x 4 subdomains x 50 items)": partition,
-             "paper baseline (2 x 2 x 80)": synthetic_counts(2, 2)}
-    print("subdomain level: betainc table and betaincc (before) vs quadrature and beta_survival (now); "
-          f"one core, CPU s, best of {repeat}")
+    partition = pd.DataFrame(
+        {"domain": "suite0", "subdomain": [f"sub{j}" for j in range(4)], "n": 50, "k": rng.binomial(50, 0.6, 4)}
+    )
+    cases = {
+        "partition (1 domain x 4 subdomains x 50 items)": partition,
+        "paper baseline (2 x 2 x 80)": synthetic_counts(2, 2),
+    }
+    print(
+        "subdomain level: betainc table and betaincc (before) vs quadrature and beta_survival (now); "
+        f"one core, CPU s, best of {repeat}"
+    )
     print(f"{'case':>48} {'before s':>9} {'now s':>8} {'ratio':>6} {'max |diff|':>11}")
     for name, counts in cases.items():
         settings = ReliabilitySettings(seed=3)
         seconds = {"before": [], "now": []}
         results = {}
         for run in range(repeat + 1):  # the first round warms up
-            for label, tabulate, tail in (("before", _betainc_mixture_cdf, _betaincc_survival),
-                                          ("now", quadrature, survival)):
+            for label, tabulate, tail in (
+                ("before", _betainc_mixture_cdf, _betaincc_survival),
+                ("now", quadrature, survival),
+            ):
                 core.beta_mixture_cdf, core.beta_survival = tabulate, tail
                 try:
                     start = time.process_time()
@@ -148,8 +155,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer points per sweep, one repeat")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per point (best is reported)")
-    parser.add_argument("--cdf-ab", action="store_true",
-                        help="only the subdomain level's A/B (betainc table and betaincc vs quadrature and beta_survival)")
+    parser.add_argument(
+        "--cdf-ab",
+        action="store_true",
+        help="only the subdomain level's A/B (betainc table and betaincc vs quadrature and beta_survival)",
+    )
     args = parser.parse_args()
     if args.cdf_ab:
         cdf_ab(max(1, args.repeat))
@@ -160,7 +170,9 @@ def main() -> None:
         "subdomains": [2, 10, 40] if args.quick else [2, 5, 10, 20, 40],
         "configurations": [40, 160, 320] if args.quick else [40, 80, 160, 320],
     }
-    print(f"HIP-LLM reliability benchmark (one core; best of {repeat}; baseline m=2, n=2, K=160, S=3000, G=2000, T=201)")
+    print(
+        f"HIP-LLM reliability benchmark (one core; best of {repeat}; baseline m=2, n=2, K=160, S=3000, G=2000, T=201)"
+    )
     header = f"{'sweep':>15} {'value':>6} {'seconds':>8} {'cpu s':>7} {'peak MiB':>9} {'paper MB':>9} {'mem ratio':>9}"
     print(header)
     print("-" * len(header))
@@ -180,7 +192,10 @@ def main() -> None:
             secs.append(cpu)
             mems.append(peak)
             mark = "~" if interpolated else " "
-            print(f"{sweep:>15} {value:>6} {seconds:>8.3f} {cpu:>7.3f} {peak:>9.1f} {mark}{paper:>8.1f} {ratio:>9.2f}", flush=True)
+            print(
+                f"{sweep:>15} {value:>6} {seconds:>8.3f} {cpu:>7.3f} {peak:>9.1f} {mark}{paper:>8.1f} {ratio:>9.2f}",
+                flush=True,
+            )
         fits[sweep] = (slope(values, secs), slope(values, mems))
     print()
     print("scaling exponents (log-log slope):   cpu    memory   (paper: time ~linear in m, K, G; sub-quadratic in n)")
@@ -188,8 +203,12 @@ def main() -> None:
         print(f"{sweep:>34} {t:6.2f} {m:8.2f}")
     print()
     verdict = "meets" if baseline_seconds is not None and baseline_seconds < BASELINE_TARGET_SECONDS else "MISSES"
-    print(f"baseline: {baseline_seconds:.3f} s wall, {baseline_cpu:.3f} s cpu ({verdict} the < {BASELINE_TARGET_SECONDS:.0f} s target on wall time)")
-    print(f"memory: largest ratio ours / Table 6 = {worst_ratio:.2f} ({'below' if worst_ratio < 1 else 'NOT below'} the paper at every point)")
+    print(
+        f"baseline: {baseline_seconds:.3f} s wall, {baseline_cpu:.3f} s cpu ({verdict} the < {BASELINE_TARGET_SECONDS:.0f} s target on wall time)"
+    )
+    print(
+        f"memory: largest ratio ours / Table 6 = {worst_ratio:.2f} ({'below' if worst_ratio < 1 else 'NOT below'} the paper at every point)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def parse(output: str) -> dict[str, float]:
     if not (rebuild and new_model):
         raise ValueError("the scale benchmark printed no rebuild or new-model time:\n" + output[-3000:])
     found = {"rebuild wall s": float(rebuild.group(1)), "new model wall s": float(new_model.group(1))}
-    parts = {"rebuild": output[:new_model.start()], "new model": output[new_model.start():]}
+    parts = {"rebuild": output[: new_model.start()], "new model": output[new_model.start() :]}
     for part, text in parts.items():
         for line in text.splitlines():
             row = _ASSET_ROW.match(line.strip())
@@ -53,8 +53,19 @@ def parse(output: str) -> dict[str, float]:
 
 
 def run_scale(tree: Path, folder: Path, args) -> dict[str, float]:
-    command = [sys.executable, str(tree / "benchmarks" / "pipeline_benchmark.py"), "scale", "--models", str(args.models),
-               "--item-sd", str(args.item_sd), "--glm", "fast", "--keep", str(folder)]
+    command = [
+        sys.executable,
+        str(tree / "benchmarks" / "pipeline_benchmark.py"),
+        "scale",
+        "--models",
+        str(args.models),
+        "--item-sd",
+        str(args.item_sd),
+        "--glm",
+        "fast",
+        "--keep",
+        str(folder),
+    ]
     # the tree's own packages first (the editable install points at this checkout)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
@@ -80,29 +91,45 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="scale-ab-") as work:
         work = Path(work)
         baseline = work / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.baseline_rev],
+            check=True,
+            capture_output=True,
+        )
         trees = {f"baseline {args.baseline_rev}": baseline, "this checkout": REPO}
         try:
             for round_ in range(args.rounds):
-                for name in (list(trees) if round_ % 2 == 0 else list(trees)[::-1]):
-                    result = run_scale(trees[name], work / f"lake-{round_}-{len(results.get(name, []))}-{name[:4]}", args)
+                for name in list(trees) if round_ % 2 == 0 else list(trees)[::-1]:
+                    result = run_scale(
+                        trees[name], work / f"lake-{round_}-{len(results.get(name, []))}-{name[:4]}", args
+                    )
                     results.setdefault(name, []).append(result)
-                    print(f"round {round_ + 1}, {name}: rebuild {result['rebuild wall s']:.1f} s, new model "
-                          f"{result['new model wall s']:.1f} s"
-                          + (" (a run failed)" if result["failed runs (exit status)"] else ""), flush=True)
+                    print(
+                        f"round {round_ + 1}, {name}: rebuild {result['rebuild wall s']:.1f} s, new model "
+                        f"{result['new model wall s']:.1f} s"
+                        + (" (a run failed)" if result["failed runs (exit status)"] else ""),
+                        flush=True,
+                    )
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
 
     names = list(trees)
-    keys = sorted({k for runs in results.values() for run in runs for k in run} - {"failed runs (exit status)"},
-                  key=lambda k: (" step s" in k, k))
-    print(f"\nscale --models {args.models} --item-sd {args.item_sd} --glm fast, {args.rounds} run(s) per tree, "
-          f"alternating; {time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    keys = sorted(
+        {k for runs in results.values() for run in runs for k in run} - {"failed runs (exit status)"},
+        key=lambda k: (" step s" in k, k),
+    )
+    print(
+        f"\nscale --models {args.models} --item-sd {args.item_sd} --glm fast, {args.rounds} run(s) per tree, "
+        f"alternating; {time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(f"{'(medians)':<36}" + "".join(f"{n:>22}" for n in names) + f"{'ratio this / baseline':>24}")
     for key in keys:
-        values = [statistics.median(run[key] for run in results[n] if key in run) if any(key in run for run in results[n])
-                  else float("nan") for n in names]
+        values = [
+            statistics.median(run[key] for run in results[n] if key in run)
+            if any(key in run for run in results[n])
+            else float("nan")
+            for n in names
+        ]
         print(f"{key:<36}" + "".join(f"{v:22.1f}" for v in values) + f"{values[1] / values[0]:24.2f}")
     return 0
 

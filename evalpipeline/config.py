@@ -84,8 +84,10 @@ def read_config(path: Path, label: str | None = None) -> dict:
     try:
         return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{where}: not UTF-8 text (TOML must be): byte 0x{data[exc.start]:02x} on line {line}") from exc
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{where}: not UTF-8 text (TOML must be): byte 0x{data[exc.start]:02x} on line {line}"
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: invalid TOML: {exc}") from exc
 

@@ -32,8 +32,14 @@ defs = Definitions(
     assets=[*PARTITION_ASSETS, *SUITE_ASSETS, *MODEL_ASSETS, *LAKE_ASSETS, *ON_REQUEST_ASSETS],
     jobs=[ingest_and_fit_job, suite_job, comparison_job, model_job, model_profile_job, lake_job, prepare_samplers],
     schedules=[build_nightly_schedule(ingest_and_fit_job, PARTITION_ASSETS)],
-    sensors=[landing_sensor, record_run_failures, resolve_run_failures, rerun_rest_of_failed_ranges, automation_sensor,
-             sampler_requests],
+    sensors=[
+        landing_sensor,
+        record_run_failures,
+        resolve_run_failures,
+        rerun_rest_of_failed_ranges,
+        automation_sensor,
+        sampler_requests,
+    ],
     resources=configured_resources(),
     executor=configured_executor(),
 )

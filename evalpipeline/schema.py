@@ -176,8 +176,9 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None 
     for name in typed:
         if name not in frame.columns:
             frame[name] = None
-    covariates = typed + sorted(c for c in frame.columns if c.startswith(COVARIATE_PREFIX) and c not in typed
-                                and frame[c].notna().any())
+    covariates = typed + sorted(
+        c for c in frame.columns if c.startswith(COVARIATE_PREFIX) and c not in typed and frame[c].notna().any()
+    )
     full = schema
     for name in covariates:
         if name in typed:
@@ -195,8 +196,10 @@ def to_arrow(frame: pd.DataFrame, schema: pa.Schema, *, extra: pa.Schema | None 
             try:
                 pa.Array.from_pandas(frame[name], type=field.type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
-                raise SchemaError(f"covariate {name!r} was {field.type} in the source's earlier rows and cannot "
-                                  f"hold these: {exc}; give it one type (all numbers or all text)") from exc
+                raise SchemaError(
+                    f"covariate {name!r} was {field.type} in the source's earlier rows and cannot "
+                    f"hold these: {exc}; give it one type (all numbers or all text)"
+                ) from exc
         raise SchemaError(f"cannot cast to the canonical schema: {exc}") from exc
 
 
@@ -220,9 +223,11 @@ def _mixed_covariate(frame: pd.DataFrame, name: str, exc: Exception) -> str:
             at = f" at row {int(frame.at[row, 'sample_index'])}"
         return f" in {frame.at[row, 'log_path']}{at}" if files else at
 
-    return (f"covariate {name!r} mixes value types: {type(present.iloc[0]).__name__} {present.iloc[0]!r} first"
-            f"{where(first) if files else ''}, then {type(odd.iloc[0]).__name__} {odd.iloc[0]!r}{where(index)}; "
-            "give it one type (all numbers or all text)")
+    return (
+        f"covariate {name!r} mixes value types: {type(present.iloc[0]).__name__} {present.iloc[0]!r} first"
+        f"{where(first) if files else ''}, then {type(odd.iloc[0]).__name__} {odd.iloc[0]!r}{where(index)}; "
+        "give it one type (all numbers or all text)"
+    )
 
 
 def covariate_schema(table: pa.Schema) -> pa.Schema:
@@ -231,8 +236,10 @@ def covariate_schema(table: pa.Schema) -> pa.Schema:
 
 
 #: Covariate columns: as many as the ingest maps, each named cov_<name>.
-COVARIATE_DOC = ("a covariate mapped from sample metadata or a table column (--metadata-map / --map "
-                 "cov_<name>=...), one column per covariate; absent when none is mapped")
+COVARIATE_DOC = (
+    "a covariate mapped from sample metadata or a table column (--metadata-map / --map "
+    "cov_<name>=...), one column per covariate; absent when none is mapped"
+)
 
 
 def column_docs(*, quarantine: bool = False) -> dict[str, str]:
@@ -241,8 +248,9 @@ def column_docs(*, quarantine: bool = False) -> dict[str, str]:
     ``model`` and ``suite`` are Hive partition columns: in the folder names, not in the files."""
     docs = {}
     for c in SAMPLE_COLUMNS:
-        docs[c.name] = c.doc + (" (in the folder name, not the file: read the folder to get it)"
-                                if c.name in PARTITION_COLUMNS else "")
+        docs[c.name] = c.doc + (
+            " (in the folder name, not the file: read the folder to get it)" if c.name in PARTITION_COLUMNS else ""
+        )
     docs[f"{COVARIATE_PREFIX}<name>"] = COVARIATE_DOC
     if quarantine:
         docs[REASON_COLUMN.name] = REASON_COLUMN.doc

@@ -62,6 +62,7 @@ from evalpipeline.config import ConfigError, config_path, read_config
 from evalpipeline.ingest.base import DEFAULT_METADATA_MAP, IngestOptions
 from evalpipeline.ingest.scores import DEFAULT_VALUE_MAP, ScoreNormalisation
 
+
 def _table(path, data: dict, name: str, label: str | None = None) -> dict:
     """``data[name]`` when it is a TOML table ({} when absent); ConfigError naming it otherwise
     (``glm = 3`` would otherwise fail as an AttributeError in whichever reader met it first)."""
@@ -132,15 +133,22 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [ingest]: {unknown}; known: {sorted(known)}")
     tables = {name: _table(path, data, name, f"ingest.{name}") for name in ("scores", "wide", "columns", "metadata")}
-    for table, table_known in (("scores", {"value_map", "scorer", "score_key", "numeric_range"}), ("wide", {"suite", "model"})):
+    for table, table_known in (
+        ("scores", {"value_map", "scorer", "score_key", "numeric_range"}),
+        ("wide", {"suite", "model"}),
+    ):
         unknown = sorted(set(tables[table]) - table_known)
         if unknown:
             raise ConfigError(f"{path}: unknown keys in [ingest.{table}]: {unknown}; known: {sorted(table_known)}")
     check_types(path, "ingest", data, INGEST_DEFAULTS)
     if data.get("chunk_rows", 1) < 1:  # the readers would stream chunks of 0 rows, or of -1 (all at once)
         raise ConfigError(f"{path}: [ingest] chunk_rows must be a whole number >= 1, got {data['chunk_rows']!r}")
-    check_types(path, "ingest.scores", tables["scores"], {"value_map": None, "scorer": "", "score_key": "",
-                                                          "numeric_range": (0.0, 1.0)})
+    check_types(
+        path,
+        "ingest.scores",
+        tables["scores"],
+        {"value_map": None, "scorer": "", "score_key": "", "numeric_range": (0.0, 1.0)},
+    )
     check_types(path, "ingest.wide", tables["wide"], {"suite": "", "model": ""})
     for name in ("columns", "metadata"):
         check_types(path, f"ingest.{name}", tables[name], dict.fromkeys(tables[name], ""))
@@ -151,8 +159,9 @@ def load_ingest_options(path: Path | None = None, **overrides: Any) -> IngestOpt
             raise ConfigError(f"{path}: [ingest.scores] value_map {label} must be a number, got {value!r}")
     span = tables["scores"].get("numeric_range", [0.0, 1.0])
     if len(span) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in span):
-        raise ConfigError(f"{path}: [ingest.scores] numeric_range must be an array of two numbers [low, high], "
-                          f"got {span!r}")
+        raise ConfigError(
+            f"{path}: [ingest.scores] numeric_range must be an array of two numbers [low, high], got {span!r}"
+        )
     if data.get("format", "auto") not in ("auto", *FORMATS):
         raise ConfigError(f"{path}: [ingest] format must be one of {['auto', *FORMATS]}, got {data['format']!r}")
     source = str(path) if path is not None else "ingest options"
@@ -179,7 +188,11 @@ def _ingest_options(data: dict, tables: dict, overrides: dict, source: str) -> I
                 _first(overrides.pop("accept_incomplete_logs", None), data.get("accept_incomplete_logs"), False)
             ),
             "column_map": {**tables["columns"], **(overrides.pop("column_map", None) or {})},
-            "metadata_map": {**DEFAULT_METADATA_MAP, **tables["metadata"], **(overrides.pop("metadata_map", None) or {})},
+            "metadata_map": {
+                **DEFAULT_METADATA_MAP,
+                **tables["metadata"],
+                **(overrides.pop("metadata_map", None) or {}),
+            },
             "suite": _first(overrides.pop("suite", None), wide.get("suite")),
             "model": _first(overrides.pop("model", None), wide.get("model")),
             "chunk_rows": int(_first(overrides.pop("chunk_rows", None), data.get("chunk_rows"), 50_000)),
@@ -205,8 +218,10 @@ def _check_priors(path, priors: dict) -> None:
             raise ConfigError(f"{path}: [glm.priors.{name}] must be a table of prior arguments")
         fixed = sorted(set(values) & NOT_PRIOR_ARGUMENTS)
         if fixed:
-            raise ConfigError(f"{path}: [glm.priors.{name}] {fixed[0]} is not a prior: the fit sets it (the data, or "
-                              f"the [glm] setting of that name where there is one)")
+            raise ConfigError(
+                f"{path}: [glm.priors.{name}] {fixed[0]} is not a prior: the fit sets it (the data, or "
+                f"the [glm] setting of that name where there is one)"
+            )
         unknown = sorted(set(values) - prior_arguments(name))
         if unknown:
             known = sorted(a for a in prior_arguments(name) if a.endswith(("_scale", "_prior", "_loc", "_sd", "_rate")))
@@ -216,12 +231,20 @@ def _check_priors(path, priors: dict) -> None:
         defaults = {k: 1.0 if v is None and k.endswith(_POSITIVE_PRIOR_ARGUMENTS) else v for k, v in defaults.items()}
         check_types(path, f"glm.priors.{name}", values, defaults)
         for argument, value in values.items():
-            if argument.endswith(_POSITIVE_PRIOR_ARGUMENTS) and isinstance(defaults.get(argument), float) and not value > 0:
-                raise ConfigError(f"{path}: [glm.priors.{name}] {argument} is a scale, rate or concentration and "
-                                  f"must be positive, got {value!r}")
+            if (
+                argument.endswith(_POSITIVE_PRIOR_ARGUMENTS)
+                and isinstance(defaults.get(argument), float)
+                and not value > 0
+            ):
+                raise ConfigError(
+                    f"{path}: [glm.priors.{name}] {argument} is a scale, rate or concentration and "
+                    f"must be positive, got {value!r}"
+                )
             if argument in _PRIOR_CHOICES and value not in _PRIOR_CHOICES[argument]:
-                raise ConfigError(f"{path}: [glm.priors.{name}] {argument} must be one of "
-                                  f"{list(_PRIOR_CHOICES[argument])}, got {value!r}")
+                raise ConfigError(
+                    f"{path}: [glm.priors.{name}] {argument} must be one of "
+                    f"{list(_PRIOR_CHOICES[argument])}, got {value!r}"
+                )
 
 
 #: Model-function arguments that are not priors (evalpipeline.models.fit.prior_arguments offers the whole
@@ -315,8 +338,13 @@ def _check_taxonomy_file(path, taxonomy: str | None) -> None:
     if taxonomy is None or not Path(taxonomy).exists():
         return
     data = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("reliability", {}) if path is not None else {}
-    source = (f"{path}: [reliability] taxonomy" if data.get("taxonomy")
-              else f"${TAXONOMY_ENV}" if os.environ.get(TAXONOMY_ENV, "").strip() else "the default taxonomy")
+    source = (
+        f"{path}: [reliability] taxonomy"
+        if data.get("taxonomy")
+        else f"${TAXONOMY_ENV}"
+        if os.environ.get(TAXONOMY_ENV, "").strip()
+        else "the default taxonomy"
+    )
     where = f"{source} = {taxonomy!r}"
     if not Path(taxonomy).is_file():
         raise ConfigError(f"{where}: {Path(taxonomy).resolve()} is not a file")
@@ -325,20 +353,26 @@ def _check_taxonomy_file(path, taxonomy: str | None) -> None:
     except OSError as exc:
         raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 text (TOML must be): byte 0x{exc.object[exc.start]:02x} at offset "
-                          f"{exc.start}") from None
+        raise ConfigError(
+            f"{where}: not UTF-8 text (TOML must be): byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        ) from None
 
 
 def _check_configurations_cover_corners(path, settings) -> None:
     """Every corner of a box is one of its configurations (reliability.core.hyperparameter_configurations
     refuses fewer): checked here, or every reliability step would fail on it."""
-    boxes = {"[reliability.box]": settings.box, **{f"the box of domain {d!r}": b for d, b in settings.domain_boxes.items()}}
+    boxes = {
+        "[reliability.box]": settings.box,
+        **{f"the box of domain {d!r}": b for d, b in settings.domain_boxes.items()},
+    }
     for name, box in boxes.items():
         corners = len(box.corners())
         if settings.n_configurations < corners:
-            raise ConfigError(f"{path}: [reliability] n_configurations must be at least the {corners} distinct "
-                              f"corners of {name} (each corner is always a configuration), got "
-                              f"{settings.n_configurations}")
+            raise ConfigError(
+                f"{path}: [reliability] n_configurations must be at least the {corners} distinct "
+                f"corners of {name} (each corner is always a configuration), got "
+                f"{settings.n_configurations}"
+            )
 
 
 def _check_reliability_values(path, data: dict) -> None:
@@ -363,14 +397,16 @@ def _check_reliability_values(path, data: dict) -> None:
     _check_box(path, "reliability.box", data.get("box", {}))
     threshold = data.get("success_threshold", 1.0)
     if not 0.0 < threshold <= 1.0:
-        raise ConfigError(f"{path}: [reliability] success_threshold must be in (0, 1] (a graded score counts as a "
-                          f"success when it is at least this), got {threshold!r}")
+        raise ConfigError(
+            f"{path}: [reliability] success_threshold must be in (0, 1] (a graded score counts as a "
+            f"success when it is at least this), got {threshold!r}"
+        )
 
 
 #: Fields of ReliabilitySettings that the configuration cannot set, and why: the lake sets them itself
 _RELIABILITY_NOT_SETTINGS = {
     "seed": "each partition's and model's assessment is seeded from its names (evalpipeline.steps.reliability), "
-            "so that reruns and the model's and suites' views agree; remove it",
+    "so that reruns and the model's and suites' views agree; remove it",
     "domain_seeds": "a one-suite domain of a model takes its suite's seed (evalpipeline.steps.reliability); remove it",
     "profile": "the operational profile is the taxonomy file's [profile] table ([reliability] taxonomy)",
     "domain_boxes": "the configuration sets one credal box for every domain, [reliability.box]",
@@ -383,8 +419,11 @@ def _check_box(path, table: str, box: dict) -> None:
     if unknown:
         raise ConfigError(f"{path}: unknown keys in [{table}]: {unknown}; known: ['a', 'b', 'c', 'd']")
     for key, value in box.items():
-        if (not isinstance(value, list) or len(value) != 2
-                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)):
+        if (
+            not isinstance(value, list)
+            or len(value) != 2
+            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
+        ):
             raise ConfigError(f"{path}: [{table}] {key} must be an array of two numbers [low, high], got {value!r}")
 
 
@@ -432,8 +471,13 @@ def load_validation_settings(path: Path | None = None):
 #: ``[posterior]`` defaults: the uniform Beta(1, 1) prior, a 95% HPDI and the position paper's Gamma(1, 1) on the
 #: concentration of a unit's attempts (Eq. 8). The post's Gamma(2, 0.1) leans to weak clustering: planted
 #: 40 items x 5 epochs (concentration 2) gave its headline intervals 0.92 coverage at 95%, Gamma(1, 1) 0.955.
-POSTERIOR_DEFAULTS = {"prior_a": 1.0, "prior_b": 1.0, "hpdi_mass": 0.95, "concentration_shape": 1.0,
-                      "concentration_rate": 1.0}
+POSTERIOR_DEFAULTS = {
+    "prior_a": 1.0,
+    "prior_b": 1.0,
+    "hpdi_mass": 0.95,
+    "concentration_shape": 1.0,
+    "concentration_rate": 1.0,
+}
 
 
 def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
@@ -457,8 +501,9 @@ def load_posterior_settings(path: Path | None = None) -> dict[str, float]:
         values[name] = float(value)
     for first, second in (("prior_a", "prior_b"), ("concentration_shape", "concentration_rate")):
         if min(values[first], values[second]) <= 0:
-            raise ConfigError(f"{path}: [posterior] {first} and {second} must be positive, got "
-                              f"{values[first]} and {values[second]}")
+            raise ConfigError(
+                f"{path}: [posterior] {first} and {second} must be positive, got {values[first]} and {values[second]}"
+            )
     if not 0.0 < values["hpdi_mass"] < 1.0:
         raise ConfigError(f"{path}: [posterior] hpdi_mass must be in (0, 1), got {values['hpdi_mass']}")
     return values
@@ -510,9 +555,12 @@ def load_comparison_settings(path: Path | None = None):
     from evalpipeline.steps.comparison import ComparisonSettings
 
     values = load_posterior_settings(path)
-    return ComparisonSettings(prior=(values["prior_a"], values["prior_b"]), mass=values["hpdi_mass"],
-                              concentration_prior=(values["concentration_shape"], values["concentration_rate"]),
-                              judges=load_judge_settings(path))
+    return ComparisonSettings(
+        prior=(values["prior_a"], values["prior_b"]),
+        mass=values["hpdi_mass"],
+        concentration_prior=(values["concentration_shape"], values["concentration_rate"]),
+        judges=load_judge_settings(path),
+    )
 
 
 def load_glm_config(path: Path | None = None):
@@ -555,13 +603,19 @@ def load_glm_config(path: Path | None = None):
     thresholds = _table(path, data, "thresholds", "glm.thresholds")
     priors = _table(path, data, "priors", "glm.priors")
     data.pop("thresholds", None), data.pop("priors", None)
-    check_types(path, "glm", data, {**_dataclass_defaults(FitSettings), "graded": "threshold", "graded_threshold": 0.5,
-                                    "models": ()})
+    check_types(
+        path,
+        "glm",
+        data,
+        {**_dataclass_defaults(FitSettings), "graded": "threshold", "graded_threshold": 0.5, "models": ()},
+    )
     check_types(path, "glm.thresholds", thresholds, _dataclass_defaults(DiagnosticThresholds))
     unknown = sorted(set(thresholds) - set(_dataclass_defaults(DiagnosticThresholds)))
     if unknown:
-        raise ConfigError(f"{path}: unknown keys in [glm.thresholds]: {unknown}; "
-                          f"known: {sorted(_dataclass_defaults(DiagnosticThresholds))}")
+        raise ConfigError(
+            f"{path}: unknown keys in [glm.thresholds]: {unknown}; "
+            f"known: {sorted(_dataclass_defaults(DiagnosticThresholds))}"
+        )
     _check_threshold_ranges(path, thresholds)
     graded = data.pop("graded", "threshold")
     if graded not in GRADED_MODES:
@@ -582,13 +636,17 @@ def load_glm_config(path: Path | None = None):
     known = {f.name for f in dataclasses.fields(FitSettings)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"{path}: unknown keys in [glm]: {unknown}; known: {sorted(known | {'thresholds', 'priors', 'graded', 'graded_threshold', 'models'})}")
+        raise ConfigError(
+            f"{path}: unknown keys in [glm]: {unknown}; known: {sorted(known | {'thresholds', 'priors', 'graded', 'graded_threshold', 'models'})}"
+        )
     _check_priors(path, priors)
     # checked here, not in FitSettings: evalpipeline.models is hashed into every fit's code version
     if "centring_threshold" in data and not float(data["centring_threshold"]) > 0:
-        raise ConfigError(f"{path}: [glm] centring_threshold must be > 0 (a level is centred when its groups' data "
-                          f"information x variance reaches it), got {data['centring_threshold']!r}; "
-                          'to centre every level, set centring = "centred"')
+        raise ConfigError(
+            f"{path}: [glm] centring_threshold must be > 0 (a level is centred when its groups' data "
+            f"information x variance reaches it), got {data['centring_threshold']!r}; "
+            'to centre every level, set centring = "centred"'
+        )
     try:
         if "retry_on" in data:
             data["retry_on"] = tuple(data["retry_on"])

@@ -5,8 +5,12 @@ package (the executors, the Dagster adapter) does not import the fitting code.""
 
 __all__ = ["GlmSettings", "IngestSettings", "LakeResource", "PosteriorSettings"]
 
-_HOMES = {"GlmSettings": "resources.fit", "IngestSettings": "resources.lake", "LakeResource": "resources.lake",
-          "PosteriorSettings": "resources.lake"}
+_HOMES = {
+    "GlmSettings": "resources.fit",
+    "IngestSettings": "resources.lake",
+    "LakeResource": "resources.lake",
+    "PosteriorSettings": "resources.lake",
+}
 
 
 def __getattr__(name: str):

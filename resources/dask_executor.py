@@ -46,7 +46,9 @@ class SerialisedDaskExecutor(DaskExecutor):
         from dagster_dask.executor import get_dask_resource_requirements
 
         if not plan_context.instance.is_persistent:
-            raise ValueError("Dask execution needs a persistent Dagster instance (set DAGSTER_HOME) that the workers can reach")
+            raise ValueError(
+                "Dask execution needs a persistent Dagster instance (set DAGSTER_HOME) that the workers can reach"
+            )
         common = {
             "job": plan_context.reconstructable_job,
             "run": plan_context.dagster_run,

@@ -72,8 +72,9 @@ def step_threads(environ: Mapping[str, str] | None = None) -> int:
     environ = os.environ if environ is None else environ
     raw = environ.get(STEP_THREADS_ENV, "").strip() or "1"
     if not raw.isdigit():
-        raise ValueError(f"{STEP_THREADS_ENV} must be a whole number of threads (0: the libraries' defaults), "
-                         f"got {raw!r}")
+        raise ValueError(
+            f"{STEP_THREADS_ENV} must be a whole number of threads (0: the libraries' defaults), got {raw!r}"
+        )
     return int(raw)
 
 
@@ -111,6 +112,8 @@ def code_location():
     import importlib
 
     return importlib.import_module(DEFINITIONS_MODULE).defs
+
+
 #: What a step process imports before its work starts: the code location (Dagster, JAX, numpyro,
 #: ArviZ, pandas, pyarrow, matplotlib; ~4.4 s) and Great Expectations (~1.6 s, imported by the
 #: validation steps). None of it starts a thread or initialises JAX's backend, so forking after it
@@ -135,7 +138,9 @@ def _forkserver_unless_configured(config: dict) -> dict:
 #: seven steps in a model x suite run. A run config's ``execution: config: start_method: spawn: {}``
 #: restores it.
 local_executor = multiprocess_executor.configured(
-    _forkserver_unless_configured, name="multiprocess", config_schema=multiprocess_executor.config_schema,
+    _forkserver_unless_configured,
+    name="multiprocess",
+    config_schema=multiprocess_executor.config_schema,
 )
 
 
@@ -221,8 +226,12 @@ def execute_partitions(
     if concurrent_runs < 1:
         raise ValueError(f"concurrent_runs must be at least 1, got {concurrent_runs}")
     requests = [
-        (job_name, None if key is None else dict(getattr(key, "keys_by_dimension", {})) or str(key),
-         dict(run_config or {}), list(assets or []))
+        (
+            job_name,
+            None if key is None else dict(getattr(key, "keys_by_dimension", {})) or str(key),
+            dict(run_config or {}),
+            list(assets or []),
+        )
         for key in partition_keys
     ]
     if concurrent_runs == 1:
@@ -323,9 +332,20 @@ def start_dask_cluster(
 
     try:
         spawn(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", host, "--port", str(port),
-             # the dashboards (HTTP, no authentication) stay on loopback whatever --host serves the cluster
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)],
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                host,
+                "--port",
+                str(port),
+                # the dashboards (HTTP, no authentication) stay on loopback whatever --host serves the cluster
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
             "scheduler",
         )
         deadline = time.monotonic() + timeout
@@ -333,14 +353,31 @@ def start_dask_cluster(
         while address is None:
             _check_alive(processes, log_dir)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the Dask scheduler did not start within {timeout:.0f}s; see {log_dir}/scheduler.log")
+                raise TimeoutError(
+                    f"the Dask scheduler did not start within {timeout:.0f}s; see {log_dir}/scheduler.log"
+                )
             time.sleep(0.1)
             address = _scheduler_address(scheduler_file)
         for number in range(1, n_workers + 1):
-            args = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host,
-                    "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-                    "--name", f"worker-{number}",
-                    "--local-directory", str(log_dir / f"worker-{number}")]
+            args = [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--host",
+                host,
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--name",
+                f"worker-{number}",
+                "--local-directory",
+                str(log_dir / f"worker-{number}"),
+            ]
             for module in preload:
                 args += ["--preload", module]
             spawn(args, f"worker-{number}")
@@ -363,7 +400,9 @@ def _scheduler_address(scheduler_file: Path) -> str | None:
 def _check_alive(processes: list[subprocess.Popen], log_dir: Path) -> None:
     for process in processes:
         if process.poll() is not None:
-            raise RuntimeError(f"a Dask process exited with code {process.returncode}: {process.args}; logs in {log_dir}")
+            raise RuntimeError(
+                f"a Dask process exited with code {process.returncode}: {process.args}; logs in {log_dir}"
+            )
 
 
 def _wait_for_workers(address: str, n_workers: int, deadline: float, processes, log_dir: Path) -> list[int]:
@@ -449,13 +488,26 @@ def run_landing(
     run_config = {"resources": {"lake": {"config": {"root": str(lake), "landing": str(landing)}}}}
     stages = [(job_name, [model_suite_key(m, s) for m, s in pairs])]
     if all_stages:
-        suites, models = sorted({to_partition_key(s) for _, s in pairs}), sorted({to_partition_key(m) for m, _ in pairs})
-        stages += [("suite_analysis", suites), ("suite_comparisons", suites), ("model_analysis", models),
-                   ("lake_reports", [None])]
+        suites, models = (
+            sorted({to_partition_key(s) for _, s in pairs}),
+            sorted({to_partition_key(m) for m, _ in pairs}),
+        )
+        stages += [
+            ("suite_analysis", suites),
+            ("suite_comparisons", suites),
+            ("model_analysis", models),
+            ("lake_reports", [None]),
+        ]
     summaries: list[RunSummary] = []
     for stage_job, keys in stages:
-        summaries += execute_partitions(stage_job, keys, instance=instance, run_config=run_config,
-                                        concurrent_runs=min(concurrent_runs, len(keys)), assets=assets)
+        summaries += execute_partitions(
+            stage_job,
+            keys,
+            instance=instance,
+            run_config=run_config,
+            concurrent_runs=min(concurrent_runs, len(keys)),
+            assets=assets,
+        )
     return summaries
 
 
@@ -474,15 +526,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs=2, action="append", metavar=("MODEL", "SUITE"))
     parser.add_argument("--asset", action="append", help="run only these assets of the job (repeatable)")
     parser.add_argument("--concurrent-runs", type=int, default=1, help="runs in flight at once (default 1)")
-    parser.add_argument("--all-stages", action="store_true",
-                        help="after ingest_and_fit, the suite, comparison, model and lake-wide jobs (the whole demo job)")
+    parser.add_argument(
+        "--all-stages",
+        action="store_true",
+        help="after ingest_and_fit, the suite, comparison, model and lake-wide jobs (the whole demo job)",
+    )
     parser.add_argument("--json", type=Path, help="write one summary per run here")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with DagsterInstance.get() as instance:
         summaries = run_landing(
-            args.job, lake=args.lake.resolve(), landing=args.landing.resolve(), instance=instance,
-            only=args.only, concurrent_runs=args.concurrent_runs, assets=args.asset, all_stages=args.all_stages,
+            args.job,
+            lake=args.lake.resolve(),
+            landing=args.landing.resolve(),
+            instance=instance,
+            only=args.only,
+            concurrent_runs=args.concurrent_runs,
+            assets=args.asset,
+            all_stages=args.all_stages,
         )
     report = {
         "executor": configured_executor().name,

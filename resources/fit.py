@@ -37,12 +37,14 @@ class GlmSettings(ConfigurableResource):
     exactly the fits made under the old one stale."""
 
     compilation_cache_dir: str = Field(
-        default="", description="persistent JAX compilation cache, with the traced samplers under programs/; "
-                                "empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax"
+        default="",
+        description="persistent JAX compilation cache, with the traced samplers under programs/; "
+        "empty = $EVALPIPELINE_JAX_CACHE or <lake>/.cache/jax",
     )
     cache_max_mb: int = Field(
-        default=0, description="bound of the compilation cache in MiB (least recently used entries go first; the "
-                               f"traced programs get an eighth of it); 0 = ${CACHE_MAX_ENV} or {DEFAULT_CACHE_MAX_MB}"
+        default=0,
+        description="bound of the compilation cache in MiB (least recently used entries go first; the "
+        f"traced programs get an eighth of it); 0 = ${CACHE_MAX_ENV} or {DEFAULT_CACHE_MAX_MB}",
     )
 
     def config(self) -> GlmConfig:
@@ -61,8 +63,7 @@ class GlmSettings(ConfigurableResource):
 
     def cache_dir(self, lake_root: Path) -> Path:
         """The persistent compilation cache of fits in the lake at ``lake_root``."""
-        return Path(self.compilation_cache_dir or os.environ.get(CACHE_DIR_ENV)
-                    or Path(lake_root) / ".cache" / "jax")
+        return Path(self.compilation_cache_dir or os.environ.get(CACHE_DIR_ENV) or Path(lake_root) / ".cache" / "jax")
 
     def program_cache(self, lake_root: Path) -> Path:
         """The traced samplers beside it (evalpipeline.models.fit._load_runner), and the requests to prepare
@@ -81,6 +82,10 @@ class GlmSettings(ConfigurableResource):
         # one fitting step per core: XLA's intra-op pool gets the step's threads, not one per CPU
         # (resources.executors.step_threads; parallel chains keep XLA's default)
         threads = step_threads()
-        configure_jax(compilation_cache_dir=cache, host_devices=os.cpu_count() if parallel else None,
-                      cache_max_bytes=limit, intra_op_threads=None if parallel or threads == 0 else threads)
+        configure_jax(
+            compilation_cache_dir=cache,
+            host_devices=os.cpu_count() if parallel else None,
+            cache_max_bytes=limit,
+            intra_op_threads=None if parallel or threads == 0 else threads,
+        )
         return process_fitter(str(self.program_cache(lake_root)), limit // 8)

@@ -60,5 +60,9 @@ def configured_resources() -> dict:
     from resources.fit import GlmSettings
 
     check_config()
-    return {"lake": LakeResource(), "ingest_settings": IngestSettings(), "posterior_settings": PosteriorSettings(),
-            "glm_settings": GlmSettings()}
+    return {
+        "lake": LakeResource(),
+        "ingest_settings": IngestSettings(),
+        "posterior_settings": PosteriorSettings(),
+        "glm_settings": GlmSettings(),
+    }

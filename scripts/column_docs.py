@@ -1,7 +1,7 @@
 """Regenerate docs/output-tables.md's column tables from the column dictionaries in the code.
 
-    .venv/bin/python scripts/column_docs.py          # rewrite the tables in docs/output-tables.md
-    .venv/bin/python scripts/column_docs.py --check  # exit 1 if docs/output-tables.md is out of date (a test runs this)
+.venv/bin/python scripts/column_docs.py          # rewrite the tables in docs/output-tables.md
+.venv/bin/python scripts/column_docs.py --check  # exit 1 if docs/output-tables.md is out of date (a test runs this)
 """
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ START, END = "<!-- columns:start -->", "<!-- columns:end -->"
 def tables() -> list[tuple[str, str, dict[str, str]]]:
     from evalpipeline.steps.accounting import ACCOUNTING_COLUMNS
     from evalpipeline.steps.classification import CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS
-    from evalpipeline.steps.comparison import FIT_STATUS_COLUMNS, LEADERBOARD_COLUMNS, PAIRWISE_TABLE_COLUMNS, PROFILE_COLUMNS
+    from evalpipeline.steps.comparison import (
+        FIT_STATUS_COLUMNS,
+        LEADERBOARD_COLUMNS,
+        PAIRWISE_TABLE_COLUMNS,
+        PROFILE_COLUMNS,
+    )
     from evalpipeline.steps.rankings import RANKING_COLUMNS
     from evalpipeline.models.compare import CRITERIA_COLUMNS
     from evalpipeline.models.fit import DIAGNOSTICS_COLUMNS, SUMMARY_COLUMNS
@@ -35,18 +40,46 @@ def tables() -> list[tuple[str, str, dict[str, str]]]:
         ("Suite leaderboard", "suite_comparison/suite=<key>/leaderboard.parquet", LEADERBOARD_COLUMNS),
         ("Pairwise comparisons", "suite_comparison/suite=<key>/pairwise.parquet", PAIRWISE_TABLE_COLUMNS),
         ("Suite GLMs used or not", "suite_comparison/suite=<key>/fits.parquet", FIT_STATUS_COLUMNS),
-        ("Per-class F1", "suite_comparison/suite=<key>/classification.parquet (suites whose attempts carry class labels)",
-         CLASSIFICATION_COLUMNS),
-        ("Pairwise F1", "suite_comparison/suite=<key>/classification_pairwise.parquet", CLASSIFICATION_PAIRWISE_COLUMNS),
+        (
+            "Per-class F1",
+            "suite_comparison/suite=<key>/classification.parquet (suites whose attempts carry class labels)",
+            CLASSIFICATION_COLUMNS,
+        ),
+        (
+            "Pairwise F1",
+            "suite_comparison/suite=<key>/classification_pairwise.parquet",
+            CLASSIFICATION_PAIRWISE_COLUMNS,
+        ),
         ("Model profile", "model_profile/model=<key>/profile.parquet", PROFILE_COLUMNS),
-        ("GLM summaries", "glm_fits/model=<key>/suite=<key>/<glm>/summary.parquet, glm_suite_fits/suite=<key>/<glm>/summary.parquet", SUMMARY_COLUMNS),
-        ("GLM diagnostics", "glm_fits/model=<key>/suite=<key>/<glm>/diagnostics.parquet, glm_suite_fits/suite=<key>/<glm>/diagnostics.parquet", DIAGNOSTICS_COLUMNS),
-        ("GLM predictive checks", "glm_fits/model=<key>/suite=<key>/<glm>/predictive.parquet, glm_suite_fits/suite=<key>/<glm>/predictive.parquet", PREDICTIVE_COLUMNS),
-        ("GLM pointwise WAIC/LOO terms", "glm_fits/model=<key>/suite=<key>/<glm>/criteria.parquet, glm_suite_fits/suite=<key>/<glm>/criteria.parquet (one row per unit)", CRITERIA_COLUMNS),
+        (
+            "GLM summaries",
+            "glm_fits/model=<key>/suite=<key>/<glm>/summary.parquet, glm_suite_fits/suite=<key>/<glm>/summary.parquet",
+            SUMMARY_COLUMNS,
+        ),
+        (
+            "GLM diagnostics",
+            "glm_fits/model=<key>/suite=<key>/<glm>/diagnostics.parquet, glm_suite_fits/suite=<key>/<glm>/diagnostics.parquet",
+            DIAGNOSTICS_COLUMNS,
+        ),
+        (
+            "GLM predictive checks",
+            "glm_fits/model=<key>/suite=<key>/<glm>/predictive.parquet, glm_suite_fits/suite=<key>/<glm>/predictive.parquet",
+            PREDICTIVE_COLUMNS,
+        ),
+        (
+            "GLM pointwise WAIC/LOO terms",
+            "glm_fits/model=<key>/suite=<key>/<glm>/criteria.parquet, glm_suite_fits/suite=<key>/<glm>/criteria.parquet (one row per unit)",
+            CRITERIA_COLUMNS,
+        ),
         ("WAIC/LOO rankings", "waic_rankings/rankings.parquet", RANKING_COLUMNS),
-        *[(f"Reliability: {name.replace('_', ' ')}",
-           f"reliability/model=<key>/suite=<key>/{name}.parquet, model_reliability/model=<key>/{name}.parquet", columns)
-          for name, columns in RELIABILITY_COLUMNS.items()],
+        *[
+            (
+                f"Reliability: {name.replace('_', ' ')}",
+                f"reliability/model=<key>/suite=<key>/{name}.parquet, model_reliability/model=<key>/{name}.parquet",
+                columns,
+            )
+            for name, columns in RELIABILITY_COLUMNS.items()
+        ],
         ("Ingest accounting", "ingest_accounting/accounting.parquet", ACCOUNTING_COLUMNS),
         ("Run failures", "run_status/failures/<run_id>.parquet", FAILURE_COLUMNS),
     ]
@@ -66,7 +99,9 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/output-tables.md is out of date; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/output-tables.md is out of date; write nothing"
+    )
     check = parser.parse_args(argv).check  # --help or a stray argument exits here, before any write
     text = TABLES_DOC.read_text()
     if START not in text or END not in text:

@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with start_dask_cluster(args.workers, log_dir=log_dir, host=args.host, port=args.port) as cluster:
-        print(f"Dask scheduler {cluster.address}, {args.workers} worker(s) (pids {cluster.worker_pids}); logs in {log_dir}")
+        print(
+            f"Dask scheduler {cluster.address}, {args.workers} worker(s) (pids {cluster.worker_pids}); logs in {log_dir}"
+        )
         print(f"export {EXECUTOR_ENV}=dask {DASK_SCHEDULER_ENV}={cluster.address}")
         print("Ctrl-C stops the cluster.", flush=True)
         try:

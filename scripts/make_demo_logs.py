@@ -114,24 +114,44 @@ MODELS = [
 # moved by up to +-0.1 by subdomain.  Values stay within [0.3, 0.95].
 PLANTED_ACCURACY: dict[str, dict[str, float]] = {
     "mockllm/atlas-large": {
-        "addition": 0.94, "multiplication": 0.88, "division": 0.80,
-        "short_passage": 0.90, "long_passage": 0.79,
-        "file_ops": 0.87, "web_nav": 0.76, "shell": 0.84,
+        "addition": 0.94,
+        "multiplication": 0.88,
+        "division": 0.80,
+        "short_passage": 0.90,
+        "long_passage": 0.79,
+        "file_ops": 0.87,
+        "web_nav": 0.76,
+        "shell": 0.84,
     },
     "mockllm/atlas-small": {
-        "addition": 0.70, "multiplication": 0.58, "division": 0.52,
-        "short_passage": 0.66, "long_passage": 0.53,
-        "file_ops": 0.62, "web_nav": 0.50, "shell": 0.57,
+        "addition": 0.70,
+        "multiplication": 0.58,
+        "division": 0.52,
+        "short_passage": 0.66,
+        "long_passage": 0.53,
+        "file_ops": 0.62,
+        "web_nav": 0.50,
+        "shell": 0.57,
     },
     "mockllm/borealis/v2": {
-        "addition": 0.80, "multiplication": 0.74, "division": 0.65,
-        "short_passage": 0.78, "long_passage": 0.66,
-        "file_ops": 0.75, "web_nav": 0.62, "shell": 0.80,
+        "addition": 0.80,
+        "multiplication": 0.74,
+        "division": 0.65,
+        "short_passage": 0.78,
+        "long_passage": 0.66,
+        "file_ops": 0.75,
+        "web_nav": 0.62,
+        "shell": 0.80,
     },
     "mockllm/cirrus 7b": {
-        "addition": 0.55, "multiplication": 0.42, "division": 0.35,
-        "short_passage": 0.52, "long_passage": 0.38,
-        "file_ops": 0.48, "web_nav": 0.36, "shell": 0.45,
+        "addition": 0.55,
+        "multiplication": 0.42,
+        "division": 0.35,
+        "short_passage": 0.52,
+        "long_passage": 0.38,
+        "file_ops": 0.48,
+        "web_nav": 0.36,
+        "shell": 0.45,
     },
 }
 
@@ -208,31 +228,114 @@ def make_arith(seed: int, subdomain: str, item_id: str) -> Item:
 LETTERS = "ABCD"
 
 
-NAMES = ["Mara", "Tomasz", "Ines", "Kofi", "Yuki", "Priya", "Lars", "Amara",
-         "Diego", "Selin", "Oren", "Freya", "Nikolai", "Hana", "Rafael", "Zainab"]
-JOBS = ["baker", "locksmith", "nurse", "carpenter", "librarian", "welder",
-        "florist", "pharmacist", "surveyor", "tailor"]
-CITIES = ["Lisbon", "Tampere", "Valparaiso", "Kraków", "Nairobi", "Hobart",
-          "Ghent", "Oaxaca", "Sapporo", "Tbilisi", "Quebec", "Porto"]
+NAMES = [
+    "Mara",
+    "Tomasz",
+    "Ines",
+    "Kofi",
+    "Yuki",
+    "Priya",
+    "Lars",
+    "Amara",
+    "Diego",
+    "Selin",
+    "Oren",
+    "Freya",
+    "Nikolai",
+    "Hana",
+    "Rafael",
+    "Zainab",
+]
+JOBS = [
+    "baker",
+    "locksmith",
+    "nurse",
+    "carpenter",
+    "librarian",
+    "welder",
+    "florist",
+    "pharmacist",
+    "surveyor",
+    "tailor",
+]
+CITIES = [
+    "Lisbon",
+    "Tampere",
+    "Valparaiso",
+    "Kraków",
+    "Nairobi",
+    "Hobart",
+    "Ghent",
+    "Oaxaca",
+    "Sapporo",
+    "Tbilisi",
+    "Quebec",
+    "Porto",
+]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 VEHICLES = ["tram", "ferry", "bicycle", "bus", "cable car", "scooter"]
-PLACES = ["harbour", "flea market", "observatory", "botanical garden",
-          "fish market", "public baths", "railway museum", "old fortress"]
+PLACES = [
+    "harbour",
+    "flea market",
+    "observatory",
+    "botanical garden",
+    "fish market",
+    "public baths",
+    "railway museum",
+    "old fortress",
+]
 
-ORGS = ["Meridian Society", "Northwind Trust", "Halcyon Institute",
-        "Cobalt Geographic", "Aster Foundation", "Polaris Guild"]
-REGIONS = ["the Altiplano", "Svalbard", "the Gobi", "Patagonia", "the Pamirs",
-           "Baffin Island", "the Atacama", "Kamchatka"]
-LANDMARKS = ["Crescent Ridge", "the Salt Gate", "Mirror Lake", "the Black Cairn",
-             "Eagle Col", "the Glass Falls", "Vesper Pass"]
-ITEMS_CARRIED = ["seismometers", "weather balloons", "ice corers",
-                 "radio beacons", "drone kits", "soil probes"]
-SPONSORS = ["Ostrander Bank", "Kell Motors", "Lumen Optics", "Varga Shipping",
-            "Brightwater Mills", "Sato Instruments"]
-FINDINGS = ["a fossilised forest", "an unmapped glacier", "a hot spring",
-            "a collapsed lava tube", "a colony of petrels", "a meteorite fragment"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July",
-          "August", "September", "October", "November", "December"]
+ORGS = [
+    "Meridian Society",
+    "Northwind Trust",
+    "Halcyon Institute",
+    "Cobalt Geographic",
+    "Aster Foundation",
+    "Polaris Guild",
+]
+REGIONS = [
+    "the Altiplano",
+    "Svalbard",
+    "the Gobi",
+    "Patagonia",
+    "the Pamirs",
+    "Baffin Island",
+    "the Atacama",
+    "Kamchatka",
+]
+LANDMARKS = [
+    "Crescent Ridge",
+    "the Salt Gate",
+    "Mirror Lake",
+    "the Black Cairn",
+    "Eagle Col",
+    "the Glass Falls",
+    "Vesper Pass",
+]
+ITEMS_CARRIED = ["seismometers", "weather balloons", "ice corers", "radio beacons", "drone kits", "soil probes"]
+SPONSORS = ["Ostrander Bank", "Kell Motors", "Lumen Optics", "Varga Shipping", "Brightwater Mills", "Sato Instruments"]
+FINDINGS = [
+    "a fossilised forest",
+    "an unmapped glacier",
+    "a hot spring",
+    "a collapsed lava tube",
+    "a colony of petrels",
+    "a meteorite fragment",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 READING_QUESTION = (
     "Read the passage below, then summarise it in one or two sentences. "
@@ -269,10 +372,20 @@ def _long_facts(rng: random.Random) -> dict[str, str]:
 
 
 FACT_POOLS: dict[str, list[str]] = {
-    "name": NAMES, "job": JOBS, "city": CITIES, "day": DAYS, "vehicle": VEHICLES,
-    "place": PLACES, "org": ORGS, "region": REGIONS, "leader": NAMES,
-    "carried": ITEMS_CARRIED, "landmark": LANDMARKS, "sponsor": SPONSORS,
-    "finding": FINDINGS, "month": MONTHS,
+    "name": NAMES,
+    "job": JOBS,
+    "city": CITIES,
+    "day": DAYS,
+    "vehicle": VEHICLES,
+    "place": PLACES,
+    "org": ORGS,
+    "region": REGIONS,
+    "leader": NAMES,
+    "carried": ITEMS_CARRIED,
+    "landmark": LANDMARKS,
+    "sponsor": SPONSORS,
+    "finding": FINDINGS,
+    "month": MONTHS,
 }
 
 
@@ -287,8 +400,7 @@ def _short_passage(f: dict[str, str]) -> str:
 
 def _short_summary(f: dict[str, str]) -> str:
     return (
-        f"{f['name']} is a {f['job']} in {f['city']} who rides the {f['vehicle']} "
-        f"to the {f['place']} every {f['day']}."
+        f"{f['name']} is a {f['job']} in {f['city']} who rides the {f['vehicle']} to the {f['place']} every {f['day']}."
     )
 
 
@@ -331,8 +443,7 @@ def make_reading(seed: int, subdomain: str, item_id: str) -> Item:
 
 
 SHORT_KEYS = ["name", "job", "city", "day", "vehicle", "place"]
-LONG_KEYS = ["year", "org", "region", "leader", "team", "carried", "landmark",
-             "days", "sponsor", "finding", "month"]
+LONG_KEYS = ["year", "org", "region", "leader", "team", "carried", "landmark", "days", "sponsor", "finding", "month"]
 
 
 def _fact_dict(subdomain: str, target: str) -> dict[str, str]:
@@ -341,9 +452,20 @@ def _fact_dict(subdomain: str, target: str) -> dict[str, str]:
     return dict(zip(keys, _facts_from_target(target)))
 
 
-SERVICES = ["nginx.service", "redis.service", "postgresql.service", "cron.service",
-            "sshd.service", "docker.service", "rsyslog.service", "cups.service",
-            "bluetooth.service", "chronyd.service", "haproxy.service", "mosquitto.service"]
+SERVICES = [
+    "nginx.service",
+    "redis.service",
+    "postgresql.service",
+    "cron.service",
+    "sshd.service",
+    "docker.service",
+    "rsyslog.service",
+    "cups.service",
+    "bluetooth.service",
+    "chronyd.service",
+    "haproxy.service",
+    "mosquitto.service",
+]
 PROJECTS = ["atlas-api", "ledger", "quartz-ui", "ingest-worker", "billing", "search-svc"]
 EXTS = ["bak", "tmp", "log.1", "orig", "swp"]
 CATEGORIES = ["garden", "kitchen", "camping", "office", "lighting", "pet-care"]
@@ -355,23 +477,33 @@ def make_agentic(seed: int, subdomain: str, item_id: str) -> Item:
     if subdomain == "file_ops":
         proj, ext, size = rng.choice(PROJECTS), rng.choice(EXTS), rng.choice([5, 10, 25, 50])
         dirs = ["build", "out", "cache", "data/raw", "logs", "tmp"]
-        answers = sorted({f"/srv/{proj}/{rng.choice(dirs)}/{rng.choice(['core', 'index', 'dump', 'session', 'export', 'snapshot'])}-{rng.randint(1, 99)}.{ext}"
-                          for _ in range(n)})
-        prompt = (f"The workspace /srv/{proj} is running out of disk space. Find every "
-                  f"file ending in .{ext} that is larger than {size} MB and report their "
-                  f"full paths. End with 'FINAL ANSWER:' followed by a comma-separated list.")
+        answers = sorted(
+            {
+                f"/srv/{proj}/{rng.choice(dirs)}/{rng.choice(['core', 'index', 'dump', 'session', 'export', 'snapshot'])}-{rng.randint(1, 99)}.{ext}"
+                for _ in range(n)
+            }
+        )
+        prompt = (
+            f"The workspace /srv/{proj} is running out of disk space. Find every "
+            f"file ending in .{ext} that is larger than {size} MB and report their "
+            f"full paths. End with 'FINAL ANSWER:' followed by a comma-separated list."
+        )
     elif subdomain == "web_nav":
         cat, price = rng.choice(CATEGORIES), rng.choice([15, 20, 30, 50])
         answers = sorted({f"SKU-{rng.randint(10000, 99999)}" for _ in range(n)})
-        prompt = (f"Using the browser, open http://shop.internal/c/{cat}, go through every "
-                  f"page of results and report the SKUs of all in-stock products priced "
-                  f"under ${price}. End with 'FINAL ANSWER:' followed by a comma-separated list.")
+        prompt = (
+            f"Using the browser, open http://shop.internal/c/{cat}, go through every "
+            f"page of results and report the SKUs of all in-stock products priced "
+            f"under ${price}. End with 'FINAL ANSWER:' followed by a comma-separated list."
+        )
     else:  # shell
         answers = sorted(rng.sample(SERVICES, n))
         host = f"node-{rng.randint(1, 64):02d}"
-        prompt = (f"You have a shell on {host}. Find which systemd units failed to start "
-                  f"during the last boot (journalctl and systemctl are available) and report "
-                  f"the unit names. End with 'FINAL ANSWER:' followed by a comma-separated list.")
+        prompt = (
+            f"You have a shell on {host}. Find which systemd units failed to start "
+            f"during the last boot (journalctl and systemctl are available) and report "
+            f"the unit names. End with 'FINAL ANSWER:' followed by a comma-separated list."
+        )
     return Item(item_id, subdomain, prompt, ", ".join(answers))
 
 
@@ -394,15 +526,39 @@ class Suite:
 
 
 SUITES = [
-    Suite("arith", "math",
-          {"addition": "add", "multiplication": "mul", "division": "div"},
-          "arith", 25, 3, "match", "CI", make_arith),
-    Suite("reading", "language",
-          {"short_passage": "short", "long_passage": "long"},
-          "reading", 30, 1, "graded", "numeric", make_reading),
-    Suite("agentic_ops", "agents",
-          {"file_ops": "file", "web_nav": "web", "shell": "shell"},
-          "agentic", 12, 2, "judge", "CIP", make_agentic),
+    Suite(
+        "arith",
+        "math",
+        {"addition": "add", "multiplication": "mul", "division": "div"},
+        "arith",
+        25,
+        3,
+        "match",
+        "CI",
+        make_arith,
+    ),
+    Suite(
+        "reading",
+        "language",
+        {"short_passage": "short", "long_passage": "long"},
+        "reading",
+        30,
+        1,
+        "graded",
+        "numeric",
+        make_reading,
+    ),
+    Suite(
+        "agentic_ops",
+        "agents",
+        {"file_ops": "file", "web_nav": "web", "shell": "shell"},
+        "agentic",
+        12,
+        2,
+        "judge",
+        "CIP",
+        make_agentic,
+    ),
 ]
 SUITES_BY_NAME = {s.name: s for s in SUITES}
 
@@ -463,8 +619,7 @@ def answer_reading(rng: random.Random, p: float, item: Item) -> str:
             else:
                 cand = str(int(value) + rng.choice([-3, -2, -1, 1, 2, 3, 10]))
             if cand not in true_values and not any(
-                re.search(rf"\b{re.escape(cand)}\b", v) or re.search(rf"\b{re.escape(v)}\b", cand)
-                for v in true_values
+                re.search(rf"\b{re.escape(cand)}\b", v) or re.search(rf"\b{re.escape(v)}\b", cand) for v in true_values
             ):
                 break
         said[key] = cand
@@ -559,7 +714,10 @@ def build_task(suite: Suite, seed: int):
             model = str(state.model)
             sample_id = str(state.sample_id)
             if (model, suite_name, sample_id, state.epoch) == (
-                ERRORED_MODEL, ERRORED_SUITE, ERRORED_ITEM, ERRORED_EPOCH
+                ERRORED_MODEL,
+                ERRORED_SUITE,
+                ERRORED_ITEM,
+                ERRORED_EPOCH,
             ):
                 # RuntimeError, not TimeoutError: Inspect treats a bare TimeoutError
                 # reaching the top of the sample as a stray timeout, logs a warning
@@ -652,10 +810,7 @@ def truth_document(seed: int) -> dict:
             }
             for s in SUITES
         },
-        "errored": [
-            {"model": ERRORED_MODEL, "suite": ERRORED_SUITE,
-             "item_id": ERRORED_ITEM, "epoch": ERRORED_EPOCH}
-        ],
+        "errored": [{"model": ERRORED_MODEL, "suite": ERRORED_SUITE, "item_id": ERRORED_ITEM, "epoch": ERRORED_EPOCH}],
     }
 
 
@@ -674,29 +829,31 @@ def prepare_out_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     existing = sorted(p for p in out.iterdir() if p.is_file() and p.suffix in (".eval", ".json"))
     if existing and not force:
-        sys.exit(
-            f"{out} already holds {len(existing)} log file(s); rerun with --force "
-            f"to delete them first."
-        )
+        sys.exit(f"{out} already holds {len(existing)} log file(s); rerun with --force to delete them first.")
     for p in existing:
         p.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Generate seeded demo Inspect eval logs with planted truth."
+    parser = argparse.ArgumentParser(description="Generate seeded demo Inspect eval logs with planted truth.")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output folder for the logs (default: data/inspect_logs)"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="output folder for the logs (default: data/inspect_logs)")
-    parser.add_argument("--truth", type=Path, default=DEFAULT_TRUTH,
-                        help="where to write the planted truth (default: data/demo_truth.json)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                        help=f"seed for contents and outcomes (default: {DEFAULT_SEED})")
-    parser.add_argument("--force", action="store_true",
-                        help="delete existing *.eval / *.json files in --out first")
-    parser.add_argument("--pretty-json", action="store_true",
-                        help="keep Inspect's indented layout for .json logs "
-                             "(default: rewrite them compactly to save space)")
+    parser.add_argument(
+        "--truth",
+        type=Path,
+        default=DEFAULT_TRUTH,
+        help="where to write the planted truth (default: data/demo_truth.json)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"seed for contents and outcomes (default: {DEFAULT_SEED})"
+    )
+    parser.add_argument("--force", action="store_true", help="delete existing *.eval / *.json files in --out first")
+    parser.add_argument(
+        "--pretty-json",
+        action="store_true",
+        help="keep Inspect's indented layout for .json logs (default: rewrite them compactly to save space)",
+    )
     args = parser.parse_args(argv)
 
     out: Path = args.out if args.out.is_absolute() else REPO_ROOT / args.out
@@ -725,9 +882,11 @@ def main(argv: list[str] | None = None) -> int:
             if fmt == "json" and not args.pretty_json:
                 compact_json_log(Path(log.location))
             errors = sum(1 for s in (log.samples or []) if s.error)
-            print(f"{log.status:8s} {suite.name:12s} {model:22s} {fmt:4s} "
-                  f"samples={len(log.samples or [])} errors={errors} "
-                  f"-> {Path(log.location).name}")
+            print(
+                f"{log.status:8s} {suite.name:12s} {model:22s} {fmt:4s} "
+                f"samples={len(log.samples or [])} errors={errors} "
+                f"-> {Path(log.location).name}"
+            )
 
     truth.parent.mkdir(parents=True, exist_ok=True)
     truth.write_text(json.dumps(truth_document(args.seed), indent=2) + "\n")

@@ -70,5 +70,7 @@ def no_leaked_dagster_instance():
         from dagster._core.storage.defs_state.base import _current_storage
 
         _current_storage.set(None)  # so that one leak fails one test, not all that follow
-        pytest.fail(f"the test left a Dagster instance entered (defs-state storage {leaked!r}); "
-                    "use schedule/sensor contexts and instances as context managers")
+        pytest.fail(
+            f"the test left a Dagster instance entered (defs-state storage {leaked!r}); "
+            "use schedule/sensor contexts and instances as context managers"
+        )

@@ -48,13 +48,17 @@ def test_a_backfill_of_many_partitions_runs_them_in_ranges():
     wanted = {str(model_suite_key(m, s)) for m in models for s in ("s1", "s2")} - {str(model_suite_key("m05", "s2"))}
     with partition_loading_context(dynamic_partitions_store=instance):  # as the backfill daemon calls it
         requests = build_run_requests_with_backfill_policies(
-            [AssetKeyPartitionKey(AssetKey("glm_binomial"), key) for key in wanted], graph, instance)
+            [AssetKeyPartitionKey(AssetKey("glm_binomial"), key) for key in wanted], graph, instance
+        )
     covered, sizes = [], []
     for request in requests:
         assert request.asset_selection == [AssetKey("glm_binomial")] and request.partition_key is None
         keys = model_suite_partitions.get_partition_keys_in_range(
-            PartitionKeyRange(request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]),
-            dynamic_partitions_store=instance)
+            PartitionKeyRange(
+                request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]
+            ),
+            dynamic_partitions_store=instance,
+        )
         assert 1 <= len(keys) <= PARTITIONS_PER_RUN and len({k.keys_by_dimension["suite"] for k in keys}) == 1
         covered += [str(k) for k in keys]
         sizes.append(len(keys))
@@ -84,11 +88,18 @@ def test_automation_skips_combinations_without_samples_and_profiles_wait_for_lea
         table = Lake(tmp_path / "lake").table_path("samples", "samples.parquet", model, suite)
         table.parent.mkdir(parents=True)
         table.write_bytes(b"")
-        instance.report_runless_asset_event(AssetMaterialization(
-            "eval_samples", partition=MultiPartitionKey({"model": model, "suite": suite}),
-            tags={DATA_VERSION_TAG: DataVersion(f"{model}{suite}").value}))
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                "eval_samples",
+                partition=MultiPartitionKey({"model": model, "suite": suite}),
+                tags={DATA_VERSION_TAG: DataVersion(f"{model}{suite}").value},
+            )
+        )
     result = evaluate_automation_conditions(defs, instance, cursor=first.cursor)
-    requested = {key.to_user_string(): set(map(str, result.get_requested_partitions(key))) for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    requested = {
+        key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
+        for key in defs.resolve_asset_graph().get_all_asset_keys()
+    }
     combos = {str(MultiPartitionKey({"model": m, "suite": s})) for m, s in present}
     for asset in ("glm_binomial", "reliability", "accuracy_posteriors"):
         assert requested[asset] == combos, (asset, requested[asset])
@@ -128,11 +139,16 @@ def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_p
         """What a run of eval_samples leaves: the table, its validation verdict and a materialisation."""
         lake.table_path("samples", "samples.parquet", model, suite).parent.mkdir(parents=True, exist_ok=True)
         lake.table_path("samples", "samples.parquet", model, suite).write_bytes(b"")
-        lake.write_json_atomic({"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []},
-                               lake.validation_path(model, suite))
-        instance.report_runless_asset_event(AssetMaterialization(
-            "eval_samples", partition=str(MultiPartitionKey({"model": model, "suite": suite})),
-            tags={DATA_VERSION_TAG: DataVersion(version).value}))
+        lake.write_json_atomic(
+            {"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []}, lake.validation_path(model, suite)
+        )
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                "eval_samples",
+                partition=str(MultiPartitionKey({"model": model, "suite": suite})),
+                tags={DATA_VERSION_TAG: DataVersion(version).value},
+            )
+        )
 
     samples("m1", "s1", "a")
     samples("m2", "s1", "b", rejected=True)
@@ -140,8 +156,10 @@ def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_p
     samples("m3", "s1", "d", rejected=True)  # m3's only table, now rejected
 
     def requested(result) -> dict[str, set[str]]:
-        return {key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
-                for key in defs.resolve_asset_graph().get_all_asset_keys()}
+        return {
+            key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
+            for key in defs.resolve_asset_graph().get_all_asset_keys()
+        }
 
     result = evaluate_automation_conditions(defs, instance, cursor=cursor)
     now = requested(result)
@@ -153,7 +171,9 @@ def test_automation_requests_nothing_that_could_only_read_rejected_samples(tmp_p
     tomorrow = datetime.now(timezone.utc).replace(hour=2, minute=1) + timedelta(days=1)
     nightly = requested(evaluate_automation_conditions(defs, instance, cursor=result.cursor, evaluation_time=tomorrow))
     assert "m2" not in nightly["model_reliability"] and "m2" not in nightly["model_profile"], nightly
-    assert not {"s2"} & (nightly["suite_glm_binomial"] | nightly["suite_leaderboard"] | nightly["suite_comparison"]), nightly
+    assert not {"s2"} & (nightly["suite_glm_binomial"] | nightly["suite_leaderboard"] | nightly["suite_comparison"]), (
+        nightly
+    )
     # a fixed log for m2 passes: its assets follow
     samples("m2", "s1", "e")
     fixed = requested(evaluate_automation_conditions(defs, instance, cursor=result.cursor))
@@ -182,19 +202,29 @@ def test_a_table_rejected_on_a_later_night_refreshes_its_suite_leaderboard(tmp_p
         table = lake.table_path("samples", "samples.parquet", model, "s1")
         table.parent.mkdir(parents=True, exist_ok=True)
         table.write_bytes(b"")
-        lake.write_json_atomic({"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []},
-                               lake.validation_path(model, "s1"))
-        instance.report_runless_asset_event(AssetMaterialization(
-            "eval_samples", partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
-            tags={DATA_VERSION_TAG: DataVersion(version).value}))
+        lake.write_json_atomic(
+            {"failed_checks": [VALIDATION_CHECKS[0].name] if rejected else []}, lake.validation_path(model, "s1")
+        )
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                "eval_samples",
+                partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
+                tags={DATA_VERSION_TAG: DataVersion(version).value},
+            )
+        )
 
     for model in ("m1", "m2"):
         samples(model, f"{model}-first")
-        instance.report_runless_asset_event(AssetMaterialization(
-            "accuracy_posteriors", partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
-            tags={DATA_VERSION_TAG: DataVersion(f"{model}-posteriors").value}))
-    instance.report_runless_asset_event(AssetMaterialization(
-        "suite_leaderboard", partition="s1", tags={DATA_VERSION_TAG: DataVersion("board").value}))
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                "accuracy_posteriors",
+                partition=str(MultiPartitionKey({"model": model, "suite": "s1"})),
+                tags={DATA_VERSION_TAG: DataVersion(f"{model}-posteriors").value},
+            )
+        )
+    instance.report_runless_asset_event(
+        AssetMaterialization("suite_leaderboard", partition="s1", tags={DATA_VERSION_TAG: DataVersion("board").value})
+    )
     cursor = evaluate_automation_conditions(defs, instance).cursor
     samples("m2", "m2-second", rejected=True)  # its posteriors are not made again
     requested = set()
@@ -225,13 +255,22 @@ def test_a_failed_suite_refresh_is_requested_again_at_the_nightly_tick_not_befor
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("suite", ["s1"])
     day = datetime(2026, 11, 23, tzinfo=timezone.utc)
-    ticks = {"baseline": day + timedelta(hours=1), "before": day + timedelta(hours=1, minutes=30),
-             "nightly": day + timedelta(hours=2, minutes=1), "after": day + timedelta(hours=2, minutes=2)}
+    ticks = {
+        "baseline": day + timedelta(hours=1),
+        "before": day + timedelta(hours=1, minutes=30),
+        "nightly": day + timedelta(hours=2, minutes=1),
+        "after": day + timedelta(hours=2, minutes=2),
+    }
     cursor, requested = None, {}
     for name, when in ticks.items():
         if name == "before":  # the suite's refresh fails
-            failed = materialize([suite_comparison], partition_key="s1", instance=instance,
-                                 resources=lake_resources(tmp_path / "lake", landing), raise_on_error=False)
+            failed = materialize(
+                [suite_comparison],
+                partition_key="s1",
+                instance=instance,
+                resources=lake_resources(tmp_path / "lake", landing),
+                raise_on_error=False,
+            )
             assert not failed.success
         result = evaluate_automation_conditions(defs, instance, cursor=cursor, evaluation_time=when)
         cursor = result.cursor
@@ -266,19 +305,29 @@ def test_the_nightly_retry_waits_while_an_upstream_assets_inputs_are_being_refre
 
     def tick(minutes: int) -> dict[str, set[str]]:
         nonlocal cursor
-        result = evaluate_automation_conditions(defs, instance, cursor=cursor, evaluation_time=day + timedelta(minutes=minutes))
+        result = evaluate_automation_conditions(
+            defs, instance, cursor=cursor, evaluation_time=day + timedelta(minutes=minutes)
+        )
         cursor = result.cursor
-        return {key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
-                for key in defs.resolve_asset_graph().get_all_asset_keys()}
+        return {
+            key.to_user_string(): set(map(str, result.get_requested_partitions(key)))
+            for key in defs.resolve_asset_graph().get_all_asset_keys()
+        }
 
     def materialised(asset: str, partition, version: str) -> None:
-        instance.report_runless_asset_event(AssetMaterialization(asset, partition=partition, tags={DATA_VERSION_TAG: version}))
+        instance.report_runless_asset_event(
+            AssetMaterialization(asset, partition=partition, tags={DATA_VERSION_TAG: version})
+        )
 
     materialised("eval_samples", MultiPartitionKey({"model": "m1", "suite": "s1"}), "samples")
     assert tick(61)["suite_glm_binomial"] == {"s1"}
     glms = {spec.key for glm in SUITE_GLM_ASSETS for spec in glm.specs}
-    refit = instance.create_run_for_job(defs.resolve_implicit_global_asset_job_def(), asset_selection=glms,
-                                        status=DagsterRunStatus.STARTED, tags={"dagster/partition": "s1"})
+    refit = instance.create_run_for_job(
+        defs.resolve_implicit_global_asset_job_def(),
+        asset_selection=glms,
+        status=DagsterRunStatus.STARTED,
+        tags={"dagster/partition": "s1"},
+    )
     tick(62)
     nightly = tick(121)  # 02:01 UTC, the suite GLMs still refitting
     assert nightly["model_profile"] == set() and nightly["report"] == set(), nightly
@@ -307,15 +356,29 @@ def test_the_nightly_does_not_request_a_partition_a_run_is_already_running_for(t
     (landing / "t.csv").write_text("model,suite,item_id,score\n" + "".join(f"m{i},s,a,{i % 2}\n" for i in range(1, 6)))
     (tmp_path / "home").mkdir()
     instance = DagsterInstance.local_temp(str(tmp_path / "home"))
-    resources = {"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)), "ingest_settings": IngestSettings()}
-    create_run_for_test(instance, job_name="ingest_and_fit", status=DagsterRunStatus.STARTED,
-                        tags={"dagster/partition": str(model_suite_key("m1", "s"))})
-    create_run_for_test(instance, job_name="__ASSET_JOB", status=DagsterRunStatus.STARTING,
-                        tags={ASSET_PARTITION_RANGE_START_TAG: str(model_suite_key("m2", "s")),
-                              ASSET_PARTITION_RANGE_END_TAG: str(model_suite_key("m3", "s"))})
+    resources = {
+        "lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)),
+        "ingest_settings": IngestSettings(),
+    }
+    create_run_for_test(
+        instance,
+        job_name="ingest_and_fit",
+        status=DagsterRunStatus.STARTED,
+        tags={"dagster/partition": str(model_suite_key("m1", "s"))},
+    )
+    create_run_for_test(
+        instance,
+        job_name="__ASSET_JOB",
+        status=DagsterRunStatus.STARTING,
+        tags={
+            ASSET_PARTITION_RANGE_START_TAG: str(model_suite_key("m2", "s")),
+            ASSET_PARTITION_RANGE_END_TAG: str(model_suite_key("m3", "s")),
+        },
+    )
     requests = nightly_tick(instance, resources)
     assert sorted(key for keys in requested_partitions(requests, instance) for key in keys) == [
-        str(model_suite_key(m, "s")) for m in ("m4", "m5")]
+        str(model_suite_key(m, "s")) for m in ("m4", "m5")
+    ]
 
 
 def test_the_nightly_requests_ranges_one_group_per_asset_selection_and_they_run(tmp_path, monkeypatch):
@@ -350,14 +413,24 @@ def test_the_nightly_requests_ranges_one_group_per_asset_selection_and_they_run(
             return build_nightly_schedule(ingest_and_fit_job, partition_assets)(context)
 
     def run(requests, steps):  # as the daemon launches them: the request's tags and selection
-        return [defs.resolve_job_def("ingest_and_fit").execute_in_process(
-            instance=instance, raise_on_error=False, asset_selection=request.asset_selection or steps,
-            tags=request.tags, partition_key=request.partition_key).success for request in requests]
+        return [
+            defs.resolve_job_def("ingest_and_fit")
+            .execute_in_process(
+                instance=instance,
+                raise_on_error=False,
+                asset_selection=request.asset_selection or steps,
+                tags=request.tags,
+                partition_key=request.partition_key,
+            )
+            .success
+            for request in requests
+        ]
 
     first = tick([eval_samples])
     assert requested_partitions(first, instance) == [
         [key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]],
-        [key["m3", "s1"], key["m3", "s2"], key["m4", "s1"], key["m4", "s2"]]]
+        [key["m3", "s1"], key["m3", "s2"], key["m4", "s1"], key["m4", "s2"]],
+    ]
     assert [r.asset_selection for r in first] == [None, None]
     assert {r.tags["evalpipeline/reason"] for r in first} == {"1 new or changed source(s); eval_samples missing"}
     assert [r.run_key for r in tick([eval_samples])] == [r.run_key for r in first]
@@ -367,14 +440,19 @@ def test_the_nightly_requests_ranges_one_group_per_asset_selection_and_they_run(
 
     write_log("m3", flip=1)
     second = tick([eval_samples, accuracy_posteriors])
-    requested = {tuple(keys): (None if r.asset_selection is None else [k.to_user_string() for k in r.asset_selection],
-                               r.tags["evalpipeline/reason"])
-                 for keys, r in zip(requested_partitions(second, instance), second)}
+    requested = {
+        tuple(keys): (
+            None if r.asset_selection is None else [k.to_user_string() for k in r.asset_selection],
+            r.tags["evalpipeline/reason"],
+        )
+        for keys, r in zip(requested_partitions(second, instance), second)
+    }
     missing = "accuracy_posteriors missing"
     assert requested == {
         (key["m3", "s1"], key["m3", "s2"]): (None, f"1 new or changed source(s); {missing}"),
         (key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]): (["accuracy_posteriors"], missing),
-        (key["m4", "s1"], key["m4", "s2"]): (["accuracy_posteriors"], missing)}, requested
+        (key["m4", "s1"], key["m4", "s2"]): (["accuracy_posteriors"], missing),
+    }, requested
     assert run(second, [AssetKey("eval_samples"), AssetKey("accuracy_posteriors")]) == [True, True, True]
     assert set(instance.get_materialized_partitions(AssetKey("accuracy_posteriors"))) == set(key.values())
     assert isinstance(tick([eval_samples, accuracy_posteriors]), SkipReason)

@@ -80,7 +80,10 @@ def daemon_env(tmp_path, monkeypatch):
 def _dagster(workspace: Path, *args: str) -> str:
     done = subprocess.run(
         [str(BIN / "dagster"), *args, "-w", str(workspace)],
-        cwd=workspace.parent, capture_output=True, text=True, timeout=300,
+        cwd=workspace.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, f"dagster {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
     return done.stdout
@@ -177,14 +180,17 @@ def _nightly_requests(instance: DagsterInstance, partition_assets) -> dict[str, 
     from assets.partitions import model_suite_partitions
     from assets.status import range_partition_keys
 
-    requested = [(key, r) for r in requests
-                 for key in range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)]]
+    requested = [
+        (key, r)
+        for r in requests
+        for key in range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)]
+    ]
     assert len({key for key, _r in requested}) == len(requested), "a partition requested twice"
-    return {key: r.tags["evalpipeline/reason"]
-            + (f" {sorted(k.to_user_string() for k in r.asset_selection)}" if r.asset_selection else "")
-            for key, r in requested}
-
-
+    return {
+        key: r.tags["evalpipeline/reason"]
+        + (f" {sorted(k.to_user_string() for k in r.asset_selection)}" if r.asset_selection else "")
+        for key, r in requested
+    }
 
 
 def _execute_requests(defs, instance, result, requested: Counter) -> int:
@@ -201,8 +207,12 @@ def _execute_requests(defs, instance, result, requested: Counter) -> int:
                 by_partition.setdefault((scope, partition), []).append(key)
     for (_scope, partition), keys in sorted(by_partition.items(), key=str):
         done = materialize(
-            list(defs.assets), instance=instance, partition_key=partition, selection=keys,
-            resources=defs.resources, raise_on_error=False,
+            list(defs.assets),
+            instance=instance,
+            partition_key=partition,
+            selection=keys,
+            resources=defs.resources,
+            raise_on_error=False,
         )
         assert done.success, f"refresh of {keys} [{partition}] failed"
     return len(by_partition)
@@ -240,10 +250,14 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
         from dagster import MultiPartitionKey
 
         result = job.execute_in_process(
-            instance=instance, partition_key=MultiPartitionKey({"model": model, "suite": suite}),
-            tags={"dagster/backfill": run.tags["dagster/backfill"]}, raise_on_error=False,
+            instance=instance,
+            partition_key=MultiPartitionKey({"model": model, "suite": suite}),
+            tags={"dagster/backfill": run.tags["dagster/backfill"]},
+            raise_on_error=False,
         )
-        failed = [(e.asset_key.to_user_string(), e.check_name) for e in result.get_asset_check_evaluations() if not e.passed]
+        failed = [
+            (e.asset_key.to_user_string(), e.check_name) for e in result.get_asset_check_evaluations() if not e.passed
+        ]
         assert result.success, (partition, failed)
         instance.report_run_canceled(run, "executed in the test process instead")
 
@@ -265,8 +279,11 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
             break
         runs.append(_execute_requests(defs, instance, tick, requested))
     assert tick.total_requested == 0, "the automation sensor still requests runs after the refresh"
-    partition_level = {a.key.to_user_string() for a in defs.assets if a.partitions_def is not None
-                       and "model" in getattr(a.partitions_def, "partition_dimension_names", ())}
+    partition_level = {
+        a.key.to_user_string()
+        for a in defs.assets
+        if a.partitions_def is not None and "model" in getattr(a.partitions_def, "partition_dimension_names", ())
+    }
     assert not [k for k in requested if k[0] in partition_level], requested
     assert all(n == 1 for n in requested.values()), requested
     for asset in ("suite_leaderboard", "suite_glm_binomial"):
@@ -279,7 +296,9 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     from assets.jobs import ON_REQUEST_ASSETS, PARTITION_ASSETS
 
     partitioned = {a.key for a in defs.assets if a.key.to_user_string() in partition_level}
-    on_request = {a.key for a in ON_REQUEST_ASSETS if "model" in getattr(a.partitions_def, "partition_dimension_names", ())}
+    on_request = {
+        a.key for a in ON_REQUEST_ASSETS if "model" in getattr(a.partitions_def, "partition_dimension_names", ())
+    }
     assert on_request == {AssetKey("partition_plots")}
     assert partitioned == {a.key for a in PARTITION_ASSETS} | on_request
     partition_assets = list(PARTITION_ASSETS)
@@ -291,8 +310,14 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     from evalpipeline.settings import load_ingest_options
 
     discovery = discover(Lake(root / "lake"), root / "landing", load_ingest_options())
-    assert _stale(instance, discovery) == {"pairs": set(), "pair_assets": {}, "suites": set(), "models": set(),
-                                           "rejected": {}, "rejected_models": set()}
+    assert _stale(instance, discovery) == {
+        "pairs": set(),
+        "pair_assets": {},
+        "suites": set(),
+        "models": set(),
+        "rejected": {},
+        "rejected_models": set(),
+    }
 
     # A prior of the binomial GLM changes: every partition's glm_binomial was made with the old
     # one, so every partition is requested, for that asset alone (the run selects only it).
@@ -304,8 +329,13 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     stale = "glm_binomial code changed ['glm_binomial']"
     assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions}
     assert _stale(instance, discovery, partition_assets) == {
-        "pairs": discovery.partitions, "pair_assets": {pair: {edited.key} for pair in discovery.partitions},
-        "suites": set(), "models": set(), "rejected": {}, "rejected_models": set()}
+        "pairs": discovery.partitions,
+        "pair_assets": {pair: {edited.key} for pair in discovery.partitions},
+        "suites": set(),
+        "models": set(),
+        "rejected": {},
+        "rejected_models": set(),
+    }
 
     # Once one partition is refitted with the new prior, only the other three remain stale.
     from dagster import materialize
@@ -314,15 +344,21 @@ def test_cli_backfill_queues_every_partition_then_one_refresh_per_suite_and_a_qu
     model, suite = refitted.split("|")
     from dagster import MultiPartitionKey
 
-    done = materialize([edited], instance=instance, partition_key=MultiPartitionKey({"model": model, "suite": suite}),
-                       resources=defs.resources)
+    done = materialize(
+        [edited],
+        instance=instance,
+        partition_key=MultiPartitionKey({"model": model, "suite": suite}),
+        resources=defs.resources,
+    )
     assert done.success
     assert _nightly_requests(instance, partition_assets) == {p: stale for p in partitions - {refitted}}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
-                    reason="the live daemon takes ~5 min alone, 10+ on 2 shared cores; set EVALPIPELINE_DAEMON_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
+    reason="the live daemon takes ~5 min alone, 10+ on 2 shared cores; set EVALPIPELINE_DAEMON_TESTS=1",
+)
 def test_backfill_through_the_daemon(daemon_env):
     """The same backfill, launched and run by `dagster-daemon` (run queue, multiprocess executor,
     automation sensor), on a frozen copy of the code so that edits made while it runs do not
@@ -351,13 +387,21 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
     with open(daemon_log, "w") as log:
         daemon = subprocess.Popen(
             [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
-            cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         started = time.monotonic()
         budget = lambda: DAEMON_DEADLINE_SECONDS - (time.monotonic() - started)  # noqa: E731
-        _wait(instance, lambda runs: all(r.status == DagsterRunStatus.SUCCESS for r in runs
-                                         if r.job_name == "ingest_and_fit"), "the backfill", daemon_log, budget())
+        _wait(
+            instance,
+            lambda runs: all(r.status == DagsterRunStatus.SUCCESS for r in runs if r.job_name == "ingest_and_fit"),
+            "the backfill",
+            daemon_log,
+            budget(),
+        )
         downstream = {"suite_leaderboard", "model_reliability", "ingest_accounting", "waic_rankings"}
 
         def refreshed(runs):
@@ -378,8 +422,10 @@ def _daemon_backfill(root: Path, workspace: Path) -> None:
     assert {p: counts[("model_reliability", p)] for p in models} == {p: 1 for p in models}, counts
 
 
-@pytest.mark.skipif(os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
-                    reason="the live daemon takes minutes; set EVALPIPELINE_DAEMON_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("EVALPIPELINE_DAEMON_TESTS") != "1",
+    reason="the live daemon takes minutes; set EVALPIPELINE_DAEMON_TESTS=1",
+)
 def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
     """A backfill of every model x suite partition of ``eval_samples`` and ``glm_binomial``, as the UI's
     "Materialize all" submits it, on a grid with a combination that has no log (2 models x 3 suites, one
@@ -425,37 +471,56 @@ def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
         instance.add_dynamic_partitions("model", models)
         instance.add_dynamic_partitions("suite", suites)
         grid = [str(MultiPartitionKey({"model": m, "suite": s})) for m in models for s in suites]
-        (empty,) = set(grid) - {str(MultiPartitionKey({"model": to_partition_key(m), "suite": to_partition_key(s)}))
-                                for m, s in discovery.partitions}
+        (empty,) = set(grid) - {
+            str(MultiPartitionKey({"model": to_partition_key(m), "suite": to_partition_key(s)}))
+            for m, s in discovery.partitions
+        }
         for sensor in ("landing_sensor", "refresh_downstream"):  # the backfill alone, and what redoes it
             _dagster(workspace, "sensor", "stop", sensor)
         assets = [AssetKey("eval_samples"), AssetKey("glm_binomial")]
         subset = AssetGraphSubset.from_asset_partition_set(
-            {AssetKeyPartitionKey(a, k) for a in assets for k in grid}, defs.get_repository_def().asset_graph)
+            {AssetKeyPartitionKey(a, k) for a in assets for k in grid}, defs.get_repository_def().asset_graph
+        )
         backfill_id = make_new_backfill_id()
-        instance.add_backfill(PartitionBackfill.from_asset_graph_subset(
-            backfill_id=backfill_id, backfill_timestamp=time.time(), tags={},
-            dynamic_partitions_store=instance, asset_graph_subset=subset, title=None, description=None,
-            run_config=None))
+        instance.add_backfill(
+            PartitionBackfill.from_asset_graph_subset(
+                backfill_id=backfill_id,
+                backfill_timestamp=time.time(),
+                tags={},
+                dynamic_partitions_store=instance,
+                asset_graph_subset=subset,
+                title=None,
+                description=None,
+                run_config=None,
+            )
+        )
 
         daemon_log = root / "daemon.log"
         with open(daemon_log, "w") as log:
-            daemon = subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
-                                      cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            daemon = subprocess.Popen(
+                [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
+                cwd=root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             started, quiet_since = time.monotonic(), None
             while True:  # until the backfill and every run ended, and the failure sensor had 90 s to act
                 runs = instance.get_runs()
-                if (instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED
-                        and all(r.status in FINISHED for r in runs)):
+                if instance.get_backfill(backfill_id).status != BulkActionStatus.REQUESTED and all(
+                    r.status in FINISHED for r in runs
+                ):
                     quiet_since = quiet_since or time.monotonic()
                     if time.monotonic() - quiet_since > 90:
                         break
                 else:
                     quiet_since = None
                 if time.monotonic() - started > DAEMON_DEADLINE_SECONDS:
-                    pytest.fail(f"the backfill did not end; runs: {[(r.tags, r.status.value) for r in runs]}\n"
-                                f"{daemon_log.read_text()[-4000:]}")
+                    pytest.fail(
+                        f"the backfill did not end; runs: {[(r.tags, r.status.value) for r in runs]}\n"
+                        f"{daemon_log.read_text()[-4000:]}"
+                    )
                 time.sleep(3)
         finally:
             _stop(daemon)
@@ -466,8 +531,9 @@ def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs if r not in failed)
     (rest,) = [r for r in runs if REST_OF_TAG in r.tags]
     assert rest.tags[REST_OF_TAG] == failed[0].run_id
-    assert (range_partition_keys(rest.tags, model_suite_partitions, instance)
-            == [k for k in grid if k.split("|")[0] == empty.split("|")[0] and k != empty]), rest.tags
+    assert range_partition_keys(rest.tags, model_suite_partitions, instance) == [
+        k for k in grid if k.split("|")[0] == empty.split("|")[0] and k != empty
+    ], rest.tags
     for asset in assets:
         done = set(instance.get_materialized_partitions(asset))
         assert done == set(grid) - {empty}, (asset, done)
@@ -476,4 +542,5 @@ def test_an_asset_backfill_of_a_sparse_grid_through_the_daemon(daemon_env):
     failures = read_run_failures(Lake(root / "lake"))
     unresolved = failures[failures["resolved_at"].isna()]
     assert list(zip(unresolved["partition"], unresolved["asset"], unresolved["error_type"])) == [
-        (empty, "eval_samples", "NoDataError")], failures
+        (empty, "eval_samples", "NoDataError")
+    ], failures

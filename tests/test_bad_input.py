@@ -25,7 +25,6 @@ from tests.helpers import bad_logs as bl
 
 import evalpipeline.cli.main as cli
 from evalpipeline.ingest import ScoreNormalisation, find_log_files, ingest_paths
-from evalpipeline.lake.keys import PartitionKeyError
 from evalpipeline.lake import Lake, sha256_file
 
 MODEL = bl.MODEL
@@ -117,7 +116,10 @@ def the_file_error(report, lake: Lake, path: Path, *fragments: str):
     assert error.error.startswith(f"{path}: "), error.error
     for fragment in fragments:
         assert fragment in error.error, (fragment, error.error)
-    records = [json.loads(p.read_text()) for p in (lake.root / "file_errors").glob(f"{(error.sha256 or 'missing')[:16]}-*.json")]
+    records = [
+        json.loads(p.read_text())
+        for p in (lake.root / "file_errors").glob(f"{(error.sha256 or 'missing')[:16]}-*.json")
+    ]
     assert {"path": str(path), "sha256": error.sha256, "error": error.error} in records
     # no row anywhere comes from the unreadable file
     for table in ("ingested", "samples", "quarantine"):
@@ -155,7 +157,9 @@ def test_corrupt_eval_is_a_file_error(base, good, landing, tmp_path, content):
         bl.copy_file(base["json"], bad)
     report, lake, paths = ingest(landing, tmp_path / "lake")
 
-    the_file_error(report, lake, bad, "empty file (0 bytes)" if content == "zero_bytes" else "cannot read Inspect log header")
+    the_file_error(
+        report, lake, bad, "empty file (0 bytes)" if content == "zero_bytes" else "cannot read Inspect log header"
+    )
     assert len(report.file_errors) == 1
     check_report(report, lake, paths, good)
 
@@ -228,7 +232,9 @@ def test_invalid_json_message_names_the_cause(base, good, landing, tmp_path, kin
         bl.empty_file(bad)
     report, lake, paths = ingest(landing, tmp_path / "lake")
 
-    error = the_file_error(report, lake, bad, "cannot read Inspect log header" if kind == "syntax_error" else "empty file")
+    error = the_file_error(
+        report, lake, bad, "cannot read Inspect log header" if kind == "syntax_error" else "empty file"
+    )
     message = error.error.replace(str(bad), "<path>")  # the tmp path itself may hold 'json'
     assert re.search(cause, message, re.I), message
 
@@ -424,8 +430,7 @@ def test_duplicate_across_runs_keeps_the_newer(base, good, landing, tmp_path, or
     quarantine = lake.read_partition("quarantine", MODEL, "rerun")
     assert set(quarantine["log_path"]) == {str(older)}
     assert sorted(quarantine["reason"]) == sorted(
-        f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {new_id} ({newer}), "
-        "which is kept as the newer run"
+        f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {new_id} ({newer}), which is kept as the newer run"
         for i in bl.ITEMS
         for e in (1, 2)
     )
@@ -438,8 +443,13 @@ def test_two_logs_created_in_one_second_say_why_one_is_kept(base, good, landing,
     run unless they share an eval_id (a copy of one log)."""
     created = "2026-02-01T12:00:00+00:00"
     first = bl.derive(base["eval"], landing / "runs" / "a.eval", suite="tie", created=created)
-    second = bl.derive(base["json"], landing / "runs" / "b.json", suite="tie", created=created,
-                       eval_id=bl.eval_id_of(first) if same_run else None)
+    second = bl.derive(
+        base["json"],
+        landing / "runs" / "b.json",
+        suite="tie",
+        created=created,
+        eval_id=bl.eval_id_of(first) if same_run else None,
+    )
     report, lake, paths = ingest(landing, tmp_path / "lake")
     check_report(report, lake, paths, good)
     samples = lake.read_partition("samples", MODEL, "tie")
@@ -448,10 +458,13 @@ def test_two_logs_created_in_one_second_say_why_one_is_kept(base, good, landing,
     kept_id = samples["eval_id"].iloc[0]
     quarantine = lake.read_partition("quarantine", MODEL, "tie")
     assert len(quarantine) == 6 and set(quarantine["log_path"]) == {str(first), str(second)} - {kept}
-    why = ("as the later copy of the same run" if same_run else
-           "by eval_id and path order, not as newer: both runs were created at 2026-02-01T12:00:00+00:00 "
-           "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
-           "folder and `evalpipeline forget` it")
+    why = (
+        "as the later copy of the same run"
+        if same_run
+        else "by eval_id and path order, not as newer: both runs were created at 2026-02-01T12:00:00+00:00 "
+        "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
+        "folder and `evalpipeline forget` it"
+    )
     assert sorted(quarantine["reason"]) == sorted(
         f"superseded: (item_id {i!r}, epoch {e}) is also in eval_id {kept_id} ({kept}), which is kept {why}"
         for i in bl.ITEMS
@@ -719,7 +732,9 @@ def test_control_characters_in_names_are_shown_as_escapes_on_the_terminal(tmp_pa
 
     names = ["fake\n  1. winner", "\x1b[31mred\x1b[0m", "ok"]
     table = tmp_path / "ctl.csv"
-    table.write_text("model,suite,item_id,score\n" + "".join(f'"{m}",s,q{i},{i % 2}\n' for m in names for i in range(3)))
+    table.write_text(
+        "model,suite,item_id,score\n" + "".join(f'"{m}",s,q{i},{i % 2}\n' for m in names for i in range(3))
+    )
     assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake"), "--no-validate"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\n  1. winner" not in out
@@ -738,10 +753,11 @@ def test_a_json_log_score_beyond_float_range_is_quarantined_not_the_whole_log(go
     start = text.index('"samples": [')
     at = text.index('"value": "C"', start)
     bad = landing / "huge.json"
-    bad.write_text(text[:at] + '"value": 1' + "0" * 400 + text[at + len('"value": "C"'):])
+    bad.write_text(text[:at] + '"value": 1' + "0" * 400 + text[at + len('"value": "C"') :])
     report, lake, _ = ingest([bad], tmp_path / "lake")
     assert report.file_errors == []
     quarantine = lake.read_partition("quarantine", MODEL, "good_json")
     assert len(quarantine) == 1 and quarantine["reason"].iloc[0].endswith(
-        "score 1000000000000000000000000000000000000... is not finite as a number (beyond 1.8e308)")
+        "score 1000000000000000000000000000000000000... is not finite as a number (beyond 1.8e308)"
+    )
     assert report.rows_read == report.rows_ingested + 1

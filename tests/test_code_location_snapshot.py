@@ -44,8 +44,10 @@ def code_location_shape() -> dict:
     return {
         "assets": assets,
         "jobs": sorted(job.name for job in repository.get_all_jobs() if not job.name.startswith("__")),
-        "schedules": {s.name: {"cron": s.cron_schedule, "timezone": s.execution_timezone, "job": s.job_name}
-                      for s in sorted(repository.schedule_defs, key=lambda s: s.name)},
+        "schedules": {
+            s.name: {"cron": s.cron_schedule, "timezone": s.execution_timezone, "job": s.job_name}
+            for s in sorted(repository.schedule_defs, key=lambda s: s.name)
+        },
         "sensors": {s.name: type(s).__name__ for s in sorted(repository.sensor_defs, key=lambda s: s.name)},
     }
 
@@ -64,8 +66,9 @@ def _differences(now, stored, where: str = "") -> list[str]:
                 lines += _differences(now[key], stored[key], here)
         return lines
     if isinstance(now, list) and isinstance(stored, list):
-        return ([f"+ {where}: {item}" for item in now if item not in stored]
-                + [f"- {where}: {item}" for item in stored if item not in now])
+        return [f"+ {where}: {item}" for item in now if item not in stored] + [
+            f"- {where}: {item}" for item in stored if item not in now
+        ]
     return [] if now == stored else [f"~ {where}: {stored!r} -> {now!r}"]
 
 
@@ -75,9 +78,11 @@ def test_the_code_location_matches_its_snapshot():
     if os.environ.get(UPDATE_ENV):
         SNAPSHOT.parent.mkdir(exist_ok=True)
         SNAPSHOT.write_text(text)
-    how = (f"the code location changed (assets, checks, jobs, schedules or sensors); if that is intended, "
-           f"regenerate {SNAPSHOT.relative_to(SNAPSHOT.parents[2])} with\n    {UPDATE_ENV}=1 "
-           f".venv/bin/python -m pytest tests/test_code_location_snapshot.py\nand review its diff")
+    how = (
+        f"the code location changed (assets, checks, jobs, schedules or sensors); if that is intended, "
+        f"regenerate {SNAPSHOT.relative_to(SNAPSHOT.parents[2])} with\n    {UPDATE_ENV}=1 "
+        f".venv/bin/python -m pytest tests/test_code_location_snapshot.py\nand review its diff"
+    )
     assert SNAPSHOT.exists(), how
     stored = json.loads(SNAPSHOT.read_text())
     differences = _differences(shape, stored)

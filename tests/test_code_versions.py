@@ -113,8 +113,12 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", [to_partition_key("mockllm/beta/v2")])
     instance.add_dynamic_partitions("suite", [to_partition_key("unit suite")])
-    result = materialize([eval_samples, accuracy_posteriors], partition_key=model_suite_key("mockllm/beta/v2", "unit suite"),
-                         instance=instance, resources=lake_resources(tmp_path / "lake", landing))
+    result = materialize(
+        [eval_samples, accuracy_posteriors],
+        partition_key=model_suite_key("mockllm/beta/v2", "unit suite"),
+        instance=instance,
+        resources=lake_resources(tmp_path / "lake", landing),
+    )
     assert result.success
     table = pd.read_parquet(next((tmp_path / "lake" / "accuracy_posteriors").rglob("posteriors.parquet")))
     overall = table[table["level"] == "overall"].iloc[0]
@@ -125,7 +129,9 @@ def test_the_conjugate_prior_comes_from_the_configuration_and_changes_only_its_c
 
     import logging
 
-    _comparison(lake_resources(tmp_path / "lake", landing)["lake"], to_partition_key("unit suite"), logging.getLogger("test"))
+    _comparison(
+        lake_resources(tmp_path / "lake", landing)["lake"], to_partition_key("unit suite"), logging.getLogger("test")
+    )
     (board,) = (tmp_path / "lake" / "suite_comparison").rglob("leaderboard.parquet")
     row = pd.read_parquet(board).iloc[0]
     assert (row["prior_a"], row["prior_b"], row["posterior_mean"]) == (2.0, 2.0, pytest.approx(0.8))

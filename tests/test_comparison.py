@@ -32,15 +32,26 @@ def write_samples(lake: Lake, model: str, suite: str, scores: np.ndarray, *, err
     rows = []
     for i in range(items):
         for e in range(epochs):
-            rows.append({"domain": "d", "subdomain": None, "item_id": f"q{i:03d}", "epoch": e + 1, "scorer": "match",
-                         "score": float(scores[i, e]), "correct": bool(scores[i, e] == 1),
-                         "error": None if errors is None else errors, "limit": None})
+            rows.append(
+                {
+                    "domain": "d",
+                    "subdomain": None,
+                    "item_id": f"q{i:03d}",
+                    "epoch": e + 1,
+                    "scorer": "match",
+                    "score": float(scores[i, e]),
+                    "correct": bool(scores[i, e] == 1),
+                    "error": None if errors is None else errors,
+                    "limit": None,
+                }
+            )
     frame = pd.DataFrame(rows)
     frame["subdomain"] = frame["subdomain"].astype("string")
     frame["error"] = frame["error"].astype("string")
     frame["limit"] = frame["limit"].astype("string")
-    write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False),
-                         lake.table_path("samples", "samples.parquet", model, suite))
+    write_parquet_atomic(
+        pa.Table.from_pandas(frame, preserve_index=False), lake.table_path("samples", "samples.parquet", model, suite)
+    )
 
 
 def planted_scores(rng, difficulty, shift, epochs=2):
@@ -71,12 +82,16 @@ def test_planted_truth(planted_lake):
     row = board.iloc[0]
     assert row[threshold_column(0.8)] == pytest.approx(stats.beta.sf(0.8, row.posterior_a, row.posterior_b))
     assert (board[["prior_a", "prior_b"]] == 1.0).all().all()
-    assert (board["wilson_low"] <= board["observed_mean"]).all() and (board["clopper_pearson_low"] <= board["wilson_low"] + 0.02).all()
+    assert (board["wilson_low"] <= board["observed_mean"]).all() and (
+        board["clopper_pearson_low"] <= board["wilson_low"] + 0.02
+    ).all()
     strong = pairs[pairs.model_a == "strong/one"]
     assert len(strong) == 2
     assert (strong["verdict_band"] == "near-certain").all() and (strong["hpdi_verdict"] == "different").all()
     assert strong["verdict"].str.contains("almost certainly better").all()
-    assert strong["p_a_better_probit"].isna().all()  # two epochs an item: the probit's 0/1 pairs would not be independent
+    assert (
+        strong["p_a_better_probit"].isna().all()
+    )  # two epochs an item: the probit's 0/1 pairs would not be independent
     assert (board["unit"] == "item").all() and (board["design_effect"] >= 1).all()
     assert (board["n_effective"] == board["n"] / board["design_effect"]).all()
     twins = pairs[pairs.model_b.isin(["twin a", "twin b"]) & pairs.model_a.isin(["twin a", "twin b"])].iloc[0]
@@ -119,7 +134,12 @@ def test_a_sample_table_that_failed_validation_reaches_no_comparison(tmp_path):
     leaderboard, the suite GLMs' data, the model profile and the model's reliability, each naming it;
     once its logs are fixed it is back. Its older posteriors (from data that passed) are left out too."""
     from evalpipeline.steps.fits import suite_samples
-    from evalpipeline.steps.samples import ingest_partitions, partition_validator, write_accuracy_posteriors, write_suite_leaderboard
+    from evalpipeline.steps.samples import (
+        ingest_partitions,
+        partition_validator,
+        write_accuracy_posteriors,
+        write_suite_leaderboard,
+    )
     from evalpipeline.steps.reliability import ReliabilityConfig, assess_model
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
@@ -174,15 +194,27 @@ def _write_suite_fit(lake, suite, glm, models, draws, *, passed=True):
     prob = special.expit(draws)
     low, high = np.quantile(prob, [0.025, 0.975], axis=0)
     low2, high2 = np.quantile(prob, [0.055, 0.945], axis=0)  # the fits' default second mass, 0.89: narrower
-    summary = pd.DataFrame({"parameter": "model", "model": models, "scale": "location", "mean": draws.mean(0),
-                            "hpdi_mass": 0.95, "hpdi2_mass": 0.89, "prob_mean": prob.mean(0),
-                            "prob_hpdi_low": low, "prob_hpdi_high": high,
-                            "prob_hpdi2_low": low2, "prob_hpdi2_high": high2})
+    summary = pd.DataFrame(
+        {
+            "parameter": "model",
+            "model": models,
+            "scale": "location",
+            "mean": draws.mean(0),
+            "hpdi_mass": 0.95,
+            "hpdi2_mass": 0.89,
+            "prob_mean": prob.mean(0),
+            "prob_hpdi_low": low,
+            "prob_hpdi_high": high,
+            "prob_hpdi2_low": low2,
+            "prob_hpdi2_high": high2,
+        }
+    )
     write_parquet_atomic(pa.Table.from_pandas(summary, preserve_index=False), directory / "summary.parquet")
     diagnostics = pd.DataFrame({"diagnostic": ["divergences", "r_hat"], "passed": [passed, True]})
     write_parquet_atomic(pa.Table.from_pandas(diagnostics, preserve_index=False), directory / "diagnostics.parquet")
     xr.Dataset({"model": (("chain", "draw", "model_dim"), draws.reshape(2, -1, len(models)))}).to_netcdf(
-        directory / "posterior.nc", group="posterior", engine="h5netcdf")
+        directory / "posterior.nc", group="posterior", engine="h5netcdf"
+    )
     write_bytes_atomic(b"{}", directory / "fit.json")
     provenance = {"inputs": {}, "version": "test", "config": {"glm": glm}, "status": "fitted", "passed": passed}
     write_bytes_atomic(json.dumps(provenance).encode(), directory / "provenance.json")
@@ -279,9 +311,13 @@ def test_profiles_read_a_stored_board_once_and_see_it_rewritten(planted_lake, tm
     build_suite_comparison(lake, "quiz")
     reads = []
     real = pd.read_parquet
-    monkeypatch.setattr(comparison.pd, "read_parquet",
-                        lambda path, *a, **k: (reads.append(str(path)) if str(path).endswith("leaderboard.parquet")
-                                               else None) or real(path, *a, **k))
+    monkeypatch.setattr(
+        comparison.pd,
+        "read_parquet",
+        lambda path, *a, **k: (
+            (reads.append(str(path)) if str(path).endswith("leaderboard.parquet") else None) or real(path, *a, **k)
+        ),
+    )
     comparison._stored_board.cache_clear()
     first = comparison._suite_board(lake, "quiz", ComparisonSettings())
     first.loc[0, "model"] = "scribbled on"  # a caller's change to its copy stays its own
@@ -328,8 +364,12 @@ def _naive_item_log_likelihood(mid, gap, spread, ka, na, kb, nb):
     for a_k, a_n, b_k, b_n in zip(ka, na, kb, nb):
         eta = m[..., None] + s[..., None] * compare._GH_NODES
         eta_a, eta_b = eta + g[..., None] / 2, eta - g[..., None] / 2
-        per_node = (a_k * compare._log_sigmoid(eta_a) + (a_n - a_k) * compare._log_sigmoid(-eta_a)
-                    + b_k * compare._log_sigmoid(eta_b) + (b_n - b_k) * compare._log_sigmoid(-eta_b))
+        per_node = (
+            a_k * compare._log_sigmoid(eta_a)
+            + (a_n - a_k) * compare._log_sigmoid(-eta_a)
+            + b_k * compare._log_sigmoid(eta_b)
+            + (b_n - b_k) * compare._log_sigmoid(-eta_b)
+        )
         total += special.logsumexp(per_node + log_w, axis=-1)
     return total
 
@@ -380,15 +420,22 @@ def test_leaderboard_counts_each_models_scored_rows_whatever_the_others_hold():
     # rows interleaved by model; an errored row's score is not a number and must not be read as one
     from evalpipeline.steps.comparison import ComparisonSettings, suite_leaderboard_table
 
-    samples = pd.DataFrame({"model": ["a", "b", "a", "b", "c", "a"], "item_id": ["1", "1", "2", "2", "1", "2"],
-                            "score": [1.0, 0.0, 0.0, 1.0, "ERR", None],
-                            "error": [None, None, None, None, "timeout", None]}, dtype=object)
+    samples = pd.DataFrame(
+        {
+            "model": ["a", "b", "a", "b", "c", "a"],
+            "item_id": ["1", "1", "2", "2", "1", "2"],
+            "score": [1.0, 0.0, 0.0, 1.0, "ERR", None],
+            "error": [None, None, None, None, "timeout", None],
+        },
+        dtype=object,
+    )
     board = suite_leaderboard_table(samples, "s", ComparisonSettings(rank_draws=500)).set_index("model")
     assert board.loc[["a", "b", "c"], "k"].tolist() == [1.0, 1.0, 0.0]
     assert board.loc[["a", "b", "c"], "n"].tolist() == [2, 2, 0]
     assert board.loc[["a", "b", "c"], "n_items"].tolist() == [2, 2, 0]
-    numeric = suite_leaderboard_table(samples.assign(score=[1.0, 0.0, 0.0, 1.0, np.nan, np.nan]), "s",
-                                      ComparisonSettings(rank_draws=500)).set_index("model")
+    numeric = suite_leaderboard_table(
+        samples.assign(score=[1.0, 0.0, 0.0, 1.0, np.nan, np.nan]), "s", ComparisonSettings(rank_draws=500)
+    ).set_index("model")
     pd.testing.assert_frame_equal(board, numeric)
 
 
@@ -415,7 +462,9 @@ def test_the_ui_previews_the_verdicts_that_decide_a_large_suites_ranking(tmp_pat
     expected = ranking_pairs(pairs, board)
     assert len(expected) == 2 * 10 - 1
     lines = [line for line in text.splitlines() if line.startswith("- ")]
-    assert lines == [f"- {a} vs {b}: {v}" for a, b, v in zip(expected["model_a"], expected["model_b"], expected["verdict"])]
+    assert lines == [
+        f"- {a} vs {b}: {v}" for a, b, v in zip(expected["model_a"], expected["model_b"], expected["verdict"])
+    ]
     leader, second = board.sort_values("rank")["model"].iloc[:2]
     assert {leader, second} == set(pairs.loc[expected.index[0], ["model_a", "model_b"]])
     assert "each model against the leader" in text and "every pair of the 55 is in pairwise.parquet" in text
@@ -426,7 +475,11 @@ def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_t
     (COMPARISON_COLUMNS, COUNTING_COLUMNS); an errored or limit-hit attempt must still not count, so the
     tables equal those computed from the full sample tables."""
     from evalpipeline.steps.comparison import (
-        COMPARISON_COLUMNS, model_profile_table, read_suite_samples, suite_leaderboard_table, suite_pairwise_table,
+        COMPARISON_COLUMNS,
+        model_profile_table,
+        read_suite_samples,
+        suite_leaderboard_table,
+        suite_pairwise_table,
     )
 
     rng = np.random.default_rng(5)
@@ -446,8 +499,10 @@ def test_comparisons_and_profiles_read_only_the_columns_they_need_and_get_what_t
     full = read_suite_samples(lake, "quiz")
     result = build_suite_comparison(lake, "quiz", settings)
     pd.testing.assert_frame_equal(result.leaderboard, suite_leaderboard_table(full, "quiz", settings))
-    pd.testing.assert_frame_equal(result.pairwise.reset_index(drop=True),
-                                  suite_pairwise_table(full, "quiz", settings, None, None, None).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        result.pairwise.reset_index(drop=True),
+        suite_pairwise_table(full, "quiz", settings, None, None, None).reset_index(drop=True),
+    )
     assert result.leaderboard.set_index("model").loc["b", "n"] == len(frame) - 10
     pooled = model_profile_table(lake, "b", settings).set_index("scope").loc["pooled"]
     assert pooled["n"] == len(frame) - 10 and pooled["k"] == frame["score"].iloc[10:].sum()
@@ -468,7 +523,10 @@ def _labelled_csv(path, rows) -> None:
 
 def test_a_labelled_suite_gets_per_class_f1_tables_beside_its_comparison(tmp_path):
     from evalpipeline.steps.classification import (
-        CLASSIFICATION_COLUMNS, CLASSIFICATION_PAIRWISE_COLUMNS, MACRO_LABEL, OTHER_LABEL,
+        CLASSIFICATION_COLUMNS,
+        CLASSIFICATION_PAIRWISE_COLUMNS,
+        MACRO_LABEL,
+        OTHER_LABEL,
     )
     from evalpipeline.ingest import ingest_paths
 
@@ -505,11 +563,15 @@ def test_a_labelled_suite_gets_per_class_f1_tables_beside_its_comparison(tmp_pat
             assert table.loc[(model, label), "n_predicted"] == sum(r[3] == label for r in mine)
         scored = table.loc[model].drop(index=OTHER_LABEL)  # (other) has no metrics: no attempt's target
         assert (scored["f1_low"] <= scored["f1_mean"]).all() and (scored["f1_mean"] <= scored["f1_high"]).all()
-    assert table.loc[("good", MACRO_LABEL), "n_unlabelled"] == 1 and table.loc[("poor", MACRO_LABEL), "n_unlabelled"] == 0
+    assert (
+        table.loc[("good", MACRO_LABEL), "n_unlabelled"] == 1 and table.loc[("poor", MACRO_LABEL), "n_unlabelled"] == 0
+    )
     assert table.loc[("poor", OTHER_LABEL), "n_predicted"] == 1 and table.loc[("good", OTHER_LABEL), "n_predicted"] == 0
     assert table.loc[("good", MACRO_LABEL), "f1_mean"] > table.loc[("poor", MACRO_LABEL), "f1_high"]
     assert pairwise["class"].tolist() == ["A", "B", "C", MACRO_LABEL]
-    assert (pairwise["model_a"] == "good").all() and pairwise.set_index("class").loc[MACRO_LABEL, "p_a_better_f1"] > 0.99
+    assert (pairwise["model_a"] == "good").all() and pairwise.set_index("class").loc[
+        MACRO_LABEL, "p_a_better_f1"
+    ] > 0.99
 
     files = [result.directory / "classification.parquet", result.directory / "classification_pairwise.parquet"]
     mtimes = [p.stat().st_mtime_ns for p in files]
@@ -526,8 +588,15 @@ def test_labels_that_are_not_classes_are_not_classified():
     from evalpipeline.steps.classification import MAX_CLASSES, suite_classification, suite_classification_tables
 
     def samples(targets, answers=None, items=None):
-        return pd.DataFrame({"model": "m", "item_id": items or [f"q{i}" for i in range(len(targets))],
-                             "score": 1.0, "answer": answers or targets, "target": targets})
+        return pd.DataFrame(
+            {
+                "model": "m",
+                "item_id": items or [f"q{i}" for i in range(len(targets))],
+                "score": 1.0,
+                "answer": answers or targets,
+                "target": targets,
+            }
+        )
 
     free_text = suite_classification(samples([f"{i} + {i} = {2 * i}" for i in range(6)]))
     assert free_text.not_computed == "no two items share a target: free-text references, not class labels"
@@ -569,7 +638,9 @@ def test_judge_corrected_columns_reproduce_the_posts_example(tmp_path):
     unknown = JudgeCalibration("model_graded_qa", sensitivity=0.9, specificity=0.9)
     graded = np.full((10, 1), 0.5)
     write_samples(lake, "graded", "qa", graded)
-    board = build_suite_comparison(lake, "qa", ComparisonSettings(judges=(judge, unknown))).leaderboard.set_index("model")
+    board = build_suite_comparison(lake, "qa", ComparisonSettings(judges=(judge, unknown))).leaderboard.set_index(
+        "model"
+    )
     assert np.isnan(board.loc["graded", "judge_mean"]) and "graded scores" in board.loc["graded", "judge_note"]
     html = build_report(lake, "now", judges=("match", "model_graded_qa")).read_text()
     assert "[judge.model_graded_qa] corrected nothing" in html and "[judge.match]" not in html

@@ -30,8 +30,12 @@ def _chains(chains: int, draws: int, phi: float, seed: int) -> xr.Dataset:
 def _arviz(dataset):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {"r_hat": az.rhat(dataset, method="rank"), "ess_bulk": az.ess(dataset, method="bulk"),
-                "ess_tail": az.ess(dataset, method="tail"), "ess_mean": az.ess(dataset, method="mean")}
+        return {
+            "r_hat": az.rhat(dataset, method="rank"),
+            "ess_bulk": az.ess(dataset, method="bulk"),
+            "ess_tail": az.ess(dataset, method="tail"),
+            "ess_mean": az.ess(dataset, method="mean"),
+        }
 
 
 def _assert_same(ours: np.ndarray, expected) -> None:
@@ -68,22 +72,37 @@ def test_a_fit_reports_arvizs_r_hat_and_ess(tmp_path):
     from evalpipeline.models.fit import FitSettings, fit_glm
 
     rng = np.random.default_rng(5)
-    rows = [{"model": "m", "suite": "s", "domain": f"d{i % 2}", "subdomain": f"d{i % 2}/s{i % 4}", "item_id": f"q{i}",
-             "epoch": e, "score": float(rng.random() < 0.6), "error": None, "limit": None}
-            for i in range(40) for e in (1, 2)]
+    rows = [
+        {
+            "model": "m",
+            "suite": "s",
+            "domain": f"d{i % 2}",
+            "subdomain": f"d{i % 2}/s{i % 4}",
+            "item_id": f"q{i}",
+            "epoch": e,
+            "score": float(rng.random() < 0.6),
+            "error": None,
+            "limit": None,
+        }
+        for i in range(40)
+        for e in (1, 2)
+    ]
     import pandas as pd
 
     data = GlmData.from_samples(pd.DataFrame(rows))
-    fit = fit_glm("binomial", data, FitSettings(num_warmup=200, num_samples=200, num_chains=2), seed_key="conv",
-                  fitter=Fitter())
+    fit = fit_glm(
+        "binomial", data, FitSettings(num_warmup=200, num_samples=200, num_chains=2), seed_key="conv", fitter=Fitter()
+    )
     expected = _arviz(fit.idata.posterior)
     for name in ("r_hat", "ess_bulk", "ess_tail"):
-        values = np.concatenate([np.asarray(expected[name][v].values, float).ravel()
-                                 for v in fit.idata.posterior.data_vars])
+        values = np.concatenate(
+            [np.asarray(expected[name][v].values, float).ravel() for v in fit.idata.posterior.data_vars]
+        )
         worst = values.max() if name == "r_hat" else values.min()
         reported = fit.diagnostics.set_index("diagnostic").loc[name, "value"]
         assert reported == pytest.approx(worst, rel=1e-10)
         for site in fit.summary["parameter"].unique():
             rows_ = fit.summary[fit.summary["parameter"] == site]
-            np.testing.assert_allclose(rows_[name].to_numpy(float),
-                                       np.asarray(expected[name][site].values, float).ravel(), rtol=1e-10)
+            np.testing.assert_allclose(
+                rows_[name].to_numpy(float), np.asarray(expected[name][site].values, float).ravel(), rtol=1e-10
+            )

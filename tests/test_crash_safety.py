@@ -47,7 +47,12 @@ def _workspace(root: Path) -> dict:
 
 def _run(env: dict, root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "evalpipeline.cli.main", "run"], env=env, cwd=root, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "evalpipeline.cli.main", "run"],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -66,8 +71,13 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     killed_root, clean_root = tmp_path / "killed", tmp_path / "clean"
     killed_env = _workspace(killed_root)
     process = subprocess.Popen(
-        [sys.executable, "-m", "evalpipeline.cli.main", "run"], env=killed_env, cwd=killed_root,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [sys.executable, "-m", "evalpipeline.cli.main", "run"],
+        env=killed_env,
+        cwd=killed_root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     seen = []
     deadline = time.monotonic() + 600
@@ -87,7 +97,11 @@ def test_killed_fit_leaves_no_partial_file_and_the_rerun_matches_an_uninterrupte
     # temporaries, which pyarrow and Spark skip and the next write into their folder sweeps)
     import pyarrow.parquet as pq
 
-    visible = [p for p in lake.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(lake).parts)]
+    visible = [
+        p
+        for p in lake.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(lake).parts)
+    ]
     for path in visible:
         if path.suffix == ".parquet":
             pq.read_table(path)

@@ -15,8 +15,11 @@ def _idata(seed: int, shift: float, units: int = 60) -> az.InferenceData:
     # heavy-ish tails so some units warn (p_waic_i > 0.4, Pareto-k > 0.7)
     log_lik = shift - 1.0 + rng.normal(0, 0.4, (4, 250, units)) - 0.4 * np.abs(rng.standard_t(2.5, (4, 250, units)))
     effects = rng.normal(size=(4, 250, 3)).cumsum(axis=1) * 0.05  # autocorrelated: reff < 1
-    return az.from_dict(posterior={"effect": effects}, log_likelihood={"obs": log_lik},
-                        observed_data={"obs": np.arange(units, dtype=float)})
+    return az.from_dict(
+        posterior={"effect": effects},
+        log_likelihood={"obs": log_lik},
+        observed_data={"obs": np.arange(units, dtype=float)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +61,25 @@ def test_comparison_from_terms_is_arvizs(idatas, ic):
     expected = _quiet(az.compare, idatas, ic=ic, scale="log")
     from_terms = compare_fits({name: pointwise_criteria(i) for name, i in idatas.items()}).set_index("model")
     assert compare_fits(idatas).set_index("model").equals(from_terms)  # InferenceData in, same table
-    column = {"elpd": f"elpd_{ic}", "se": f"{ic}_se" if ic == "waic" else "loo_se", "p": f"p_{ic}", "diff": f"d_{ic}",
-              "dse": f"{ic}_dse", "rank": f"{ic}_rank", "weight": f"{ic}_weight"}
+    column = {
+        "elpd": f"elpd_{ic}",
+        "se": f"{ic}_se" if ic == "waic" else "loo_se",
+        "p": f"p_{ic}",
+        "diff": f"d_{ic}",
+        "dse": f"{ic}_dse",
+        "rank": f"{ic}_rank",
+        "weight": f"{ic}_weight",
+    }
     for name in idatas:
         row, want = from_terms.loc[name], expected.loc[name]
         assert row[column["rank"]] == want["rank"]
-        for ours, theirs in (("elpd", f"elpd_{ic}"), ("se", "se"), ("p", f"p_{ic}"), ("diff", "elpd_diff"), ("dse", "dse")):
+        for ours, theirs in (
+            ("elpd", f"elpd_{ic}"),
+            ("se", "se"),
+            ("p", f"p_{ic}"),
+            ("diff", "elpd_diff"),
+            ("dse", "dse"),
+        ):
             assert row[column[ours]] == pytest.approx(float(want[theirs]), rel=1e-9, abs=1e-12), (name, ours)
         assert row[column["weight"]] == pytest.approx(float(want["weight"]), abs=1e-9)  # stacking's optimiser
 

@@ -12,30 +12,17 @@ ADAPTER = REPO / "resources" / "dagster_internals.py"
 #: the project's Python outside the tests, which may use Dagster's internals to observe it
 SOURCE_FOLDERS = ("evalpipeline", "assets", "resources", "benchmarks", "scripts")
 
-ASSETS = {"eval_samples", "accuracy_posteriors", "glm_binomial", "glm_beta_binomial", "glm_null", "glm_item_difficulty",
-          "reliability", "partition_plots", "suite_leaderboard", "suite_glm_binomial", "suite_glm_beta_binomial",
-          "suite_glm_null", "suite_glm_nested", "suite_fit_plots", "suite_comparison", "model_profile",
-          "model_reliability", "ingest_accounting", "waic_rankings", "report"}
-JOBS = {"ingest_and_fit", "suite_analysis", "suite_comparisons", "model_analysis", "model_profiles", "lake_reports",
-        "prepare_samplers"}
-SENSORS = {"landing_sensor", "record_run_failures", "resolve_run_failures", "rerun_rest_of_failed_ranges",
-           "refresh_downstream", "sampler_requests"}
-SCHEDULES = {"nightly_refresh"}
 
-
-def test_the_code_location_loads_and_its_assets_jobs_sensors_and_schedule_resolve():
-    import dagster
+def test_the_code_location_loads_and_its_own_automation_condition_resolves():
+    """Loading and resolving every definition is what a Dagster release could break; which assets, jobs,
+    sensors and schedules there are is tests/test_code_location_snapshot.py's."""
     from dagster import Definitions
 
     from evalpipeline.definitions import defs
 
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
-    assert {key.to_user_string() for key in graph.get_all_asset_keys()} == ASSETS, dagster.__version__
-    assert JOBS <= {job.name for job in defs.resolve_all_job_defs()}
-    assert {defs.resolve_job_def(name).name for name in JOBS} == JOBS
-    assert {defs.resolve_sensor_def(name).name for name in SENSORS} == SENSORS
-    assert {defs.resolve_schedule_def(name).name for name in SCHEDULES} == SCHEDULES
+    assert {job.name for job in defs.resolve_all_job_defs()}
     # the automation sensor targets the graph, with each downstream asset's condition (ours among them)
     conditions = [graph.get(key).automation_condition for key in graph.get_all_asset_keys()]
     assert any("passed validation" in str(c.get_snapshot()) for c in conditions if c is not None)
@@ -49,11 +36,16 @@ def _private_dagster_imports(path, root=REPO) -> list[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "dagster" else [])
+            names = [node.module] + (
+                [f"{node.module}.{a.name}" for a in node.names] if node.module == "dagster" else []
+            )
         else:
             continue
-        found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
-                  if name.startswith("dagster.") and name.split(".")[1].startswith("_")]
+        found += [
+            f"{path.relative_to(root)}:{node.lineno} {name}"
+            for name in names
+            if name.startswith("dagster.") and name.split(".")[1].startswith("_")
+        ]
     return found
 
 
@@ -67,9 +59,11 @@ def test_no_module_but_the_adapter_imports_a_private_dagster_module():
 
 def test_the_scan_finds_each_form_of_a_private_import(tmp_path):
     source = tmp_path / "probe.py"
-    source.write_text("import dagster._core.events\nfrom dagster._serdes import serialize_value\n"
-                      "from dagster import _check\nfrom dagster import AssetKey\nimport dagster_dask.executor\n"
-                      "def f():\n    from dagster._utils import iterate_with_context\n")
+    source.write_text(
+        "import dagster._core.events\nfrom dagster._serdes import serialize_value\n"
+        "from dagster import _check\nfrom dagster import AssetKey\nimport dagster_dask.executor\n"
+        "def f():\n    from dagster._utils import iterate_with_context\n"
+    )
     found = [hit.split(" ")[1] for hit in _private_dagster_imports(source, tmp_path)]
     assert found == ["dagster._core.events", "dagster._serdes", "dagster._check", "dagster._utils"]
 

@@ -8,7 +8,9 @@ from evalpipeline.definitions import defs
 from tests.conftest import REPO
 
 
-README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])  # the README and docs/
+README = "\n".join(
+    p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+)  # the README and docs/
 
 
 def test_code_location_loads_and_every_asset_is_described():
@@ -17,8 +19,17 @@ def test_code_location_loads_and_every_asset_is_described():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"eval_samples", "accuracy_posteriors", "suite_leaderboard", "ingest_accounting", "waic_rankings",
-            "glm_binomial", "glm_beta_binomial", "glm_null", "glm_item_difficulty"} <= keys
+    assert {
+        "eval_samples",
+        "accuracy_posteriors",
+        "suite_leaderboard",
+        "ingest_accounting",
+        "waic_rankings",
+        "glm_binomial",
+        "glm_beta_binomial",
+        "glm_null",
+        "glm_item_difficulty",
+    } <= keys
     groups = set()
     for spec in defs.resolve_all_asset_specs():
         assert spec.description and len(spec.description) > 60, spec.key

@@ -3,7 +3,6 @@
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 from evalpipeline.stats.coverage import DESIGNS, simulate_design_coverage, simulate_pair_calibration
 from evalpipeline.stats.intervals import beta_hpdi
@@ -11,9 +10,17 @@ from evalpipeline.stats.posteriors import accuracy_posteriors, attempt_units, su
 
 
 def _frame(scores, items, clusters=None, epochs=None):
-    frame = pd.DataFrame({"item_id": [str(i) for i in items], "score": np.asarray(scores, dtype=float),
-                          "epoch": epochs if epochs is not None else 1, "domain": None, "subdomain": None,
-                          "error": None, "limit": None})
+    frame = pd.DataFrame(
+        {
+            "item_id": [str(i) for i in items],
+            "score": np.asarray(scores, dtype=float),
+            "epoch": epochs if epochs is not None else 1,
+            "domain": None,
+            "subdomain": None,
+            "error": None,
+            "limit": None,
+        }
+    )
     if clusters is not None:
         frame["cluster"] = clusters
     return frame
@@ -41,8 +48,9 @@ def test_post_clustering_example_gives_the_posts_design_effect():
     rng = np.random.default_rng(202)
     passes = rng.binomial(6, rng.beta(0.74 * 2.0, 0.26 * 2.0, size=50))
     scores = np.concatenate([[1] * p + [0] * (6 - p) for p in passes])
-    result = success_rate_posterior(scores, np.repeat(np.arange(50), 6).astype(str), prior=(2.0, 2.0),
-                                    concentration_prior=(2.0, 0.1))
+    result = success_rate_posterior(
+        scores, np.repeat(np.arange(50), 6).astype(str), prior=(2.0, 2.0), concentration_prior=(2.0, 0.1)
+    )
     assert result["design_effect"] == pytest.approx(2.65, abs=0.08)
     assert result["n_effective"] == pytest.approx(113, abs=4)
     assert result["unit"] == "item" and result["n_units"] == 50
@@ -108,7 +116,10 @@ def test_the_design_effect_is_never_below_one():
     scores = np.tile([1.0, 0.0], 50)
     result = success_rate_posterior(scores, np.repeat(np.arange(50), 2).astype(str))
     assert result["design_effect"] == 1.0
-    assert (result["hpdi_low"], result["hpdi_high"]) == (result["independent_hpdi_low"], result["independent_hpdi_high"])
+    assert (result["hpdi_low"], result["hpdi_high"]) == (
+        result["independent_hpdi_low"],
+        result["independent_hpdi_high"],
+    )
 
 
 def test_graded_scores_read_quasi_binomially_per_unit():
@@ -137,8 +148,11 @@ def _pooled_calibration(monkeypatch=None, **kwargs) -> tuple[float, float, int]:
     table = simulate_pair_calibration(**kwargs)
     middle = table[table["bin"].isin(["0.5-0.6", "0.6-0.7", "0.7-0.8", "0.8-0.9"])]
     pairs = middle["pairs"].sum()
-    return (float((middle["mean_reported"] * middle["pairs"]).sum() / pairs),
-            float((middle["share_better"] * middle["pairs"]).sum() / pairs), int(pairs))
+    return (
+        float((middle["mean_reported"] * middle["pairs"]).sum() / pairs),
+        float((middle["share_better"] * middle["pairs"]).sum() / pairs),
+        int(pairs),
+    )
 
 
 @pytest.mark.slow

@@ -33,7 +33,9 @@ from resources.executors import (
 )
 from tests.conftest import DEMO_LOGS, REPO
 
-README = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])  # the README and docs/
+README = "\n".join(
+    p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+)  # the README and docs/
 
 
 def test_the_local_multiprocess_executor_is_the_default():
@@ -60,12 +62,14 @@ def test_preloading_the_step_modules_starts_no_thread_and_no_jax_backend():
     """What the forkserver imports must leave it safe to fork: no JAX backend (whose threads a fork
     would copy mid-use) and no Python thread; pyarrow's jemalloc keeps one background thread, which
     jemalloc itself prepares for fork."""
-    script = ("import importlib, os, threading\n"
-              "from resources.executors import STEP_PRELOAD_MODULES\n"
-              "for name in STEP_PRELOAD_MODULES: importlib.import_module(name)\n"
-              "from jax._src import xla_bridge\n"
-              "names = sorted(open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task'))\n"
-              "print(len(xla_bridge._backends), threading.active_count(), names)")
+    script = (
+        "import importlib, os, threading\n"
+        "from resources.executors import STEP_PRELOAD_MODULES\n"
+        "for name in STEP_PRELOAD_MODULES: importlib.import_module(name)\n"
+        "from jax._src import xla_bridge\n"
+        "names = sorted(open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task'))\n"
+        "print(len(xla_bridge._backends), threading.active_count(), names)"
+    )
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     backends, python_threads, os_threads = done.stdout.strip().split(" ", 2)
@@ -134,12 +138,19 @@ def test_step_processes_get_one_blas_and_xla_thread_unless_told_otherwise():
 def test_loading_the_code_location_pins_the_threads_of_the_step_processes_it_starts():
     """The composition root sets the variables, so every process a run worker or `evalpipeline run`
     starts afterwards (step processes, pool workers) reads them when its BLAS and XLA load."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS", STEP_THREADS_ENV)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS", STEP_THREADS_ENV)
+    }
     child = "import os; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['XLA_FLAGS'])"
-    script = ("import subprocess, sys\nimport evalpipeline.definitions\n"
-              f"print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout)")
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    script = (
+        "import subprocess, sys\nimport evalpipeline.definitions\n"
+        f"print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["1", "--xla_cpu_multi_thread_eigen=false"]
 
@@ -158,8 +169,15 @@ def test_documented_kubernetes_run_config_configures_the_k8s_job_executor():
     executor_config = config["execution"]["config"]
     # Field names of k8s_job_executor's schema (dagster-k8s API docs), checked without installing it.
     documented = {
-        "job_namespace", "job_image", "image_pull_policy", "image_pull_secrets", "service_account_name",
-        "env_config_maps", "env_secrets", "env_vars", "max_concurrent",
+        "job_namespace",
+        "job_image",
+        "image_pull_policy",
+        "image_pull_secrets",
+        "service_account_name",
+        "env_config_maps",
+        "env_secrets",
+        "env_vars",
+        "max_concurrent",
     }
     assert set(executor_config) <= documented
     assert {"job_namespace", "job_image"} <= set(executor_config)
@@ -205,12 +223,25 @@ def _run_driver(tmp_path, name: str, executor_env: dict[str, str], concurrent_ru
     env = {k: v for k, v in os.environ.items() if k not in (EXECUTOR_ENV, DASK_SCHEDULER_ENV)}
     env.update(executor_env, DAGSTER_HOME=str(home))
     report = tmp_path / f"{name}.json"
-    args = [sys.executable, "-m", "resources.executors", "--lake", str(tmp_path / f"lake-{name}"),
-            "--landing", str(DEMO_LOGS), "--concurrent-runs", str(concurrent_runs), "--json", str(report)]
+    args = [
+        sys.executable,
+        "-m",
+        "resources.executors",
+        "--lake",
+        str(tmp_path / f"lake-{name}"),
+        "--landing",
+        str(DEMO_LOGS),
+        "--concurrent-runs",
+        str(concurrent_runs),
+        "--json",
+        str(report),
+    ]
     for model, suite in SUBSET:
         args += ["--only", model, suite]
     args.append("--all-stages")
-    done = subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=1200)  # a hang guard, not a speed target: loaded CI machines are slow
+    done = subprocess.run(
+        args, env=env, cwd=REPO, capture_output=True, text=True, timeout=1200
+    )  # a hang guard, not a speed target: loaded CI machines are slow
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     return json.loads(report.read_text())
 
@@ -242,7 +273,7 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
         # the partitions, then each suite twice (its GLMs, then its comparison), each model, the lake-wide run
         assert [r["partition_key"] for r in report["runs"]] == pairs + suites + suites + models + [""]
         assert all(r["success"] for r in report["runs"])
-        assert all(set(r["step_pids"]) == set(PARTITION_STEPS) for r in report["runs"][:len(pairs)])
+        assert all(set(r["step_pids"]) == set(PARTITION_STEPS) for r in report["runs"][: len(pairs)])
         steps = {step for r in report["runs"] for step in r["step_pids"]}
         assert set(SUITE_STEPS + COMPARISON_STEPS + MODEL_STEPS + LAKE_STEPS) <= steps
     # Every step of the Dask runs started in a Dask worker process -- not in the driver -- and the
@@ -253,8 +284,15 @@ def test_demo_job_on_two_dask_workers_equals_the_local_executor(tmp_path, monkey
     assert not local_pids & (set(cluster.worker_pids) | {local["driver_pid"]})
 
     dask_tables, local_tables = _parquet_tables(tmp_path / "lake-dask"), _parquet_tables(tmp_path / "lake-local")
-    for table in ("accuracy_posteriors/", "glm_fits/", "reliability/", "suite_comparison/", "model_reliability/",
-                  "model_profile/", "waic_rankings/"):
+    for table in (
+        "accuracy_posteriors/",
+        "glm_fits/",
+        "reliability/",
+        "suite_comparison/",
+        "model_reliability/",
+        "model_profile/",
+        "waic_rankings/",
+    ):
         assert any(name.startswith(table) for name in dask_tables), table
     # the GLM steps fitted (same seeds from the partition keys): the posteriors are equal draw for draw
     import xarray as xr
@@ -290,8 +328,11 @@ def _listening(cluster) -> list[tuple[int, str, int]]:
     for process in cluster.processes:
         parent = psutil.Process(process.pid)
         for member in [parent, *parent.children(recursive=True)]:
-            found += [(member.pid, c.laddr.ip, c.laddr.port) for c in member.net_connections(kind="inet")
-                      if c.status == psutil.CONN_LISTEN]
+            found += [
+                (member.pid, c.laddr.ip, c.laddr.port)
+                for c in member.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            ]
     return found
 
 

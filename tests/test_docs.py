@@ -27,10 +27,12 @@ def test_ingest_help_lists_every_option_and_format_the_docs_document():
 
     from evalpipeline.cli.main import build_parser
 
-    (ingest,) = [p for a in build_parser()._subparsers._group_actions for name, p in a.choices.items() if name == "ingest"]
+    (ingest,) = [
+        p for a in build_parser()._subparsers._group_actions for name, p in a.choices.items() if name == "ingest"
+    ]
     help_text = " ".join(a.help or "" for a in ingest._actions)
     text = (REPO / "docs" / "command-line.md").read_text()
-    block = text[text.index("evalpipeline ingest PATH [options]"):]
+    block = text[text.index("evalpipeline ingest PATH [options]") :]
     block = block[: block.index("```")]
     documented = set(re.findall(r"^\s+(--[a-z-]+)", block, flags=re.M)) | set(re.findall(r" / (--[a-z-]+)", block))
     assert documented and documented <= {o for a in ingest._actions for o in a.option_strings}, documented
@@ -62,15 +64,31 @@ def test_the_documented_way_to_read_the_samples_folder_keeps_every_covariate(tmp
 
     import evalpipeline.cli.main as cli
 
-    (tmp_path / "scores.csv").write_text("model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n"
-                                         "007,2024,q1,1,\n")  # names a reader would take for numbers
+    (tmp_path / "scores.csv").write_text(
+        "model,suite,question,correct,level\ngpt-x,arith,q1,1,easy\ngpt-x,arith,q2,0,hard\n007,2024,q1,1,\n"
+    )  # names a reader would take for numbers
     (tmp_path / "wide.csv").write_text("item_id,gpt-x,claude-y\nq1,1,0\nq2,0,1\n")
     lake = tmp_path / "lake"
-    assert cli.main(["ingest", str(tmp_path / "scores.csv"), "--map", "item_id=question,score=correct,cov_level=level",
-                     "--lake", str(lake), "--no-validate"]) == 0
+    assert (
+        cli.main(
+            [
+                "ingest",
+                str(tmp_path / "scores.csv"),
+                "--map",
+                "item_id=question,score=correct,cov_level=level",
+                "--lake",
+                str(lake),
+                "--no-validate",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["ingest", str(tmp_path / "wide.csv"), "--lake", str(lake), "--no-validate"]) == 0
-    (board_snippet, union_snippet) = [b for b in re.findall(r"```python\n(.*?)```", REPO.joinpath("docs", "output-tables.md").read_text(),
-                                                            flags=re.S) if "samples" in b and "partitioning" in b]
+    (board_snippet, union_snippet) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", REPO.joinpath("docs", "output-tables.md").read_text(), flags=re.S)
+        if "samples" in b and "partitioning" in b
+    ]
     assert "unify_schemas" in union_snippet
     board_snippet = "\n".join(line for line in board_snippet.splitlines() if "suite_comparison" not in line)
     for snippet in (board_snippet, board_snippet + "\n" + union_snippet):
@@ -134,8 +152,18 @@ def test_the_readme_is_short_and_the_product_tells_no_development_history():
     import subprocess
 
     assert len((REPO / "README.md").read_text().splitlines()) <= 300
-    story = subprocess.run(["git", "grep", "-niE", r"[a-z]+-?(th|st|nd|rd) session|this[ ]session|found by (a|an) "
-                            r"(review|adversarial)"], capture_output=True, text=True, cwd=REPO)
+    story = subprocess.run(
+        [
+            "git",
+            "grep",
+            "-niE",
+            r"[a-z]+-?(th|st|nd|rd) session|this[ ]session|found by (a|an) "
+            r"(review|adversarial)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert story.stdout == "", story.stdout
 
 
@@ -166,8 +194,11 @@ def test_the_configuration_doc_shows_every_setting_and_names_every_environment_v
         known = set(re.findall(r"'(\w+)'", str(refused.value).split("known: ", 1)[1]))
         assert known and known - documented.get(table, set()) == set(), table
 
-    code = "\n".join(p.read_text() for folder in ("evalpipeline", "resources", "assets")
-                     for p in sorted((REPO / folder).rglob("*.py")))
+    code = "\n".join(
+        p.read_text()
+        for folder in ("evalpipeline", "resources", "assets")
+        for p in sorted((REPO / folder).rglob("*.py"))
+    )
     variables = set(re.findall(r"[\"'](EVALPIPELINE_[A-Z_]+)[\"']", code))
     assert len(variables) >= 10
     assert {v for v in variables if f"`{v}`" not in doc} == set()

@@ -96,8 +96,10 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
         assert reread.attrs.get("groups_reused", 2) == 2
         assert all(str(reread[c].dtype) == "Int64" for c in whole), reread.dtypes
     schema = pq.read_schema(path)
-    assert {c: str(schema.field(c).type) for c in [*whole, "waic_warning"]} == {**dict.fromkeys(whole, "int64"),
-                                                                                 "waic_warning": "bool"}
+    assert {c: str(schema.field(c).type) for c in [*whole, "waic_warning"]} == {
+        **dict.fromkeys(whole, "int64"),
+        "waic_warning": "bool",
+    }
     assert pd.read_parquet(path).query("excluded != ''")["waic_rank"].isna().all()
 
     # The rankings come from each fit's stored criteria.parquet, not its posterior: with the suite
@@ -110,7 +112,8 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     recomputed, _ = write_waic_rankings(lake, pareto_k_threshold=0.5)
     recomputed, _ = write_waic_rankings(lake)
     assert recomputed.attrs["groups_computed"] == 2 and recomputed.drop(columns="inputs_hash").equals(
-        table.drop(columns="inputs_hash"))
+        table.drop(columns="inputs_hash")
+    )
     # posterior.nc holds no log-likelihood by default ([glm] store_log_likelihood): the fallback has
     # nothing to compute from and says so. A fit stored with it (a setting that refits, same draws)
     # has the same criteria, and falls back to its posterior with the same numbers.
@@ -134,14 +137,17 @@ def test_fits_are_reused_disabled_or_excluded_and_the_rest_ranked(lake):
     listed, _ = write_waic_rankings(lake)
     assert listed.attrs["groups_computed"] == 1  # the suite's group; the partition's rows are reused
     assert listed[listed["glm"] == "suite_null"]["excluded"].tolist() == [
-        "no stored fit: summary.parquet missing; materialise it again to refit"]
+        "no stored fit: summary.parquet missing; materialise it again to refit"
+    ]
     killed = suite_fit_dir(lake, "quiz", "suite_nested")
     killed.mkdir()
     (killed / "posterior.nc").write_bytes(b"half written")
     listed, _ = write_waic_rankings(lake)
     suite = listed[listed["scope"] == "suite"].set_index("glm")
     assert sorted(suite.index) == ["suite_binomial", "suite_nested", "suite_null"]
-    assert suite.loc["suite_null", "excluded"] == "no stored fit: summary.parquet missing; materialise it again to refit"
+    assert (
+        suite.loc["suite_null", "excluded"] == "no stored fit: summary.parquet missing; materialise it again to refit"
+    )
     assert suite.loc["suite_nested", "excluded"].startswith("no stored fit: provenance.json is missing")
     assert suite.loc["suite_binomial", "excluded"] == "" and suite.loc["suite_binomial", "waic_rank"] == 0
     assert not waic_plot_path(lake, "quiz").exists()  # one suite GLM left to rank: no comparison to plot
@@ -229,8 +235,9 @@ def test_a_beta_binomial_the_data_cannot_identify_is_not_fitted_and_the_tables_s
         write_samples(lake, model, "quiz", planted_scores(rng, difficulty, shift, epochs=1))
     once = fit_partition_glm(lake, "a", "quiz", "beta_binomial", config, version="v1")
     assert once.status == "not applicable"
-    assert once.reason.startswith("every item has one countable attempt: the beta-binomial's overdispersion phi "
-                                  "is not identified")
+    assert once.reason.startswith(
+        "every item has one countable attempt: the beta-binomial's overdispersion phi is not identified"
+    )
     assert sorted(path.name for path in once.directory.iterdir()) == ["provenance.json"]
     assert read_outcome(once.directory).reason == once.reason
     assert fit_partition_glm(lake, "a", "quiz", "binomial", config, version="v1").status == "fitted"
@@ -266,8 +273,9 @@ def test_a_sampler_asked_for_a_glm_that_no_longer_applies_is_not_prepared(tmp_pa
     for model in ("a", "b"):
         write_samples(lake, model, "quiz", planted_scores(rng, difficulty, 0.0, epochs=1))
     (programs / "requests").mkdir(parents=True)
-    (programs / "requests" / "beta.json").write_text(json.dumps(
-        {"suite": "quiz", "glm": "suite_beta_binomial", "lake": str(lake.root.resolve()), "reason": "test"}))
+    (programs / "requests" / "beta.json").write_text(
+        json.dumps({"suite": "quiz", "glm": "suite_beta_binomial", "lake": str(lake.root.resolve()), "reason": "test"})
+    )
     fitter = Fitter(program_cache=programs)
     (record,) = prepare_requested_samplers(lake, GlmConfig(FAST, LENIENT), fitter)
     assert record["done"].startswith("skipped: not applicable: every LLM's item has one countable attempt")

@@ -77,8 +77,10 @@ def test_it_equals_autodiff_through_softplus_under_jit_and_vmap():
 def test_the_fits_observation_site_uses_the_kernel():
     """_BinomialLogits.log_prob (the binomial GLMs' ``obs`` site) is the kernel plus log C(n, k)."""
     eta, k, n = (jnp.asarray(a) for a in grid((3,)))
-    log_choose = jnp.asarray(special.gammaln(4.0) - special.gammaln(np.asarray(k) + 1.0)
-                             - special.gammaln(4.0 - np.asarray(k)), jnp.float32)
+    log_choose = jnp.asarray(
+        special.gammaln(4.0) - special.gammaln(np.asarray(k) + 1.0) - special.gammaln(4.0 - np.asarray(k)), jnp.float32
+    )
     site = glm._BinomialLogits(eta, n, log_choose)
-    np.testing.assert_array_equal(np.asarray(site.log_prob(k)),
-                                  np.asarray(glm.binomial_logit_kernel(eta, k, n) + log_choose))
+    np.testing.assert_array_equal(
+        np.asarray(site.log_prob(k)), np.asarray(glm.binomial_logit_kernel(eta, k, n) + log_choose)
+    )

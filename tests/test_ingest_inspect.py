@@ -20,8 +20,15 @@ VALUE = {"C": 1.0, "I": 0.0, "P": 0.5}
 def logs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("logs")
     return {
-        "eval": make_log(folder / "a", model="mockllm/acme/large v2", suite="unit_suite", items=6, epochs=2,
-                         fail={("q3", 1)}, log_format="eval"),
+        "eval": make_log(
+            folder / "a",
+            model="mockllm/acme/large v2",
+            suite="unit_suite",
+            items=6,
+            epochs=2,
+            fail={("q3", 1)},
+            log_format="eval",
+        ),
         "json": make_log(folder / "b", model="mockllm/acme-small", suite="unit_suite", items=4, log_format="json"),
         "two_scorers": make_log(folder / "c", suite="scored_twice", items=4, scorers=[echo(), exact()]),
     }
@@ -46,7 +53,12 @@ def test_rows_match_inspect_full_log(logs, fmt):
         for s in full.samples
     }
     got = {
-        (r.item_id, r.epoch): (None if pd.isna(r.score) else r.score, r.domain, r.subdomain, None if pd.isna(r.error) else r.error)
+        (r.item_id, r.epoch): (
+            None if pd.isna(r.score) else r.score,
+            r.domain,
+            r.subdomain,
+            None if pd.isna(r.error) else r.error,
+        )
         for r in rows.itertuples()
     }
     assert got.keys() == expected.keys()
@@ -152,7 +164,12 @@ def test_metadata_mapping_covariates_and_other_scorers_kept(tmp_path):
     assert samples["subdomain"].tolist() == ["t0", "t1", "t0", "t1"]
     assert samples["cov_difficulty"].tolist() == [1, 2, 3, 4]
     kept = [json.loads(s) for s in samples["scores_json"]]
-    assert [k["echo"] for k in kept] == ["yes", "no", "yes", "no"] and [k["exact"] for k in kept] == ["C", "I", "C", "I"]
+    assert [k["echo"] for k in kept] == ["yes", "no", "yes", "no"] and [k["exact"] for k in kept] == [
+        "C",
+        "I",
+        "C",
+        "I",
+    ]
     assert report.notes == []
 
 
@@ -164,14 +181,30 @@ def test_a_mapped_metadata_key_no_sample_has_gives_a_note(tmp_path, capsys):
     options = IngestOptions(metadata_map={"domain": "categroy", "cov_level": "level"})
     report = ingest_paths([path], Lake(tmp_path / "lake"), options)
     assert report.rows_ingested == 2
-    assert report.notes == [f"{path}: metadata_map domain='categroy': no sample has a value for that metadata key, so domain is empty",
-                            f"{path}: metadata_map cov_level='level': no sample has a value for that metadata key, so cov_level is empty"]
+    assert report.notes == [
+        f"{path}: metadata_map domain='categroy': no sample has a value for that metadata key, so domain is empty",
+        f"{path}: metadata_map cov_level='level': no sample has a value for that metadata key, so cov_level is empty",
+    ]
     assert f"  note: {report.notes[0]}" in report.summary_lines()
     # the defaults (domain=domain, ...) say nothing when logs carry no such metadata
     assert ingest_paths([path], Lake(tmp_path / "lake2")).notes == []
-    assert cli.main(["ingest", str(path), "--lake", str(tmp_path / "lake3"), "--no-validate",
-                     "--metadata-map", "domain=categroy"]) == 0
-    assert "note: metadata_map domain='categroy': no sample has a value for that metadata key" in capsys.readouterr().out
+    assert (
+        cli.main(
+            [
+                "ingest",
+                str(path),
+                "--lake",
+                str(tmp_path / "lake3"),
+                "--no-validate",
+                "--metadata-map",
+                "domain=categroy",
+            ]
+        )
+        == 0
+    )
+    assert (
+        "note: metadata_map domain='categroy': no sample has a value for that metadata key" in capsys.readouterr().out
+    )
 
 
 def test_dict_valued_scores_need_a_key(tmp_path):
@@ -244,11 +277,13 @@ def test_a_log_rewritten_under_another_model_retires_the_old_partition_and_its_o
     shutil.copy(first, landing / "run.eval")
     assert ingest_paths(find_log_files(landing), lake).rows_ingested == 4
     old, suite = to_partition_key("mockllm/old-name"), to_partition_key("unit suite")
-    outputs = [f"accuracy_posteriors/model={old}/suite={suite}/posteriors.parquet",
-               f"glm_fits/model={old}/suite={suite}/binomial/summary.parquet",
-               f"validation/data_docs/model={old}/suite={suite}/index.html",
-               f"model_profile/model={old}/profile.parquet",
-               f"suite_leaderboard/suite={suite}/leaderboard.parquet"]
+    outputs = [
+        f"accuracy_posteriors/model={old}/suite={suite}/posteriors.parquet",
+        f"glm_fits/model={old}/suite={suite}/binomial/summary.parquet",
+        f"validation/data_docs/model={old}/suite={suite}/index.html",
+        f"model_profile/model={old}/profile.parquet",
+        f"suite_leaderboard/suite={suite}/leaderboard.parquet",
+    ]
     for name in outputs:  # what the pipeline made downstream of the old partition
         (lake.root / name).parent.mkdir(parents=True, exist_ok=True)
         (lake.root / name).write_bytes(b"made from the old partition")
@@ -294,6 +329,7 @@ def test_model_names_that_differ_only_in_unicode_form_or_surrounding_spaces_are_
 
 # -- an adversarial corpus ----------------------------------------------------------
 
+
 def _demo_json_log():
     from pathlib import Path
 
@@ -316,7 +352,8 @@ def test_an_inspect_sample_whose_epoch_no_table_holds_is_quarantined_alone(tmp_p
     first, second = log["samples"][0]["id"], log["samples"][1]["id"]
     assert report.quarantine_reasons == {
         f"sample {first!r}: epoch {2**40} is not a whole number from 1 to 2147483647": 1,
-        f"sample {second!r}: epoch 0 is not a whole number from 1 to 2147483647": 1}
+        f"sample {second!r}: epoch 0 is not a whole number from 1 to 2147483647": 1,
+    }
 
 
 def test_an_inspect_summary_that_fails_validation_is_named_by_its_place(tmp_path):
@@ -364,14 +401,21 @@ def _labelled_log(folder, log_format: str = "eval"):
     def letter():
         async def score(state, target):  # no answer for "several": Score.answer stays None
             text = state.output.completion
-            return Score(value="C" if text in target.target else "I", answer=None if state.sample_id == "several" else text)
+            return Score(
+                value="C" if text in target.target else "I", answer=None if state.sample_id == "several" else text
+            )
 
         return score
 
-    dataset = MemoryDataset([Sample(id=i, input=f"question {i}", target=t, metadata={"gold": f"g-{i}", "said": 7})
-                             for i, t in targets.items()])
-    task = Task(dataset=dataset, solver=planted_answers({(i, 1): a for i, a in answers.items()}), scorer=letter(),
-                name="labels")
+    dataset = MemoryDataset(
+        [
+            Sample(id=i, input=f"question {i}", target=t, metadata={"gold": f"g-{i}", "said": 7})
+            for i, t in targets.items()
+        ]
+    )
+    task = Task(
+        dataset=dataset, solver=planted_answers({(i, 1): a for i, a in answers.items()}), scorer=letter(), name="labels"
+    )
     (log,) = inspect_eval(task, model="mockllm/model", log_dir=str(folder), log_format=log_format, display="none")
     return Path(log.location)
 
@@ -409,5 +453,7 @@ def test_a_score_answer_that_is_not_text_is_named_by_its_place(tmp_path):
     path.parent.mkdir()
     path.write_text(json.dumps(log))
     (error,) = ingest_paths([path], Lake(tmp_path / "lake")).file_errors
-    assert (f"cannot read samples: summary 2, after sample {log['samples'][0]['id']!r} (ValueError: the answer of "
-            f"score {scorer!r} is a JSON int, not a string)") in error.error
+    assert (
+        f"cannot read samples: summary 2, after sample {log['samples'][0]['id']!r} (ValueError: the answer of "
+        f"score {scorer!r} is a JSON int, not a string)"
+    ) in error.error

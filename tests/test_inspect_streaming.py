@@ -47,7 +47,9 @@ def small(template, tmp_path_factory) -> dict[str, Path]:
     """A 1200-sample log (600 items x 2 epochs) per format."""
     folder = tmp_path_factory.mktemp("small")
     return {
-        fmt: syn.write_synthetic_log(folder / syn.log_file_name(N_SMALL, fmt, epochs=2), N_SMALL, template=template, epochs=2)
+        fmt: syn.write_synthetic_log(
+            folder / syn.log_file_name(N_SMALL, fmt, epochs=2), N_SMALL, template=template, epochs=2
+        )
         for fmt in ("eval", "json")
     }
 
@@ -73,8 +75,14 @@ def staged(chunks: list[pd.DataFrame]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def rewrite_eval(src: Path, dest: Path, *, replace: dict[str, bytes] | None = None, extra: dict[str, bytes] | None = None,
-                 declare: dict[str, int] | None = None) -> Path:
+def rewrite_eval(
+    src: Path,
+    dest: Path,
+    *,
+    replace: dict[str, bytes] | None = None,
+    extra: dict[str, bytes] | None = None,
+    declare: dict[str, int] | None = None,
+) -> Path:
     """Copy the ``.eval`` zip ``src`` to ``dest`` (deflate), member by member, with changes.
 
     ``replace``: new bytes for members; ``extra``: members added (any name,
@@ -107,8 +115,10 @@ def test_synthetic_log_reads_back_with_inspect(small, fmt):
     assert [(str(s.id), s.epoch) for s in summaries] == [(r["item_id"], r["epoch"]) for r in expected]
     for summary, row in zip(summaries, expected):
         assert summary.error == row["error"]
-        assert (summary.scores or {}).get(syn.SCORER, None) is None if row["value"] is None else (
-            summary.scores[syn.SCORER].value == row["value"]
+        assert (
+            (summary.scores or {}).get(syn.SCORER, None) is None
+            if row["value"] is None
+            else (summary.scores[syn.SCORER].value == row["value"])
         )
         assert summary.metadata == row["metadata"]
     frame = samples_df(str(path), quiet=True)
@@ -194,8 +204,9 @@ def test_json_stream_numbers_cut_at_every_buffer_boundary(monkeypatch):
 
 
 def test_log_without_summaries_json_falls_back_to_inspect(template, small, tmp_path):
-    odd = syn.write_synthetic_log(tmp_path / "journal_only.eval", N_SMALL, template=template, epochs=2,
-                                  summaries_json=False)
+    odd = syn.write_synthetic_log(
+        tmp_path / "journal_only.eval", N_SMALL, template=template, epochs=2, summaries_json=False
+    )
     assert "summaries.json" not in zipfile.ZipFile(odd).namelist()
     _, frame = read_inspect_log(odd)
     _, normal = read_inspect_log(small["eval"])
@@ -262,8 +273,10 @@ def test_summaries_cut_short_is_a_file_error_not_a_silent_loss(small, tmp_path):
     bad = rewrite_eval(small["eval"], tmp_path / "short.eval", replace={"summaries.json": json.dumps(short).encode()})
     with pytest.raises(SourceReadError) as caught:
         read_inspect_log(bad)
-    expected = (f"summaries.json lists {N_SMALL - 5} sample(s) but the archive holds {N_SMALL} sample files "
-                "(samples/*.json): the log is inconsistent, and its 5 unlisted sample(s) would be lost")
+    expected = (
+        f"summaries.json lists {N_SMALL - 5} sample(s) but the archive holds {N_SMALL} sample files "
+        "(samples/*.json): the log is inconsistent, and its 5 unlisted sample(s) would be lost"
+    )
     assert caught.value.message.startswith(expected), caught.value.message
     assert _ingests_nothing_of(bad, small["json"], tmp_path).startswith(f"{bad}: {expected}")
 
@@ -283,8 +296,9 @@ def test_a_sample_file_written_twice_is_one_sample(small, tmp_path):
         name = next(n for n in zf.namelist() if n.startswith("samples/"))
         again = zf.read(name)
     with pytest.warns(UserWarning, match="Duplicate name"):
-        twice = rewrite_eval(small["eval"], tmp_path / "twice.eval",
-                             extra={name: again, "samples/../x_epoch_1.json": b"{}"})
+        twice = rewrite_eval(
+            small["eval"], tmp_path / "twice.eval", extra={name: again, "samples/../x_epoch_1.json": b"{}"}
+        )
     _, frame = read_inspect_log(twice)
     _, normal = read_inspect_log(small["eval"])
     assert len(frame) == N_SMALL and frame["item_id"].tolist() == normal["item_id"].tolist()
@@ -337,9 +351,9 @@ def test_member_declaring_a_huge_size_is_refused_unread(small, tmp_path, member)
     with pytest.raises(SourceReadError) as caught:
         read_inspect_log(bad)
     assert time.perf_counter() - start < 5
-    assert caught.value.message.startswith(
-        f"zip member {member!r} declares {2**40} bytes uncompressed, over the "
-    ), caught.value.message
+    assert caught.value.message.startswith(f"zip member {member!r} declares {2**40} bytes uncompressed, over the "), (
+        caught.value.message
+    )
     assert "zip bomb" in caught.value.message
 
     error = _ingest_with_a_good_log(bad, small["eval"], tmp_path)
@@ -349,8 +363,9 @@ def test_member_declaring_a_huge_size_is_refused_unread(small, tmp_path, member)
 def test_member_inflating_past_its_declared_size_stops(small, tmp_path):
     """A bomb that lies: 64 MiB of JSON whitespace (64 KiB deflated) declared as 1000 bytes."""
     bomb = b"[" + b" " * (64 * 2**20) + b"]"
-    bad = rewrite_eval(small["eval"], tmp_path / "bomb.eval", replace={"summaries.json": bomb},
-                       declare={"summaries.json": 1000})
+    bad = rewrite_eval(
+        small["eval"], tmp_path / "bomb.eval", replace={"summaries.json": bomb}, declare={"summaries.json": 1000}
+    )
     assert zipfile.ZipFile(bad).getinfo("summaries.json").compress_size < 2**17
 
     with pytest.raises(SourceReadError) as caught:
@@ -365,8 +380,11 @@ def test_member_inflating_past_its_declared_size_stops(small, tmp_path):
 def test_honest_bomb_over_the_limit_is_refused(small, tmp_path, monkeypatch):
     bad = rewrite_eval(small["eval"], tmp_path / "big.eval", replace={"summaries.json": b"[" + b" " * 2**22 + b"]"})
     monkeypatch.setattr(inspect_logs, "MAX_MEMBER_BYTES", 2**20)
-    with pytest.raises(SourceReadError, match=r"zip member 'summaries.json' declares 4194306 bytes uncompressed, "
-                                              r"over the 1048576-byte limit"):
+    with pytest.raises(
+        SourceReadError,
+        match=r"zip member 'summaries.json' declares 4194306 bytes uncompressed, "
+        r"over the 1048576-byte limit",
+    ):
         read_inspect_log(bad)
 
 
@@ -429,8 +447,14 @@ def test_200k_log_ingests_in_bounded_memory(log_200k):
     # A minimal environment: the reader's memory, not whatever earlier tests left in os.environ.
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
     env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-c", _INGEST_CHILD, str(log_200k)], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=1200)  # a hang guard, not a speed target
+    done = subprocess.run(
+        [sys.executable, "-c", _INGEST_CHILD, str(log_200k)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=1200,
+    )  # a hang guard, not a speed target
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["errors"] == []

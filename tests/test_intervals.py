@@ -54,16 +54,25 @@ def _hpdi_through_the_frozen_distribution(a, b, mass):
         return 0.0, float(dist.ppf(mass))
     if b <= 1:
         return float(dist.ppf(1 - mass)), 1.0
-    best = optimize.minimize_scalar(lambda t: float(dist.ppf(t + mass) - dist.ppf(t)), bounds=(0.0, 1.0 - mass),
-                                    method="bounded", options={"xatol": 1e-12})
+    best = optimize.minimize_scalar(
+        lambda t: float(dist.ppf(t + mass) - dist.ppf(t)),
+        bounds=(0.0, 1.0 - mass),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     return float(dist.ppf(best.x)), float(dist.ppf(best.x + mass))
 
 
 def test_hpdi_is_the_frozen_distribution_search_to_the_last_bit():
     # Every stored HPDI (leaderboards, posteriors, pairwise rows) must stay what it was.
     rng = np.random.default_rng(7)
-    cases = [(a, b, m) for a in (1, 1.0000001, 1.5, 3, 50.5, 1e4, 2e5) for b in (0.3, 1.5, 99.5, 3e5)
-             for m in (0.5, 0.89, 0.95, 0.99) if not (a == 1 and b == 1)]
+    cases = [
+        (a, b, m)
+        for a in (1, 1.0000001, 1.5, 3, 50.5, 1e4, 2e5)
+        for b in (0.3, 1.5, 99.5, 3e5)
+        for m in (0.5, 0.89, 0.95, 0.99)
+        if not (a == 1 and b == 1)
+    ]
     cases += [(1 + rng.gamma(1, 50), 1 + rng.gamma(1, 50), 0.95) for _ in range(200)]
     for a, b, mass in cases:
         assert beta_hpdi(a, b, mass) == _hpdi_through_the_frozen_distribution(a, b, mass), (a, b, mass)

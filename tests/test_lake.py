@@ -120,9 +120,16 @@ def test_summary_cache_recomputes_only_what_changed(tmp_path):
 
     def summaries(version="v1"):
         cache = SummaryCache(cache_path, version)
-        values = {name: cache.get(name, [path], lambda name=name, path=path: calls.append(name) or
-                                  {"bytes": path.read_bytes().decode(), "pair": (1, 2.5)})
-                  for name, path in (("a", first), ("b", second))}
+        values = {
+            name: cache.get(
+                name,
+                [path],
+                lambda name=name, path=path: (
+                    calls.append(name) or {"bytes": path.read_bytes().decode(), "pair": (1, 2.5)}
+                ),
+            )
+            for name, path in (("a", first), ("b", second))
+        }
         cache.save()
         return values
 
@@ -188,7 +195,10 @@ def test_lake_files_are_as_readable_as_the_umask_allows(tmp_path):
         folder = tmp_path / f"{umask}{''.join(again)}"
         subprocess.run([sys.executable, "-c", script, str(folder), umask, *again], check=True)
         modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
-        assert modes == {"a.json": mode, "b.parquet": mode, "c.parquet": mode}, (umask, {k: oct(v) for k, v in modes.items()})
+        assert modes == {"a.json": mode, "b.parquet": mode, "c.parquet": mode}, (
+            umask,
+            {k: oct(v) for k, v in modes.items()},
+        )
 
 
 def test_a_streamed_file_widens_for_a_column_a_later_batch_brings(tmp_path):

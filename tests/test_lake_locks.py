@@ -69,8 +69,18 @@ def test_a_lock_excludes_another_process_until_released_and_a_killed_holder_rele
 def _landing(tmp_path):
     landing = tmp_path / "landing"
     landing.mkdir()
-    rows = [{"model": "m", "suite": s, "item_id": f"q{i}", "score": float((i + j) % 2), "domain": "d",
-             "subdomain": f"sub{i % 2}"} for j, s in enumerate(SUITES) for i in range(40)]
+    rows = [
+        {
+            "model": "m",
+            "suite": s,
+            "item_id": f"q{i}",
+            "score": float((i + j) % 2),
+            "domain": "d",
+            "subdomain": f"sub{i % 2}",
+        }
+        for j, s in enumerate(SUITES)
+        for i in range(40)
+    ]
     pd.DataFrame(rows).to_parquet(landing / "m.parquet")
     return landing
 
@@ -79,8 +89,9 @@ def _ingest(lake_root, landing, suites, barrier, out):
     lake = Lake(lake_root)
     barrier.wait()  # both runs look at the landing folder at once, as the two workers of one night do
     messages = []
-    report = ingest_partitions(lake, landing, [("m", s) for s in suites], validator=partition_validator(lake),
-                               progress=messages.append)
+    report = ingest_partitions(
+        lake, landing, [("m", s) for s in suites], validator=partition_validator(lake), progress=messages.append
+    )
     with open(out, "w") as handle:
         handle.write(f"{report.files_seen}\n" + "\n".join(messages))
 
@@ -92,8 +103,10 @@ def test_two_runs_given_partitions_of_one_source_stage_it_once_and_both_succeed(
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     outs = [tmp_path / "a.txt", tmp_path / "b.txt"]
-    runs = [ctx.Process(target=_ingest, args=(str(lake.root), landing, part, barrier, str(out)))
-            for part, out in zip((SUITES[:2], SUITES[2:]), outs)]
+    runs = [
+        ctx.Process(target=_ingest, args=(str(lake.root), landing, part, barrier, str(out)))
+        for part, out in zip((SUITES[:2], SUITES[2:]), outs)
+    ]
     for run in runs:
         run.start()
     for run in runs:
@@ -105,8 +118,9 @@ def test_two_runs_given_partitions_of_one_source_stage_it_once_and_both_succeed(
     alone = Lake(tmp_path / "alone")
     ingest_partitions(alone, landing, [("m", s) for s in SUITES], validator=partition_validator(alone))
     for suite in SUITES:
-        pd.testing.assert_frame_equal(lake.read_partition("samples", "m", suite),
-                                      alone.read_partition("samples", "m", suite))
+        pd.testing.assert_frame_equal(
+            lake.read_partition("samples", "m", suite), alone.read_partition("samples", "m", suite)
+        )
         assert (lake.partition_dir("validation/data_docs", "m", suite) / "index.html").is_file()
         assert not lake.failed_validation("m", suite)
 

@@ -13,9 +13,6 @@ from tests.conftest import REPO
 from tests.helpers.dagster import requested_partitions
 
 
-
-
-
 def test_sensor_registers_partitions_and_requests_each_new_contents_partitions_in_ranges(landing, tmp_path):
     from assets.partitions import runs_at_once
 
@@ -29,8 +26,10 @@ def test_sensor_registers_partitions_and_requests_each_new_contents_partitions_i
     assert added == {("mockllm%2Falpha", "mockllm%2Fbeta%2Fv2"), ("other", "unit%20suite")}
     requested = requested_partitions(result, instance)
     # every partition of the new logs once, in as many runs as the run queue starts at once
-    assert sorted(key for keys in requested for key in keys) == sorted(str(model_suite_key(m, s)) for m, s in [
-        ("mockllm/alpha", "unit suite"), ("mockllm/beta/v2", "unit suite"), ("mockllm/alpha", "other")])
+    assert sorted(key for keys in requested for key in keys) == sorted(
+        str(model_suite_key(m, s))
+        for m, s in [("mockllm/alpha", "unit suite"), ("mockllm/beta/v2", "unit suite"), ("mockllm/alpha", "other")]
+    )
     assert all(len(keys) <= -(-3 // runs_at_once(instance)) for keys in requested), requested
     names = sorted(p.name for p in landing.iterdir())
     assert sorted(n for r in result.run_requests for n in r.tags["evalpipeline/source"].split(", ")) == names
@@ -50,14 +49,17 @@ def test_the_landing_sensor_sizes_its_ranges_by_the_run_queue(tmp_path):
     (tmp_path / "repository").mkdir()
     with DagsterInstance.local_temp(str(tmp_path / "repository"), overrides=repository) as instance:
         assert runs_at_once(instance) == 2
-    with DagsterInstance.local_temp(str(tmp_path), overrides={"concurrency": {"runs": {"max_concurrent_runs": 5}}}) as instance:
+    with DagsterInstance.local_temp(
+        str(tmp_path), overrides={"concurrency": {"runs": {"max_concurrent_runs": 5}}}
+    ) as instance:
         assert runs_at_once(instance) == 5
     with DagsterInstance.ephemeral() as instance:  # no run queue: the cores
         assert runs_at_once(instance) == os.cpu_count()
 
 
 def test_the_landing_sensors_ranges_run_and_a_range_whose_check_fails_for_one_log_leaves_the_rest_to_automation(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """Four models' logs on two suites land at once; m4's log on s1 is half errored (a blocking check
     fails). The sensor asks for two runs of four partitions (two runs at a time): m1..m2 and m3..m4 on
     s1..s2. Run as the daemon runs them, the first materialises its four; the second materialises its
@@ -69,34 +71,56 @@ def test_the_landing_sensors_ranges_run_and_a_range_whose_check_fails_for_one_lo
     landing = tmp_path / "landing"
     landing.mkdir()
     for model in ("m1", "m2", "m3", "m4"):
-        rows = [f"{model},{suite},q{i},{i % 2},{'timeout' if model == 'm4' and suite == 's1' and i % 2 else ''}"
-                for suite in ("s1", "s2") for i in range(10)]
+        rows = [
+            f"{model},{suite},q{i},{i % 2},{'timeout' if model == 'm4' and suite == 's1' and i % 2 else ''}"
+            for suite in ("s1", "s2")
+            for i in range(10)
+        ]
         (landing / f"{model}.csv").write_text("model,suite,item_id,score,error\n" + "\n".join(rows) + "\n")
     monkeypatch.setenv("EVALPIPELINE_LAKE", str(tmp_path / "lake"))
     monkeypatch.setenv("EVALPIPELINE_LANDING", str(landing))
     monkeypatch.setattr(assets.partitions, "runs_at_once", lambda _instance: 2)
     instance = DagsterInstance.ephemeral()
-    with build_sensor_context(instance=instance, resources={"lake": LakeResource(), "ingest_settings": IngestSettings()}) as context:
+    with build_sensor_context(
+        instance=instance, resources={"lake": LakeResource(), "ingest_settings": IngestSettings()}
+    ) as context:
         result = landing_sensor(context)
     key = {(m, s): str(model_suite_key(m, s)) for m in ("m1", "m2", "m3", "m4") for s in ("s1", "s2")}
     assert requested_partitions(result, instance) == [
         [key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]],
-        [key["m3", "s1"], key["m3", "s2"], key["m4", "s1"], key["m4", "s2"]]]
+        [key["m3", "s1"], key["m3", "s2"], key["m4", "s1"], key["m4", "s2"]],
+    ]
     cursor = evaluate_automation_conditions(defs, instance).cursor  # the automation sensor's earlier tick
     steps = [AssetKey("eval_samples"), AssetKey("accuracy_posteriors")]
-    outcomes = [defs.resolve_job_def("ingest_and_fit").execute_in_process(  # as the daemon launches them
-        instance=instance, raise_on_error=False, asset_selection=steps, tags=request.tags,
-        partition_key=request.partition_key) for request in result.run_requests]
+    outcomes = [
+        defs.resolve_job_def("ingest_and_fit").execute_in_process(  # as the daemon launches them
+            instance=instance,
+            raise_on_error=False,
+            asset_selection=steps,
+            tags=request.tags,
+            partition_key=request.partition_key,
+        )
+        for request in result.run_requests
+    ]
     assert [outcome.success for outcome in outcomes] == [True, False]
     assert set(instance.get_materialized_partitions(AssetKey("eval_samples"))) == set(key.values())
     assert set(instance.get_materialized_partitions(AssetKey("accuracy_posteriors"))) == {
-        key["m1", "s1"], key["m1", "s2"], key["m2", "s1"], key["m2", "s2"]}
+        key["m1", "s1"],
+        key["m1", "s2"],
+        key["m2", "s1"],
+        key["m2", "s2"],
+    }
     automation = evaluate_automation_conditions(defs, instance, cursor=cursor)
-    requested = {asset: set(map(str, automation.get_requested_partitions(AssetKey(asset))))
-                 for asset in ("accuracy_posteriors", "glm_binomial", "reliability")}
+    requested = {
+        asset: set(map(str, automation.get_requested_partitions(AssetKey(asset))))
+        for asset in ("accuracy_posteriors", "glm_binomial", "reliability")
+    }
     passed = set(key.values()) - {key["m4", "s1"]}
-    assert requested == {"accuracy_posteriors": {key["m3", "s1"], key["m3", "s2"], key["m4", "s2"]},
-                         "glm_binomial": passed, "reliability": passed}, requested
+    assert requested == {
+        "accuracy_posteriors": {key["m3", "s1"], key["m3", "s2"], key["m4", "s2"]},
+        "glm_binomial": passed,
+        "reliability": passed,
+    }, requested
     instance.dispose()
 
 
@@ -108,12 +132,15 @@ def test_sensor_skips_logs_the_lake_already_holds(landing, tmp_path):
     ingest_paths(files[:2], Lake(tmp_path / "lake"))
     with build_sensor_context(
         instance=DagsterInstance.ephemeral(),
-        resources={"lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)), "ingest_settings": IngestSettings()},
+        resources={
+            "lake": LakeResource(root=str(tmp_path / "lake"), landing=str(landing)),
+            "ingest_settings": IngestSettings(),
+        },
     ) as context:
         result = landing_sensor(context)
         requested = requested_partitions(result, context.instance)
     assert [r.tags["evalpipeline/source"] for r in result.run_requests] == [files[2].name]
-    (source, parts), = scan_sources([files[2]], IngestSettings().options())[0]
+    ((source, parts),) = scan_sources([files[2]], IngestSettings().options())[0]
     assert requested == [[str(model_suite_key(part.model, part.suite)) for part in parts]]
 
 
@@ -130,7 +157,10 @@ def test_sensor_requests_a_log_reverted_to_an_earlier_content_again(tmp_path):
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     landing.mkdir()
     log = landing / "scores.csv"
-    contents = {"A": "model,suite,item_id,score\nm,s,a,1\nm,s,b,0\n", "B": "model,suite,item_id,score\nm,s,a,1\nm,s,b,1\n"}
+    contents = {
+        "A": "model,suite,item_id,score\nm,s,a,1\nm,s,b,0\n",
+        "B": "model,suite,item_id,score\nm,s,a,1\nm,s,b,1\n",
+    }
     instance = DagsterInstance.ephemeral()
     resources = {"lake": LakeResource(root=str(lake.root), landing=str(landing)), "ingest_settings": IngestSettings()}
     cursor, keys = None, []

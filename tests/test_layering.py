@@ -61,16 +61,26 @@ def _imports():
 
 
 def test_only_the_composition_root_imports_dagster_in_evalpipeline():
-    offenders = sorted({str(path) for path, unit, name in _imports()
-                        if str(path).startswith("evalpipeline/") and name.split(".")[0] in ("dagster", "dagster_dask")
-                        and path != Path("evalpipeline/definitions.py")})
+    offenders = sorted(
+        {
+            str(path)
+            for path, unit, name in _imports()
+            if str(path).startswith("evalpipeline/")
+            and name.split(".")[0] in ("dagster", "dagster_dask")
+            and path != Path("evalpipeline/definitions.py")
+        }
+    )
     assert offenders == []
 
 
 def test_packages_import_downwards_only():
-    upward = sorted({f"{path}: {unit} imports {name}" for path, unit, name in _imports()
-                     if unit in RANK and _unit(name) in RANK and _unit(name) != unit
-                     and RANK[_unit(name)] >= RANK[unit]})
+    upward = sorted(
+        {
+            f"{path}: {unit} imports {name}"
+            for path, unit, name in _imports()
+            if unit in RANK and _unit(name) in RANK and _unit(name) != unit and RANK[_unit(name)] >= RANK[unit]
+        }
+    )
     assert upward == []
 
 
@@ -80,6 +90,9 @@ def test_every_unit_is_placed(unit):
 
 
 def test_every_package_of_evalpipeline_is_in_a_layer():
-    packages = {f"evalpipeline.{p.name if p.is_dir() else p.stem}" for p in (REPO / "evalpipeline").iterdir()
-                if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.name != "__init__.py")}
+    packages = {
+        f"evalpipeline.{p.name if p.is_dir() else p.stem}"
+        for p in (REPO / "evalpipeline").iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.name != "__init__.py")
+    }
     assert packages - set(RANK) == set()

@@ -194,11 +194,14 @@ def test_generate_task_with_two_filters(run, tmp_path):
     assert sorted(samples["item_id"]) == ["0", "1", "2"]
     assert samples["score"].mean() == pytest.approx(aggregate["exact_match,strict-match"])
     assert (samples["source_line"] <= 3).all()  # the strict-match lines come first
-    assert all(json.loads(s) == {"exact_match,strict-match": v} for s, v in zip(samples["scores_json"], samples["score"]))
+    assert all(
+        json.loads(s) == {"exact_match,strict-match": v} for s, v in zip(samples["scores_json"], samples["score"])
+    )
     other = quarantine(lake, "toy_arith")
     assert sorted(other["source_line"]) == [4, 5, 6]
-    assert (other["reason"].str.endswith(
-        ": scorer 'exact_match,flexible-extract' not chosen (choose with --scorer)")).all()
+    assert (
+        other["reason"].str.endswith(": scorer 'exact_match,flexible-extract' not chosen (choose with --scorer)")
+    ).all()
     assert report.partitions[(MODEL, "toy_arith")].rows_read == 6
     # --scorer with the filter reads the other lines
     flexible = ScoreNormalisation(scorer="exact_match,flexible-extract")
@@ -384,7 +387,9 @@ def test_model_name_follows_the_harness():
         "EleutherAI/pythia-160m"
     )
     assert model_of({"config": {"model_args": "pretrained=base/m,peft=me/adapter"}}) == "me/adapter"
-    assert model_of({"config": {"model": "openai-chat-completions", "model_args": "model=gpt-4o-mini"}}) == "gpt-4o-mini"
+    assert (
+        model_of({"config": {"model": "openai-chat-completions", "model_args": "model=gpt-4o-mini"}}) == "gpt-4o-mini"
+    )
     assert model_of({"config": {"model_args": {"path": "/models/x"}}}) == "/models/x"
     assert model_of({"model_name": "named", "config": {"model": "hf", "model_args": "dtype=float32"}}) == "named"
     assert model_of({"config": {"model": "hf", "model_args": ""}}) == "hf"
@@ -411,13 +416,18 @@ def test_partitions_read_only_the_results_file(run):
 
 
 def test_reader_streams_chunks_of_chunk_rows(run):
-    (source, _), = scan_sources([run.results])[0]
+    ((source, _),) = scan_sources([run.results])[0]
     whole = list(LmEvalReader().read(source, IngestOptions()))
     assert [(c.suite, len(c.rows)) for c in whole] == [("toy_physics", 4), ("toy_biology", 3), ("toy_arith", 6)]
     small = list(LmEvalReader().read(source, IngestOptions(chunk_rows=2)))
     assert [(c.suite, len(c.rows)) for c in small] == [
-        ("toy_physics", 2), ("toy_physics", 2), ("toy_biology", 2), ("toy_biology", 1),
-        ("toy_arith", 2), ("toy_arith", 2), ("toy_arith", 2),
+        ("toy_physics", 2),
+        ("toy_physics", 2),
+        ("toy_biology", 2),
+        ("toy_biology", 1),
+        ("toy_arith", 2),
+        ("toy_arith", 2),
+        ("toy_arith", 2),
     ]
     for task in TASKS:
         one = pd.concat([c.rows for c in whole if c.suite == task], ignore_index=True)

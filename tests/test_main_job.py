@@ -44,15 +44,23 @@ def _lake_files(lake):
 
 #: Where each asset with a column schema writes the table the schema describes.
 _SCHEMA_FILES = {
-    "eval_samples": "samples/*/*/samples.parquet", "accuracy_posteriors": "accuracy_posteriors/*/*/posteriors.parquet",
+    "eval_samples": "samples/*/*/samples.parquet",
+    "accuracy_posteriors": "accuracy_posteriors/*/*/posteriors.parquet",
     "suite_leaderboard": "suite_leaderboard/*/leaderboard.parquet",
-    "suite_comparison": "suite_comparison/*/leaderboard.parquet", "model_profile": "model_profile/*/profile.parquet",
-    "ingest_accounting": "ingest_accounting/accounting.parquet", "waic_rankings": "waic_rankings/rankings.parquet",
+    "suite_comparison": "suite_comparison/*/leaderboard.parquet",
+    "model_profile": "model_profile/*/profile.parquet",
+    "ingest_accounting": "ingest_accounting/accounting.parquet",
+    "waic_rankings": "waic_rankings/rankings.parquet",
     "reliability": "reliability/*/*/expected_reliability.parquet",
     "model_reliability": "model_reliability/*/expected_reliability.parquet",
-    **{f"glm_{g}": f"glm_fits/*/*/{g}/summary.parquet" for g in ("binomial", "beta_binomial", "null", "item_difficulty")},
-    **{f"suite_glm_{g}": f"glm_suite_fits/*/suite_{g}/summary.parquet"
-       for g in ("nested", "binomial", "beta_binomial", "null")},
+    **{
+        f"glm_{g}": f"glm_fits/*/*/{g}/summary.parquet"
+        for g in ("binomial", "beta_binomial", "null", "item_difficulty")
+    },
+    **{
+        f"suite_glm_{g}": f"glm_suite_fits/*/suite_{g}/summary.parquet"
+        for g in ("nested", "binomial", "beta_binomial", "null")
+    },
 }
 
 
@@ -64,16 +72,24 @@ def _assert_declared_column_types_match_the_files(lake):
     import pyarrow.parquet as pq
 
     def kind(arrow_type) -> str | None:
-        for test, name in ((pa.types.is_null, None), (pa.types.is_integer, "int64"), (pa.types.is_floating, "double"),
-                           (pa.types.is_boolean, "bool"), (pa.types.is_string, "string"),
-                           (pa.types.is_large_string, "string")):
+        for test, name in (
+            (pa.types.is_null, None),
+            (pa.types.is_integer, "int64"),
+            (pa.types.is_floating, "double"),
+            (pa.types.is_boolean, "bool"),
+            (pa.types.is_string, "string"),
+            (pa.types.is_large_string, "string"),
+        ):
             if test(arrow_type):
                 return name
         return str(arrow_type)
 
-    schemas = {key.to_user_string(): assets_def.metadata_by_key[key]["dagster/column_schema"]
-               for assets_def in defs.assets for key in assets_def.keys
-               if "dagster/column_schema" in assets_def.metadata_by_key.get(key, {})}
+    schemas = {
+        key.to_user_string(): assets_def.metadata_by_key[key]["dagster/column_schema"]
+        for assets_def in defs.assets
+        for key in assets_def.keys
+        if "dagster/column_schema" in assets_def.metadata_by_key.get(key, {})
+    }
     assert set(schemas) == set(_SCHEMA_FILES), set(schemas) ^ set(_SCHEMA_FILES)
     checked = 0
     for asset, pattern in _SCHEMA_FILES.items():
@@ -114,8 +130,10 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     # while the partition range ran: where it was, its steps' partitions done
     progress = [line for line in out.splitlines() if line.startswith("  ... ") and "run(s) ended" in line]
     assert progress and any("under way: ingest_and_fit: " in line and "/6" in line for line in progress), out
-    assert out.rstrip().endswith("exit 1: 1 unreadable log(s) in landing (the skipped lines above; recorded under "
-                                 "file_errors/): fix, replace or remove them")
+    assert out.rstrip().endswith(
+        "exit 1: 1 unreadable log(s) in landing (the skipped lines above; recorded under "
+        "file_errors/): fix, replace or remove them"
+    )
     # one run per stage: the 6 partitions, the 3 suites (twice) and the 2 models are each one range run
     assert "[1/5] ingest_and_fit 6 partitions (mockllm/atlas-large x " in out
     assert "[2/5] suite_analysis 3 partitions (suite " in out and "[3/5] suite_comparisons 3 partitions (suite " in out
@@ -141,14 +159,24 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
     for fit_dir in lake.glob("glm_fits/model=*/suite=*/binomial"):
         assert (fit_dir / "trace.png").exists() == (not read_outcome(fit_dir).passed), fit_dir
     assert not list(lake.glob("reliability/model=*/suite=*/plots/*.png"))
-    drawn = materialize([partition_plots], partition_key=model_suite_key("mockllm/atlas-large", "arith"),
-                        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
-                        resources={"lake": LakeResource()})
+    drawn = materialize(
+        [partition_plots],
+        partition_key=model_suite_key("mockllm/atlas-large", "arith"),
+        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
+        resources={"lake": LakeResource()},
+    )
     assert drawn.success
     metadata = drawn.asset_materializations_for_node("partition_plots")[0].metadata
-    assert {"plot_binomial_trace", "plot_binomial_forest", "plot_binomial_predictive",
-            "plot_reliability_cdf_envelopes", "plot_reliability_expected_reliability"} <= set(metadata)
-    assert metadata["plot_binomial_trace"].value.startswith("![binomial/trace: mockllm/atlas-large x arith](data:image/png")
+    assert {
+        "plot_binomial_trace",
+        "plot_binomial_forest",
+        "plot_binomial_predictive",
+        "plot_reliability_cdf_envelopes",
+        "plot_reliability_expected_reliability",
+    } <= set(metadata)
+    assert metadata["plot_binomial_trace"].value.startswith(
+        "![binomial/trace: mockllm/atlas-large x arith](data:image/png"
+    )
     partition = lake / f"glm_fits/model={to_partition_key('mockllm/atlas-large')}/suite=arith/binomial"
     assert all((partition / name).exists() for name in ("trace.png", "forest.png", "predictive.png"))
     # a suite GLM's figures likewise ([plots] suite_fits), drawn by suite_fit_plots
@@ -156,12 +184,17 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
 
     for fit_dir in lake.glob("glm_suite_fits/suite=*/suite_binomial"):
         assert (fit_dir / "trace.png").exists() == (not read_outcome(fit_dir).passed), fit_dir
-    drawn = materialize([suite_fit_plots], partition_key="arith",
-                        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
-                        resources={"lake": LakeResource()})
+    drawn = materialize(
+        [suite_fit_plots],
+        partition_key="arith",
+        instance=DagsterInstance.from_config(os.environ["DAGSTER_HOME"]),
+        resources={"lake": LakeResource()},
+    )
     assert drawn.success
     metadata = drawn.asset_materializations_for_node("suite_fit_plots")[0].metadata
-    assert {"plot_suite_binomial_trace", "plot_suite_binomial_forest", "plot_suite_binomial_predictive"} <= set(metadata)
+    assert {"plot_suite_binomial_trace", "plot_suite_binomial_forest", "plot_suite_binomial_predictive"} <= set(
+        metadata
+    )
     suite_fit = lake / "glm_suite_fits/suite=arith/suite_binomial"
     assert all((suite_fit / name).exists() for name in ("trace.png", "forest.png", "predictive.png"))
     files = _lake_files(lake)  # the rerun below must leave the drawn figures as they are
@@ -222,8 +255,10 @@ def test_main_job_runs_the_demo_graph_and_is_safe_to_run_twice(tmp_path, monkeyp
 
     joined = to_partition_key("mockllm/atlas-small")
     assert materialised("model_reliability") == {joined}
-    assert materialised("model_profile") == {joined, *(to_partition_key(m) for m in ("mockllm/atlas-large",
-                                                                                       "mockllm/cirrus 7b"))}
+    assert materialised("model_profile") == {
+        joined,
+        *(to_partition_key(m) for m in ("mockllm/atlas-large", "mockllm/cirrus 7b")),
+    }
     profile = pd.read_parquet(lake / f"model_profile/model={to_partition_key('mockllm/atlas-large')}/profile.parquet")
     assert profile.loc[profile["suite"] == "arith", "n_models"].item() == 3  # its arith rank now counts the newcomer
 
@@ -255,7 +290,9 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     from evalpipeline.lake import Lake
     from evalpipeline.steps.run_status import read_run_failures
 
-    _two_models_on_three_suites(tmp_path, monkeypatch, '"suite_binomial"')  # the partition GLMs are not what this is about
+    _two_models_on_three_suites(
+        tmp_path, monkeypatch, '"suite_binomial"'
+    )  # the partition GLMs are not what this is about
     real_fit = fit_assets.fit_suite_glm
 
     def r_hat_fails_on_reading(store, suite, glm, config, **kwargs):
@@ -275,9 +312,15 @@ def test_a_failing_suite_fit_is_recorded_and_excluded_from_its_suites_comparison
     out = capsys.readouterr().out
     assert "[2/5] suite_analysis 3 partitions (suite " in out
     # its check names the suite: that one alone, the others together for the step that did not succeed
-    assert "1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each (suite reading)" in out
-    reruns = [line for line in out.splitlines()
-              if line.startswith("[") and "suite_analysis" in line and "[suite_glm_binomial]: " in line]
+    assert (
+        "1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each (suite reading)"
+        in out
+    )
+    reruns = [
+        line
+        for line in out.splitlines()
+        if line.startswith("[") and "suite_analysis" in line and "[suite_glm_binomial]: " in line
+    ]
     assert len(reruns) == 2 and "suite_analysis suite reading [suite_glm_binomial]: FAILED (" in reruns[1], reruns
     assert "2 partitions (suite " in reruns[0] and "reading" not in reruns[0] and ": ok (" in reruns[0], reruns
     assert "[3/5] suite_comparisons 3 partitions (suite " in out and "suite_comparisons suite reading" not in out
@@ -332,10 +375,15 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     assert run_main_job() == 1
     out = capsys.readouterr().out
     assert "[1/5] ingest_and_fit 6 partitions (" in out
-    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
-            "(mockllm/cirrus 7b x reading) and the other 5 in ") in out
-    outcomes = [line for line in out.splitlines() if line.startswith("[") and " ingest_and_fit " in line
-                and (": ok (" in line or ": FAILED (" in line)]
+    assert (
+        "1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
+        "(mockllm/cirrus 7b x reading) and the other 5 in "
+    ) in out
+    outcomes = [
+        line
+        for line in out.splitlines()
+        if line.startswith("[") and " ingest_and_fit " in line and (": ok (" in line or ": FAILED (" in line)
+    ]
     first, *reruns = outcomes
     assert "6 partitions (" in first and ": FAILED (" in first, outcomes
     # only the step that did not succeed: the culprit alone, the other five in fewer runs than one each
@@ -344,16 +392,18 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     assert len(alone) == 1 and ": FAILED (" in alone[0], outcomes
     together = [line for line in reruns if line not in alone]
     assert all(": ok (" in line for line in together) and len(together) < 5, outcomes
-    covered = sum(int(line.split(" partitions (")[0].rsplit(" ", 1)[1]) if " partitions (" in line else 1
-                  for line in together)
+    covered = sum(
+        int(line.split(" partitions (")[0].rsplit(" ", 1)[1]) if " partitions (" in line else 1 for line in together
+    )
     assert covered == 5, outcomes
     # six fits in the range run, then the culprit's and the five others' once more (reused from the lake)
     assert len(fitted) == 12 and fitted.count(culprit) == 2 and len(set(fitted)) == 6, fitted
     failures = read_run_failures(Lake(tmp_path / "lake"))
     (row,) = failures.itertuples()  # the culprit's own run, not the range
     assert (row.asset, row.error_type) == ("glm_binomial", "DagsterAssetCheckFailedError"), row
-    assert row.partition == str(MultiPartitionKey({"model": to_partition_key(culprit[0]),
-                                                    "suite": to_partition_key(culprit[1])})), row
+    assert row.partition == str(
+        MultiPartitionKey({"model": to_partition_key(culprit[0]), "suite": to_partition_key(culprit[1])})
+    ), row
     # every stage went on, the culprit's model and suite included
     assert "[2/5] suite_analysis" in out and "[5/5] lake_reports lake-wide tables: ok" in out
 
@@ -366,8 +416,10 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     monkeypatch.setattr(fit_assets, "fit_partition_glm", fails_for_the_culprit)
     assert run_main_job() == 1
     out = capsys.readouterr().out
-    assert ("1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
-            "(mockllm/cirrus 7b x reading) and the other 5 in ") in out
+    assert (
+        "1 range run(s) failed: rerunning the 1 partition(s) their checks or errors failed for one run each "
+        "(mockllm/cirrus 7b x reading) and the other 5 in "
+    ) in out
     assert out.count("ingest_and_fit mockllm/cirrus 7b x reading [glm_binomial]: FAILED") == 1
     failures = read_run_failures(Lake(tmp_path / "lake"))
     rows = failures[failures["resolved_at"].isna() & (failures["error_type"] == "ValueError")]
@@ -376,7 +428,9 @@ def test_a_failing_partition_fit_is_rerun_alone_and_its_range_neighbours_togethe
     # An error outside any partition's computation (a setting the step reads) names none: every
     # partition of the range, one run each.
     monkeypatch.setattr(fit_assets, "fit_partition_glm", real_fit)
-    monkeypatch.setattr(fit_assets, "load_plot_settings", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad [plots]")))
+    monkeypatch.setattr(
+        fit_assets, "load_plot_settings", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad [plots]"))
+    )
     assert run_main_job() == 1
     out = capsys.readouterr().out
     assert "1 range run(s) failed: rerunning their 6 partition(s) one run each" in out

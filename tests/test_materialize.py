@@ -68,8 +68,10 @@ def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
         assert not discovery.changed  # the lake holds every log: only the checks below can tell
         inputs = input_partitions(pair_assets + suite_assets, discovery.partitions)
         found = set()
-        for assets, partition, states in ((pair_assets, str(pair_key), current_files_states(store, discovery.partitions)),
-                                          (suite_assets, suite_key, None)):
+        for assets, partition, states in (
+            (pair_assets, str(pair_key), current_files_states(store, discovery.partitions)),
+            (suite_assets, suite_key, None),
+        ):
             versions = {k: v for a in assets for k, v in a.code_versions_by_key.items()}
             why = stale_partitions(instance, versions, [partition], inputs=inputs, files_states=states)
             found |= {reason for reasons in why.values() for reason in reasons.values()}
@@ -84,13 +86,17 @@ def test_what_a_killed_run_leaves_behind_is_stale_until_refreshed(tmp_path):
     # a second log of the same pair is staged and consolidated, then the run is killed. Inspect records
     # whole seconds: in the first log's second the two would tie, and which is kept would be arbitrary.
     time.sleep(1.05 - time.time() % 1)
-    make_log(landing, model="mockllm/alpha", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)})
+    make_log(
+        landing, model="mockllm/alpha", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)}
+    )
     ingest_partitions(store, landing, [("mockllm/alpha", "unit suite")])
     assert stale() == {"eval_samples its files changed since (an interrupted run, or an ingest outside Dagster)"}
     run([eval_samples], pair_key)  # killed after the sample table, before the posteriors
     # the leaderboard reads the sample table's verdict too (a table rejected later leaves it)
-    assert stale() == {"accuracy_posteriors older than its input eval_samples",
-                       "suite_leaderboard older than its input eval_samples"}
+    assert stale() == {
+        "accuracy_posteriors older than its input eval_samples",
+        "suite_leaderboard older than its input eval_samples",
+    }
     run([accuracy_posteriors], pair_key)  # killed before the suite stage
     assert stale() == {"suite_leaderboard older than its input accuracy_posteriors, eval_samples"}
     run(suite_assets, suite_key)
@@ -133,14 +139,14 @@ def test_rows_in_no_partition_reach_the_accounting_asset(tmp_path):
 
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "t.csv").write_text("model,suite,item_id,score\nm,s,q1,1\nm,s,q2,0\n,s,q3,1\n"
-                                   f"{'x' * 201},s,q1,1\n")
+    (landing / "t.csv").write_text(f"model,suite,item_id,score\nm,s,q1,1\nm,s,q2,0\n,s,q3,1\n{'x' * 201},s,q1,1\n")
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("model", ["m"])
     instance.add_dynamic_partitions("suite", ["s"])
     resources = lake_resources(tmp_path / "lake", landing)
-    assert materialize([eval_samples], partition_key=model_suite_key("m", "s"), instance=instance,
-                       resources=resources).success
+    assert materialize(
+        [eval_samples], partition_key=model_suite_key("m", "s"), instance=instance, resources=resources
+    ).success
     result = materialize([ingest_accounting], instance=instance, resources=resources)
     meta = result.asset_materializations_for_node("ingest_accounting")[0].metadata
     assert (meta["rows_ingested"].value, meta["rows_quarantined"].value) == (2, 2)

@@ -21,8 +21,22 @@ from assets.metadata import markdown_table, markdown_text, png_markdown, table_m
 
 markdown_it = pytest.importorskip("markdown_it")
 
-HOSTILE = ["a|b", "*x*", "<script>alert(1)</script>", "[x](javascript:1)", "`tick`", "s]x", "_u_", "#h", "~~s~~",
-           "back\\slash", "&amp;", "fake\n  1. winner", "\x1bred", "café"]
+HOSTILE = [
+    "a|b",
+    "*x*",
+    "<script>alert(1)</script>",
+    "[x](javascript:1)",
+    "`tick`",
+    "s]x",
+    "_u_",
+    "#h",
+    "~~s~~",
+    "back\\slash",
+    "&amp;",
+    "fake\n  1. winner",
+    "\x1bred",
+    "café",
+]
 
 
 def _render(text: str) -> str:
@@ -31,8 +45,13 @@ def _render(text: str) -> str:
 
 def _cells(rendered: str) -> list[list[str]]:
     rows = re.findall(r"<tr>(.*?)</tr>", rendered, flags=re.S)
-    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, flags=re.S)]
-            for r in rows]
+    return [
+        [
+            html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+            for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, flags=re.S)
+        ]
+        for r in rows
+    ]
 
 
 def _shown(name: str) -> str:
@@ -71,7 +90,12 @@ def test_a_plot_whose_caption_holds_brackets_is_still_an_image(tmp_path):
 def test_numbers_are_left_as_they_are_and_missing_values_are_empty_cells():
     frame = pd.DataFrame({"name": ["a", "b"], "value": [0.25, 3.0], "count": [1, 2]})
     assert markdown_table(frame) == frame.to_markdown(index=False)
-    missing = pd.DataFrame({"name": ["a", None, float("nan")], "value": [0.25, float("nan"), None],
-                            "flag": pd.array([True, None, False], dtype="boolean")})
+    missing = pd.DataFrame(
+        {
+            "name": ["a", None, float("nan")],
+            "value": [0.25, float("nan"), None],
+            "flag": pd.array([True, None, False], dtype="boolean"),
+        }
+    )
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown_table(missing).splitlines()[2:]]
     assert rows == [["a", "0.25", "True"], ["", "", ""], ["", "", "False"]]

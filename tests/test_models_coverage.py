@@ -81,8 +81,16 @@ def _simulate_suite(model: str, rng: np.random.Generator):
     for m, name in enumerate(SUITE_MODELS):
         for s, n_items in enumerate(SUITE_ITEMS):
             for i in range(n_items):
-                rows.append({"model": name, "domain": "d", "subdomain": f"s{s}", "item_id": f"s{s}-{i}",
-                             "k": rng.binomial(REPEATS, _expit(logit(m, s, i))), "n": REPEATS})
+                rows.append(
+                    {
+                        "model": name,
+                        "domain": "d",
+                        "subdomain": f"s{s}",
+                        "item_id": f"s{s}-{i}",
+                        "k": rng.binomial(REPEATS, _expit(logit(m, s, i))),
+                        "n": REPEATS,
+                    }
+                )
     return GlmData.from_counts(pd.DataFrame(rows)), truth
 
 
@@ -104,8 +112,15 @@ def _simulate(model: str, rng: np.random.Generator):
             p = _expit(logit)
             if model == "beta_binomial":
                 p = rng.beta(max(p * phi, 1e-3), max((1 - p) * phi, 1e-3))
-            rows.append({"domain": "d", "subdomain": f"s{s}", "item_id": f"s{s}-{i}",
-                         "k": rng.binomial(REPEATS, p), "n": REPEATS})
+            rows.append(
+                {
+                    "domain": "d",
+                    "subdomain": f"s{s}",
+                    "item_id": f"s{s}-{i}",
+                    "k": rng.binomial(REPEATS, p),
+                    "n": REPEATS,
+                }
+            )
     return GlmData.from_counts(pd.DataFrame(rows)), subdomain
 
 

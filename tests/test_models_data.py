@@ -9,7 +9,7 @@ from scipy import stats
 
 from evalpipeline.models import GlmData, applicability, seed_from_key
 from evalpipeline.models.fit import FitSettings, hpdi
-from evalpipeline.models.glm import _BetaBinomial, bucket, layout_for, build_arrays, success_rate_check
+from evalpipeline.models.glm import _BetaBinomial, layout_for, build_arrays, success_rate_check
 
 
 def _samples(rows):
@@ -18,16 +18,18 @@ def _samples(rows):
 
 
 def test_item_counts_binary_graded_and_uncounted_rows():
-    frame = _samples([
-        {"item_id": "a", "epoch": 1, "score": 1.0, "correct": True},
-        {"item_id": "a", "epoch": 2, "score": 0.0, "correct": False},
-        {"item_id": "a", "epoch": 3, "score": 1.0, "correct": None},  # binary score, correct missing
-        {"item_id": "b", "epoch": 1, "score": 0.64},  # graded: success at threshold 0.5
-        {"item_id": "b", "epoch": 2, "score": 0.27},
-        {"item_id": "b", "epoch": 3, "score": 1.0, "error": "boom"},  # not counted
-        {"item_id": "c", "epoch": 1, "score": np.nan},  # unscored: not counted
-        {"item_id": "c", "epoch": 2, "score": 0.0, "limit": "tokens"},
-    ])
+    frame = _samples(
+        [
+            {"item_id": "a", "epoch": 1, "score": 1.0, "correct": True},
+            {"item_id": "a", "epoch": 2, "score": 0.0, "correct": False},
+            {"item_id": "a", "epoch": 3, "score": 1.0, "correct": None},  # binary score, correct missing
+            {"item_id": "b", "epoch": 1, "score": 0.64},  # graded: success at threshold 0.5
+            {"item_id": "b", "epoch": 2, "score": 0.27},
+            {"item_id": "b", "epoch": 3, "score": 1.0, "error": "boom"},  # not counted
+            {"item_id": "c", "epoch": 1, "score": np.nan},  # unscored: not counted
+            {"item_id": "c", "epoch": 2, "score": 0.0, "limit": "tokens"},
+        ]
+    )
     data = GlmData.from_samples(frame)
     units = data.units.set_index("item_id")
     assert list(units.index) == ["a", "b"]
@@ -45,8 +47,18 @@ def test_suite_data_indices_labels_and_covariates():
         for sub in ("x", "y"):
             for i in range(3):
                 for effort in (0, 2):
-                    rows.append({"model": model, "subdomain": sub, "item_id": f"{sub}{i}", "epoch": 1, "score": 1.0,
-                                 "correct": True, "cov_effort": effort, "cov_difficulty": "hard" if i else "easy"})
+                    rows.append(
+                        {
+                            "model": model,
+                            "subdomain": sub,
+                            "item_id": f"{sub}{i}",
+                            "epoch": 1,
+                            "score": 1.0,
+                            "correct": True,
+                            "cov_effort": effort,
+                            "cov_difficulty": "hard" if i else "easy",
+                        }
+                    )
     data = GlmData.from_samples(_samples(rows))
     assert data.models == ("m1", "m2") and data.n_subdomains == 2 and data.has_subdomain_structure
     assert data.numeric_covariates == ("cov_effort",)
@@ -55,28 +67,41 @@ def test_suite_data_indices_labels_and_covariates():
     assert data.n_units == 2 * 6 * 2
     # each unit holds one attempt (the effort values split every item's two attempts)
     assert "every LLM's item at one set of covariate values has one countable attempt" in applicability(
-        "suite_beta_binomial", data)
+        "suite_beta_binomial", data
+    )
     assert applicability("suite_binomial", data) is None
     assert "one LLM" in applicability("binomial", data)
     arrays = build_arrays(data, layout_for(data), {})
     assert arrays["cov_numeric"][: data.n_units, 0].tolist().count(-1.0) == data.n_units // 2  # centred 0/2 -> -1/+1
-    assert arrays["unit_mask"].sum() == data.n_units and len(arrays["unit_mask"]) == layout_for(data).units >= data.n_units
-
+    assert (
+        arrays["unit_mask"].sum() == data.n_units and len(arrays["unit_mask"]) == layout_for(data).units >= data.n_units
+    )
 
 
 def test_the_beta_binomial_is_not_applicable_when_every_unit_has_one_attempt():
     """With one trial a unit's beta-binomial is a Bernoulli with mean p whatever phi is: the overdispersion
     is not identified, and the model is recorded as not applicable with the reason. One unit with two
     attempts informs phi, and then it is fitted; so are the binomial and null models either way."""
+
     def samples(epochs_of, model="m", graded=False):
-        return [{"model": model, "subdomain": f"s{i % 2}", "item_id": f"q{i}", "epoch": e + 1,
-                 "score": 0.25 + 0.5 * ((i + e) % 2) if graded else float((i + e) % 3 == 0)}
-                for i, epochs in enumerate(epochs_of) for e in range(epochs)]
+        return [
+            {
+                "model": model,
+                "subdomain": f"s{i % 2}",
+                "item_id": f"q{i}",
+                "epoch": e + 1,
+                "score": 0.25 + 0.5 * ((i + e) % 2) if graded else float((i + e) % 3 == 0),
+            }
+            for i, epochs in enumerate(epochs_of)
+            for e in range(epochs)
+        ]
 
     once = GlmData.from_samples(_samples(samples([1] * 12)))
     reason = applicability("beta_binomial", once)
-    assert reason == ("every item has one countable attempt: the beta-binomial's overdispersion phi is not "
-                      "identified (its posterior would be its prior) and its likelihood equals the binomial's")
+    assert reason == (
+        "every item has one countable attempt: the beta-binomial's overdispersion phi is not "
+        "identified (its posterior would be its prior) and its likelihood equals the binomial's"
+    )
     assert applicability("binomial", once) is None and applicability("null", once) is None
     assert "needs repeats" in applicability("item_difficulty", once)
     one_repeat = GlmData.from_samples(_samples(samples([1] * 11 + [2])))
@@ -109,18 +134,32 @@ def test_a_covariate_with_one_value_is_not_a_covariate_of_the_models():
     is left out of the design, named in the data's meta, and a design left without covariates has none."""
     from evalpipeline.models.glm import structure_options
 
-    rows = [{"item_id": f"q{i}", "epoch": e, "score": float((i + e) % 2), "cov_effort": 3, "cov_judge": "gpt",
-             "cov_length": i % 4, "cov_kind": "ab"[i % 2]} for i in range(8) for e in (1, 2)]
+    rows = [
+        {
+            "item_id": f"q{i}",
+            "epoch": e,
+            "score": float((i + e) % 2),
+            "cov_effort": 3,
+            "cov_judge": "gpt",
+            "cov_length": i % 4,
+            "cov_kind": "ab"[i % 2],
+        }
+        for i in range(8)
+        for e in (1, 2)
+    ]
     data = GlmData.from_samples(_samples(rows))
     assert data.numeric_covariates == ("cov_length",) and data.categorical_covariates == {"cov_kind": ("a", "b")}
     assert data.meta["constant_covariates"] == ["cov_effort", "cov_judge"]
     assert data.n_units == 8 and structure_options("binomial", data)["use_covariates"]
-    alone = GlmData.from_samples(_samples([{k: v for k, v in r.items() if k not in ("cov_length", "cov_kind")}
-                                           for r in rows]))
+    alone = GlmData.from_samples(
+        _samples([{k: v for k, v in r.items() if k not in ("cov_length", "cov_kind")} for r in rows])
+    )
     assert alone.numeric_covariates == () and alone.categorical_covariates == {}
     assert not structure_options("binomial", alone)["use_covariates"]
     varied = GlmData.from_samples(_samples([{**r, "cov_effort": r["epoch"]} for r in rows]))
-    assert varied.numeric_covariates == ("cov_effort", "cov_length") and varied.meta["constant_covariates"] == ["cov_judge"]
+    assert varied.numeric_covariates == ("cov_effort", "cov_length") and varied.meta["constant_covariates"] == [
+        "cov_judge"
+    ]
 
 
 @pytest.mark.parametrize("use_difficulty, expected", [(False, set()), (True, {"category_effect", "category_sigma"})])
@@ -132,15 +171,29 @@ def test_suite_null_keeps_difficulty_only_when_asked(use_difficulty, expected):
 
     from evalpipeline.models.glm import suite_null
 
-    rows = [{"model": m, "subdomain": s, "item_id": f"{s}{i}", "epoch": 1, "score": 1.0, "correct": True,
-             "cov_effort": e, "cov_difficulty": "hard" if i else "easy"}
-            for m in ("m1", "m2") for s in ("x", "y") for i in range(3) for e in (0, 2)]
+    rows = [
+        {
+            "model": m,
+            "subdomain": s,
+            "item_id": f"{s}{i}",
+            "epoch": 1,
+            "score": 1.0,
+            "correct": True,
+            "cov_effort": e,
+            "cov_difficulty": "hard" if i else "easy",
+        }
+        for m in ("m1", "m2")
+        for s in ("x", "y")
+        for i in range(3)
+        for e in (0, 2)
+    ]
     data = GlmData.from_samples(_samples(rows))
     arrays = {k: jax.numpy.asarray(v) for k, v in build_arrays(data, layout_for(data), {}).items()}
     sites = set(trace(seed(suite_null, 0)).get_trace(arrays, use_difficulty=use_difficulty))
     assert {"model", "task", "obs"} <= sites
     assert not sites & {"slope", "slope_mu", "subdomain_dev", "domain_dev"}
     assert sites & {"category_effect", "category_sigma"} == expected
+
 
 def test_item_difficulty_needs_repeats():
     once = GlmData.from_counts(pd.DataFrame({"item_id": list("abc"), "k": [1, 0, 1], "n": [1, 1, 1]}))
@@ -149,12 +202,15 @@ def test_item_difficulty_needs_repeats():
     assert applicability("item_difficulty", thrice) is None
 
 
-@pytest.mark.parametrize("bad, message", [
-    (pd.DataFrame({"k": [2], "n": [1]}), "0 <= k <= n"),
-    (pd.DataFrame({"k": [0], "n": [0]}), "n > 0"),
-    (pd.DataFrame({"n": [1]}), "lacks column"),
-    (pd.DataFrame({"item_id": ["a", "a"], "subdomain": ["x", "y"], "k": [0, 1], "n": [1, 1]}), "more than one"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (pd.DataFrame({"k": [2], "n": [1]}), "0 <= k <= n"),
+        (pd.DataFrame({"k": [0], "n": [0]}), "n > 0"),
+        (pd.DataFrame({"n": [1]}), "lacks column"),
+        (pd.DataFrame({"item_id": ["a", "a"], "subdomain": ["x", "y"], "k": [0, 1], "n": [1, 1]}), "more than one"),
+    ],
+)
 def test_bad_counts_are_rejected(bad, message):
     with pytest.raises(ValueError, match=message):
         GlmData.from_counts(bad)
@@ -176,7 +232,11 @@ def test_bad_samples_and_settings_are_rejected():
 
 
 def test_seed_from_key_is_stable_and_distinct():
-    assert seed_from_key("m|s|glm") == seed_from_key("m|s|glm") == int(__import__("hashlib").sha256(b"m|s|glm").hexdigest()[:8], 16)
+    assert (
+        seed_from_key("m|s|glm")
+        == seed_from_key("m|s|glm")
+        == int(__import__("hashlib").sha256(b"m|s|glm").hexdigest()[:8], 16)
+    )
     assert seed_from_key("m|s|glm") != seed_from_key("m|s|beta")
     with pytest.raises(ValueError):
         seed_from_key("")
@@ -193,8 +253,8 @@ def test_hpdi_matches_closed_forms():
 
 
 def test_beta_binomial_pmf_matches_scipy_both_forms():
-    k = np.array([0.0, 1, 2, 3, 5, 9]); n = np.array([3.0, 3, 4, 3, 10, 9])
-    a = np.array([0.3, 1.2, 2.0, 0.05, 4.0, 0.5]); b = np.array([0.7, 0.4, 3.0, 0.9, 0.1, 2.5])
+    k, n = np.array([0.0, 1, 2, 3, 5, 9]), np.array([3.0, 3, 4, 3, 10, 9])
+    a, b = np.array([0.3, 1.2, 2.0, 0.05, 4.0, 0.5]), np.array([0.7, 0.4, 3.0, 0.9, 0.1, 2.5])
     expected = stats.betabinom.logpmf(k, n, a, b)
     grid = _BetaBinomial(a, b, n, np.arange(16, dtype=np.float32)).log_prob(k)
     gammaln = _BetaBinomial(a, b, n, np.zeros(0, np.float32)).log_prob(k)
@@ -217,7 +277,6 @@ def test_success_rate_check_flags_missing_bimodality():
         success_rate_check(data, binomial_like[:, :5])
 
 
-
 def test_success_rate_check_bins_integer_counts_by_lookup_as_it_bins_their_rates():
     """Integer counts are binned by a table of each trial count's possible rates; the result must be the
     searching of every simulated rate's bin (the float path), exactly: rates on the bin edges (3/10,
@@ -230,6 +289,7 @@ def test_success_rate_check_bins_integer_counts_by_lookup_as_it_bins_their_rates
         by_lookup, by_search = success_rate_check(data, counts), success_rate_check(data, counts.astype(float))
         pd.testing.assert_frame_equal(by_lookup, by_search, check_exact=True)
         assert by_lookup.loc[by_lookup.stat == "bin_share", "simulated_mean"].sum() == pytest.approx(1.0)
+
 
 def _two_domains(rates, n):
     return GlmData.from_counts(pd.DataFrame({"domain": ["a", "b"], "k": [round(r * n) for r in rates], "n": [n, n]}))
@@ -271,8 +331,18 @@ def test_leaderboard_suite_layout_keeps_its_shape_when_one_llm_joins():
     from evalpipeline.models.glm import padded_models, padded_units
 
     def suite(n_models):
-        rows = [{"model": f"m{m:03d}", "subdomain": f"s{i % 4}", "item_id": f"q{i}", "epoch": 1, "score": float((m + i) % 3 == 0),
-                 "correct": None} for m in range(n_models) for i in range(200)]
+        rows = [
+            {
+                "model": f"m{m:03d}",
+                "subdomain": f"s{i % 4}",
+                "item_id": f"q{i}",
+                "epoch": 1,
+                "score": float((m + i) % 3 == 0),
+                "correct": None,
+            }
+            for m in range(n_models)
+            for i in range(200)
+        ]
         return GlmData.from_samples(_samples(rows))
 
     assert layout_for(suite(100)) == layout_for(suite(101))
@@ -296,38 +366,69 @@ def test_padded_llm_slots_add_only_their_own_standard_normal_prior():
 
     from evalpipeline.models.glm import suite_binomial
 
-    rows = [{"model": f"m{m}", "subdomain": f"s{i % 2}", "item_id": f"q{i}", "epoch": 1, "score": float((m * i) % 5 < 2),
-             "correct": None} for m in range(9) for i in range(12)]
+    rows = [
+        {
+            "model": f"m{m}",
+            "subdomain": f"s{i % 2}",
+            "item_id": f"q{i}",
+            "epoch": 1,
+            "score": float((m * i) % 5 < 2),
+            "correct": None,
+        }
+        for m in range(9)
+        for i in range(12)
+    ]
     data = GlmData.from_samples(_samples(rows))
     centring = {"model": "non_centred", "subdomain": "non_centred", "item": "non_centred"}
     padded = layout_for(data)
     exact = dataclasses.replace(padded, models=9, slope_groups=9)
     assert padded.models == 16
     rng = np.random.default_rng(3)
-    params = {"overall": 0.3, "sigma_model": 0.7, "sigma_domain": 0.1, "sigma_subdomain": 0.2, "sigma_task": 0.4,
-              "subdomain_dev_raw": rng.normal(size=padded.subdomains), "task_raw": rng.normal(size=padded.items),
-              "domain_dev_raw": rng.normal(size=padded.domains), "model_raw": rng.normal(size=padded.models)}
+    params = {
+        "overall": 0.3,
+        "sigma_model": 0.7,
+        "sigma_domain": 0.1,
+        "sigma_subdomain": 0.2,
+        "sigma_task": 0.4,
+        "subdomain_dev_raw": rng.normal(size=padded.subdomains),
+        "task_raw": rng.normal(size=padded.items),
+        "domain_dev_raw": rng.normal(size=padded.domains),
+        "model_raw": rng.normal(size=padded.models),
+    }
 
     def joint(layout, model_raw):
         arrays = {k: jnp.asarray(v) for k, v in build_arrays(data, layout, centring).items()}
         return float(log_density(suite_binomial, (arrays,), {}, dict(params, model_raw=model_raw))[0])
 
     empty_slots = sstats.norm.logpdf(params["model_raw"][9:]).sum()
-    assert joint(padded, params["model_raw"]) == pytest.approx(joint(exact, params["model_raw"][:9]) + empty_slots, rel=1e-6)
+    assert joint(padded, params["model_raw"]) == pytest.approx(
+        joint(exact, params["model_raw"][:9]) + empty_slots, rel=1e-6
+    )
 
 
 def _crossed_suite(split: bool) -> GlmData:
     # 5 LLMs x 12 tasks in 3 subdomains of uneven size (split) or in one
     sizes = {"s0": 4, "s1": 3, "s2": 5} if split else {"s0": 12}
     items = [(f"q{i}", s) for i, s in enumerate(s for s, n in sizes.items() for _ in range(n))]
-    rows = [{"model": f"m{m}", "subdomain": s, "item_id": q, "epoch": 1, "score": float((m * 7 + i) % 3 == 0),
-             "correct": None} for m in range(5) for i, (q, s) in enumerate(items)]
+    rows = [
+        {
+            "model": f"m{m}",
+            "subdomain": s,
+            "item_id": q,
+            "epoch": 1,
+            "score": float((m * 7 + i) % 3 == 0),
+            "correct": None,
+        }
+        for m in range(5)
+        for i, (q, s) in enumerate(items)
+    ]
     return GlmData.from_samples(_samples(rows))
 
 
 @pytest.mark.parametrize("nested", [True, False], ids=["tasks in 3 subdomains", "one subdomain"])
-@pytest.mark.parametrize("model_form,item_form", [("centred", "non_centred"), ("non_centred", "centred"),
-                                                  ("centred", "centred")])
+@pytest.mark.parametrize(
+    "model_form,item_form", [("centred", "non_centred"), ("non_centred", "centred"), ("centred", "centred")]
+)
 def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     """The suite GLM in the group-mean basis has the plain basis's log joint at matched effects, plus only
     the prior of the coordinates the basis leaves unused: an orthogonal change of variables (unit
@@ -344,13 +445,18 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     assert options["tasks_nested"] and options["use_subdomain"] == nested
     centring = {"model": model_form, "subdomain": "non_centred", "item": item_form}
     layout = layout_for(data)
-    arrays = {k: jnp.asarray(v) for k, v in (build_arrays(data, layout, centring) | crossed_arrays(data, layout)).items()}
+    arrays = {
+        k: jnp.asarray(v) for k, v in (build_arrays(data, layout, centring) | crossed_arrays(data, layout)).items()
+    }
     new = dict(options, group_mean_basis=True)
     rng = np.random.default_rng(11)
     scalars = {"overall": -0.4, "sigma_model": 0.8, "sigma_subdomain": 0.15, "sigma_task": 0.6}
     # random coordinates of the new basis, then the effects they give
-    shapes = {name: site["value"].shape for name, site in trace(seed(suite_binomial, 0)).get_trace(arrays, **new).items()
-              if site["type"] == "sample" and not site.get("is_observed", False)}
+    shapes = {
+        name: site["value"].shape
+        for name, site in trace(seed(suite_binomial, 0)).get_trace(arrays, **new).items()
+        if site["type"] == "sample" and not site.get("is_observed", False)
+    }
     coords = {name: (scalars[name] if name in scalars else rng.normal(size=shape)) for name, shape in shapes.items()}
     tr = trace(substitute(suite_binomial, data=coords)).get_trace(arrays, **new)
     model, task = (np.asarray(tr[s]["value"]) for s in ("model", "task"))
@@ -360,15 +466,17 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     rest = "task_rest_raw" if nested else "task_all_rest_raw"
     model_raw = np.where(c_model == 1, model, (model - scalars["overall"]) / scalars["sigma_model"])
     task_raw = np.where(c_item == 1, task, task / scalars["sigma_task"])
-    model_raw[data.n_models:] = coords["model_rest_raw"][data.n_models:]
-    task_raw[data.n_items:] = coords[rest][data.n_items:]
+    model_raw[data.n_models :] = coords["model_rest_raw"][data.n_models :]
+    task_raw[data.n_items :] = coords[rest][data.n_items :]
     plain = {k: v for k, v in coords.items() if not k.startswith(("model_", "task_"))}
     plain.update(model_raw=model_raw, task_raw=task_raw)
     plain_joint = float(log_density(suite_binomial, (arrays,), dict(options, group_mean_basis=False), plain)[0])
     new_joint = float(log_density(suite_binomial, (arrays,), new, coords)[0])
+
     # the unused coordinates: each group's first slot of the rest
     def logpdf(site, index):
         return float(np.sum(np.asarray(tr[site]["fn"].log_prob(tr[site]["value"]))[index]))
+
     firsts = np.asarray(arrays["group_first"])[: data.n_subdomains] if nested else np.array([0])
     unused = logpdf("model_rest_raw", np.array([0])) + logpdf(rest, firsts)
     assert np.asarray(arrays["group_size"]).tolist() == ([4.0, 3.0, 5.0] if nested else [12.0])  # real groups only
@@ -376,8 +484,14 @@ def test_group_mean_basis_is_the_same_model(nested, model_form, item_form):
     if not nested:
         return
     # and the subdomains' logits are unchanged coordinates
-    np.testing.assert_array_equal(sub, np.asarray(trace(substitute(suite_binomial, data=plain)).get_trace(
-        arrays, **dict(options, group_mean_basis=False))["subdomain_dev"]["value"]))
+    np.testing.assert_array_equal(
+        sub,
+        np.asarray(
+            trace(substitute(suite_binomial, data=plain)).get_trace(arrays, **dict(options, group_mean_basis=False))[
+                "subdomain_dev"
+            ]["value"]
+        ),
+    )
 
 
 def test_curvature_inverse_mass_is_one_over_the_curvature_at_the_mode():
@@ -400,7 +514,9 @@ def test_curvature_inverse_mass_is_one_over_the_curvature_at_the_mode():
     np.testing.assert_allclose(np.asarray(flat), expected, rtol=0.05)
     blocked = curvature_inverse_mass(potential, start, jax.random.PRNGKey(0), ("b", "a"))
     assert set(blocked) == {("b", "a"), ("z",)}
-    np.testing.assert_allclose(np.asarray(blocked[("b", "a")]), np.diag(1.0 / np.array([3.0, 0.5, 2.0, 4.0])), rtol=0.05, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(blocked[("b", "a")]), np.diag(1.0 / np.array([3.0, 0.5, 2.0, 4.0])), rtol=0.05, atol=1e-6
+    )
     np.testing.assert_allclose(np.asarray(blocked[("z",)]), 1.0 / np.array([1.5, 0.8]), rtol=0.05)
 
 
@@ -440,9 +556,20 @@ def test_a_dense_block_starts_from_the_inverse_of_its_hessian_at_the_mode():
 def _grid_suite(n_models: int = 5, n_items: int = 12, subdomains: int = 3, domains: int = 1, skip=None) -> GlmData:
     # task i in subdomain (7 i) mod S: GlmData orders an LLM's units by subdomain, then task name, so
     # the grid's columns are a permutation of the task indices (q10 sorts before q2, too)
-    rows = [{"model": f"m{m}", "domain": f"d{i % domains}", "subdomain": f"s{(7 * i) % subdomains}", "item_id": f"q{i}",
-             "epoch": 1, "score": float((m * 5 + i * 3) % 4 == 0), "correct": None}
-            for m in range(n_models) for i in range(n_items) if (m, i) != skip]
+    rows = [
+        {
+            "model": f"m{m}",
+            "domain": f"d{i % domains}",
+            "subdomain": f"s{(7 * i) % subdomains}",
+            "item_id": f"q{i}",
+            "epoch": 1,
+            "score": float((m * 5 + i * 3) % 4 == 0),
+            "correct": None,
+        }
+        for m in range(n_models)
+        for i in range(n_items)
+        if (m, i) != skip
+    ]
     return GlmData.from_samples(_samples(rows))
 
 
@@ -464,8 +591,9 @@ def test_unit_grid_finds_complete_llm_by_task_grids_only():
 
 
 @pytest.mark.parametrize("name", ["suite_binomial", "suite_beta_binomial", "suite_null"])
-@pytest.mark.parametrize("subdomains, domains, basis", [(3, 1, True), (3, 1, False), (1, 1, True), (4, 2, False),
-                                                        (4, 2, True)])
+@pytest.mark.parametrize(
+    "subdomains, domains, basis", [(3, 1, True), (3, 1, False), (1, 1, True), (4, 2, False), (4, 2, True)]
+)
 def test_the_grid_layout_is_the_same_model(name, subdomains, domains, basis):
     """The crossed suite models on the LLM x task grid have the per-unit layout's log joint and
     success probabilities at the same parameters: only how the linear predictor is formed differs
@@ -491,16 +619,23 @@ def test_the_grid_layout_is_the_same_model(name, subdomains, domains, basis):
 
     (plain, plain_layout), (grid, grid_layout) = arrays_for(False), arrays_for(True)
     assert grid_layout.units == grid_layout.models * data.n_items != plain_layout.units
-    params = {site: value["value"] for site, value in trace(seed(fn, 7)).get_trace(plain, **options).items()
-              if value["type"] == "sample" and not value.get("is_observed", False)}
+    params = {
+        site: value["value"]
+        for site, value in trace(seed(fn, 7)).get_trace(plain, **options).items()
+        if value["type"] == "sample" and not value.get("is_observed", False)
+    }
     rng = np.random.default_rng(5)
-    params = {k: jnp.asarray(rng.normal(size=np.shape(v)) * 0.7 + (1.0 if k.startswith(("sigma", "phi")) else 0.0))
-              for k, v in params.items()}
+    params = {
+        k: jnp.asarray(rng.normal(size=np.shape(v)) * 0.7 + (1.0 if k.startswith(("sigma", "phi")) else 0.0))
+        for k, v in params.items()
+    }
     joint_plain = float(log_density(fn, (plain,), dict(options, unit_grid=False), params)[0])
     joint_grid = float(log_density(fn, (grid,), dict(options, unit_grid=True), params)[0])
     assert joint_grid == pytest.approx(joint_plain, rel=1e-5)
-    p = [np.asarray(trace(substitute(fn, data=params)).get_trace(a, **dict(options, unit_grid=g))["p"]["value"])
-         for a, g in ((plain, False), (grid, True))]
+    p = [
+        np.asarray(trace(substitute(fn, data=params)).get_trace(a, **dict(options, unit_grid=g))["p"]["value"])
+        for a, g in ((plain, False), (grid, True))
+    ]
     np.testing.assert_allclose(p[1][: data.n_units], p[0][: data.n_units], rtol=1e-6)
 
 
@@ -544,8 +679,14 @@ def _cell_data(n_models: int, numeric: bool = True, categorical: bool = True) ->
     for m in range(n_models):
         for i in range(48):
             n = int(rng.integers(1, 4))
-            row = {"model": f"m{m}", "domain": f"d{i % 2}", "subdomain": f"s{(i // 2) % 3}", "item_id": f"q{i}",
-                   "n": n, "k": int(rng.integers(0, n + 1))}
+            row = {
+                "model": f"m{m}",
+                "domain": f"d{i % 2}",
+                "subdomain": f"s{(i // 2) % 3}",
+                "item_id": f"q{i}",
+                "n": n,
+                "k": int(rng.integers(0, n + 1)),
+            }
             if numeric:
                 row["cov_length"] = float(i % 3)  # three values: splits each subdomain's units in three
             if categorical:
@@ -554,9 +695,15 @@ def _cell_data(n_models: int, numeric: bool = True, categorical: bool = True) ->
     return GlmData.from_counts(pd.DataFrame(rows), categorical=["cov_kind"] if categorical else [])
 
 
-@pytest.mark.parametrize("name,n_models,covariates", [
-    ("binomial", 1, True), ("binomial", 1, False), ("null", 1, False), ("suite_nested", 3, False),
-])
+@pytest.mark.parametrize(
+    "name,n_models,covariates",
+    [
+        ("binomial", 1, True),
+        ("binomial", 1, False),
+        ("null", 1, False),
+        ("suite_nested", 3, False),
+    ],
+)
 def test_a_cell_model_has_the_log_density_and_gradient_of_its_units_on_its_likelihood_cells(name, n_models, covariates):
     """glm.cell_arrays sums k, n and log C(n, k) over the units that share every predictor input
     (LLM, domain, subdomain, covariate values); the sampler's potential reads those cells
@@ -567,8 +714,14 @@ def test_a_cell_model_has_the_log_density_and_gradient_of_its_units_on_its_likel
     from numpyro.handlers import seed, trace
     from numpyro.infer.util import log_density
 
-    from evalpipeline.models.glm import (CELL_PREFIX, MODELS, cell_arrays, potential_arrays, samples_on_cells,
-                                         structure_options)
+    from evalpipeline.models.glm import (
+        CELL_PREFIX,
+        MODELS,
+        cell_arrays,
+        potential_arrays,
+        samples_on_cells,
+        structure_options,
+    )
 
     data = _cell_data(n_models, numeric=covariates, categorical=covariates)
     options = structure_options(name, data)
@@ -586,13 +739,17 @@ def test_a_cell_model_has_the_log_density_and_gradient_of_its_units_on_its_likel
     sampled = potential_arrays({**arrays, **cells})
     assert len(sampled["k_obs"]) == len(real) < len(arrays["k_obs"])
     fn = MODELS[name].fn
-    params = {site: value["value"] for site, value in trace(seed(fn, 3)).get_trace(arrays, **options).items()
-              if value["type"] == "sample" and not value.get("is_observed", False)}
+    params = {
+        site: value["value"]
+        for site, value in trace(seed(fn, 3)).get_trace(arrays, **options).items()
+        if value["type"] == "sample" and not value.get("is_observed", False)
+    }
     rng = np.random.default_rng(8)
     for _ in range(3):
         point = {k: rng.normal(size=np.shape(v)) * 0.6 for k, v in params.items()}
-        point = {k: jax.numpy.asarray(np.abs(v) + 0.1 if "sigma" in k else v, dtype=np.float32)
-                 for k, v in point.items()}
+        point = {
+            k: jax.numpy.asarray(np.abs(v) + 0.1 if "sigma" in k else v, dtype=np.float32) for k, v in point.items()
+        }
 
         def joint(p, a):
             return log_density(fn, (a,), options, p)[0]
@@ -615,7 +772,13 @@ def test_only_binomial_models_without_item_terms_sample_on_cells_and_only_when_c
     distinct = _cell_data(1).units.assign(cov_length=np.arange(48.0))  # every unit its own covariate value
     data = GlmData.from_counts(distinct, categorical=["cov_kind"])
     assert cell_arrays(build_arrays(data, layout_for(data), {}), data.n_units) is not None  # 48 cells -> 128 < 512
-    many = GlmData.from_counts(pd.concat([distinct.assign(item_id=distinct["item_id"] + f"-{j}",
-                                                          cov_length=distinct["cov_length"] + 100 * j)
-                                          for j in range(11)]), categorical=["cov_kind"])
+    many = GlmData.from_counts(
+        pd.concat(
+            [
+                distinct.assign(item_id=distinct["item_id"] + f"-{j}", cov_length=distinct["cov_length"] + 100 * j)
+                for j in range(11)
+            ]
+        ),
+        categorical=["cov_kind"],
+    )
     assert many.n_units == 528 and cell_arrays(build_arrays(many, layout_for(many), {}), many.n_units) is None

@@ -18,7 +18,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipeline.models import DiagnosticThresholds, FitSettings, Fitter, GlmData, compare_fits, fit_glm, read_fit, write_fit
+from evalpipeline.models import (
+    DiagnosticThresholds,
+    FitSettings,
+    Fitter,
+    GlmData,
+    compare_fits,
+    fit_glm,
+    read_fit,
+    write_fit,
+)
 from evalpipeline.models.fit import SAMPLING_DIAGNOSTICS, gating_failures
 from evalpipeline.models.glm import layout_for
 
@@ -33,6 +42,7 @@ def _expit(x):
 
 
 # -- use case 1 (the HiBayES paper Section 3.3, Figure 5) -------------------------------------
+
 
 def _use_case_1():
     """Use case 1's counts: N = 1257 with "about 47%" correct, N = 6768 with "about 84%".
@@ -88,6 +98,7 @@ def test_use_case_1_matches_the_paper(paper_form):
 
 # -- simulated agentic data (Figure 7) and the WAIC ranking of Figure 8 --------------------------
 
+
 def _agentic(seed=7, n_sub=8, n_items=15, repeats=10, phi=0.6):
     """Bimodal per-task success: theta ~ Beta(p phi, (1 - p) phi) with small phi, subdomain means spread."""
     rng = np.random.default_rng(seed)
@@ -96,16 +107,25 @@ def _agentic(seed=7, n_sub=8, n_items=15, repeats=10, phi=0.6):
         p = _expit(logit)
         for i in range(n_items):
             theta = rng.beta(p * phi, (1 - p) * phi)
-            rows.append({"domain": "agents", "subdomain": f"task-family-{s}", "item_id": f"t{s}-{i}",
-                         "k": rng.binomial(repeats, theta), "n": repeats})
+            rows.append(
+                {
+                    "domain": "agents",
+                    "subdomain": f"task-family-{s}",
+                    "item_id": f"t{s}-{i}",
+                    "k": rng.binomial(repeats, theta),
+                    "n": repeats,
+                }
+            )
     return GlmData.from_counts(pd.DataFrame(rows))
 
 
 @pytest.fixture(scope="module")
 def agentic_fits():
     data = _agentic()
-    fits = {name: fit_glm(name, data, SETTINGS, seed_key=f"agent|gaia|{name}", fitter=FITTER)
-            for name in ("beta_binomial", "binomial", "null")}
+    fits = {
+        name: fit_glm(name, data, SETTINGS, seed_key=f"agent|gaia|{name}", fitter=FITTER)
+        for name in ("beta_binomial", "binomial", "null")
+    }
     return data, fits
 
 
@@ -120,15 +140,25 @@ def test_waic_ranks_beta_binomial_over_binomial_over_null(agentic_fits):
     assert by.loc["binomial", "d_waic"] > 2 * by.loc["binomial", "waic_dse"]
     assert by.loc["null", "d_waic"] - by.loc["binomial", "d_waic"] > 0
     assert by.loc["beta_binomial", "loo_rank"] == 0
-    assert set(table.columns) >= {"elpd_waic", "p_waic", "waic_weight", "elpd_loo", "p_loo", "n_pareto_k_high", "loo_warning"}
+    assert set(table.columns) >= {
+        "elpd_waic",
+        "p_waic",
+        "waic_weight",
+        "elpd_loo",
+        "p_loo",
+        "n_pareto_k_high",
+        "loo_warning",
+    }
     assert (table["n_units"] == data.n_units).all()
 
 
 @pytest.mark.slow
 def test_posterior_predictive_success_rates_figure_7(agentic_fits):
     data, fits = agentic_fits
-    share = {name: fit.predictive_checks(data).query("stat == 'share_at_0_or_1'").set_index("check")
-             for name, fit in fits.items()}
+    share = {
+        name: fit.predictive_checks(data).query("stat == 'share_at_0_or_1'").set_index("check")
+        for name, fit in fits.items()
+    }
     observed = share["binomial"].loc["posterior", "observed"]
     assert observed > 0.4  # the simulated data are bimodal
     assert share["beta_binomial"].loc["posterior", "inside"]
@@ -162,11 +192,15 @@ def test_compare_rejects_different_units(agentic_fits):
 
 # -- diagnostics gate ---------------------------------------------------------------------------
 
+
 def _funnel_data():
     """Weakly informative subdomains (8 x 8 items x 5 attempts at p ~ 0.5): a funnel in the centred form."""
     rng = np.random.default_rng(3)
-    rows = [{"domain": "d", "subdomain": f"s{s}", "item_id": f"s{s}-{i}", "k": rng.binomial(5, 0.5), "n": 5}
-            for s in range(8) for i in range(8)]
+    rows = [
+        {"domain": "d", "subdomain": f"s{s}", "item_id": f"s{s}-{i}", "k": rng.binomial(5, 0.5), "n": 5}
+        for s in range(8)
+        for i in range(8)
+    ]
     return GlmData.from_counts(pd.DataFrame(rows))
 
 
@@ -177,8 +211,13 @@ def test_funnel_data_share_the_agentic_bucket():
 def test_centred_funnel_fails_and_is_retried_with_higher_target_accept(agentic_fits):
     data = _funnel_data()
     compilations = FITTER.compilations
-    bad = fit_glm("binomial", data, FitSettings(**{**SETTINGS.__dict__, "centring": "centred"}),
-                  seed_key="funnel|centred", fitter=FITTER)
+    bad = fit_glm(
+        "binomial",
+        data,
+        FitSettings(**{**SETTINGS.__dict__, "centring": "centred"}),
+        seed_key="funnel|centred",
+        fitter=FITTER,
+    )
     assert FITTER.compilations == compilations  # centring is data: the agentic binomial sampler is reused
     assert bad.metadata["parameterisation"]["subdomain"] == "centred"
     assert len(bad.attempts) == 2
@@ -196,6 +235,7 @@ def test_thresholds_decide_passed(agentic_fits):
     diagnostics = fits["binomial"].diagnostics.set_index("diagnostic")
     assert set(diagnostics.index) == {"divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi", "pareto_k"}
     from evalpipeline.models import diagnose
+
     impossible = diagnose(fits["binomial"].idata, DiagnosticThresholds(min_ess_bulk=1e9)).set_index("diagnostic")
     assert not impossible.loc["ess_bulk", "passed"] and impossible.loc["ess_bulk", "threshold"] == 1e9
     # the other rows are judged against their own (default) thresholds, on the same values
@@ -207,6 +247,7 @@ def test_thresholds_decide_passed(agentic_fits):
 def test_pareto_k_warns_by_default_and_gates_when_configured(agentic_fits):
     _, fits = agentic_fits
     from evalpipeline.models import diagnose
+
     strict = DiagnosticThresholds(max_pareto_k=-1.0)  # every fit has some k above -1
     warned = diagnose(fits["binomial"].idata, strict)
     assert not warned.set_index("diagnostic").loc["pareto_k", "passed"]
@@ -217,6 +258,7 @@ def test_pareto_k_warns_by_default_and_gates_when_configured(agentic_fits):
 
 
 # -- reproducibility and persistence --------------------------------------------------------------
+
 
 def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tmp_path):
     data, fits = agentic_fits
@@ -234,7 +276,9 @@ def test_same_seed_key_reproduces_bit_for_bit_and_parquet_bytes(agentic_fits, tm
     assert set(loaded.idata.groups()) == set(first.idata.groups())
     for group in first.idata.groups():  # the shuffled, gzipped netCDF is lossless, group by group
         for name, values in getattr(first.idata, group).variables.items():
-            np.testing.assert_array_equal(getattr(loaded.idata, group)[name].values, values.values, err_msg=f"{group}/{name}")
+            np.testing.assert_array_equal(
+                getattr(loaded.idata, group)[name].values, values.values, err_msg=f"{group}/{name}"
+            )
     for group in ("prior_predictive", "posterior_predictive"):  # counts stored compactly, read back as such
         assert first.idata[group]["obs"].dtype == loaded.idata[group]["obs"].dtype == np.uint8
     assert loaded.passed == first.passed and loaded.metadata["seed"] == first.metadata["seed"]
@@ -276,7 +320,8 @@ def test_a_written_fit_is_as_readable_as_the_umask_allows(agentic_fits, tmp_path
     finally:
         os.umask(previous)
     assert {name: oct(path.stat().st_mode & 0o777) for name, path in paths.items()} == {
-        name: oct(0o644) for name in paths}
+        name: oct(0o644) for name in paths
+    }
 
 
 def test_a_posterior_left_half_written_by_a_killed_process_is_swept_by_the_next_write(agentic_fits, tmp_path):
@@ -309,7 +354,8 @@ def test_a_stored_sampler_program_gives_the_draws_of_a_traced_one(tmp_path, monk
     def draws(fitter, fit_settings=settings):
         fit = fit_glm("binomial", data, fit_settings, seed_key="program-cache", fitter=fitter)
         return {f"posterior/{v}": fit.idata.posterior[v].values for v in fit.idata.posterior.data_vars} | {
-            f"{g}/obs": fit.idata[g]["obs"].values for g in ("prior_predictive", "posterior_predictive")}
+            f"{g}/obs": fit.idata[g]["obs"].values for g in ("prior_predictive", "posterior_predictive")
+        }
 
     def assert_same(expected, got):
         assert set(got) == set(expected)
@@ -383,7 +429,11 @@ def test_the_compilation_cache_stays_under_its_bound(tmp_path):
     script.write_text(_CACHE_SCRIPT)
 
     def compile_in_new_process(bound: int, sizes: str) -> dict:
-        subprocess.run([sys.executable, str(script), str(cache), str(bound), sizes], check=True, cwd=Path(__file__).resolve().parent.parent)
+        subprocess.run(
+            [sys.executable, str(script), str(cache), str(bound), sizes],
+            check=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         return {p.name: p.stat().st_size for p in cache.glob("*-cache")}
 
     unbounded = compile_in_new_process(-1, "11,12,13")
@@ -417,8 +467,10 @@ print(json.dumps({"started_with": fit._backend_threads, "again": again, "pool": 
 """
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs Linux and at least two CPUs: one CPU gives a pool of one thread anyway")
+@pytest.mark.skipif(
+    not Path("/proc/self/task").is_dir() or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux and at least two CPUs: one CPU gives a pool of one thread anyway",
+)
 @pytest.mark.slow
 def test_the_fits_start_xlas_cpu_backend_with_one_intra_op_thread_and_pin_nothing(tmp_path):
     """XLA gives its intra-op pool one thread per CPU (its flags have no count); a fitting step is one
@@ -433,17 +485,36 @@ def test_the_fits_start_xlas_cpu_backend_with_one_intra_op_thread_and_pin_nothin
     cpus = len(os.sched_getaffinity(0))
 
     def probe(mode: str, **env) -> dict:
-        done = subprocess.run([sys.executable, str(script), mode, str(tmp_path / mode)], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ, **env}, timeout=300)
+        done = subprocess.run(
+            [sys.executable, str(script), mode, str(tmp_path / mode)],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, **env},
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     late = "not applied: JAX had started its CPU backend already"
-    assert probe("default", EVALPIPELINE_STEP_THREADS="1") == {"started_with": 1, "again": 1, "pool": 1, "masks": [cpus]}
+    assert probe("default", EVALPIPELINE_STEP_THREADS="1") == {
+        "started_with": 1,
+        "again": 1,
+        "pool": 1,
+        "masks": [cpus],
+    }
     assert probe("step-threads-0", EVALPIPELINE_STEP_THREADS="0") == {
-        "started_with": None, "again": late, "pool": cpus, "masks": [cpus]}
+        "started_with": None,
+        "again": late,
+        "pool": cpus,
+        "masks": [cpus],
+    }
     assert probe("started-before", EVALPIPELINE_STEP_THREADS="1") == {
-        "started_with": None, "again": late, "pool": cpus, "masks": [cpus]}
+        "started_with": None,
+        "again": late,
+        "pool": cpus,
+        "masks": [cpus],
+    }
     with pytest.raises(ValueError, match="at least 1"):
         from evalpipeline.models.fit import start_cpu_backend
 
@@ -456,7 +527,9 @@ def test_summary_is_tidy_and_labelled(agentic_fits):
     subdomains = summary[summary.parameter == "subdomain"]
     assert sorted(subdomains["subdomain"]) == sorted(s for _, s in data.subdomains)
     assert subdomains["prob_mean"].between(0, 1).all()
-    assert (subdomains["hpdi_low"] < subdomains["hpdi2_low"]).all() and (subdomains["hpdi2_high"] < subdomains["hpdi_high"]).all()
+    assert (subdomains["hpdi_low"] < subdomains["hpdi2_low"]).all() and (
+        subdomains["hpdi2_high"] < subdomains["hpdi_high"]
+    ).all()
     assert summary.loc[summary.parameter == "phi", "prob_mean"].isna().all()  # not a location: no probability scale
     assert not summary["parameter"].str.endswith("_raw").any()
     # the planted subdomain ordering (logits -2 .. 2, beta-binomial noise with phi = 0.6) is recovered
@@ -467,6 +540,7 @@ def test_summary_is_tidy_and_labelled(agentic_fits):
 
 
 # -- per-suite model with covariates (Eq. 4) -------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_suite_beta_binomial_recovers_reasoning_slope_and_model_order():
@@ -480,9 +554,18 @@ def test_suite_beta_binomial_recovers_reasoning_slope_and_model_order():
             difficulty = ("easy", "mid", "hard")[j % 3]
             for effort in (0, 1, 2, 3):
                 p = _expit(base + task[j] + slope[model] * (effort - 1.5) - 0.3 * (j % 3))
-                rows.append({"model": model, "domain": "agents", "subdomain": f"family{j % 2}", "item_id": f"task{j}",
-                             "cov_reasoning": effort, "cov_difficulty": difficulty,
-                             "k": rng.binomial(8, rng.beta(p * 20, (1 - p) * 20)), "n": 8})
+                rows.append(
+                    {
+                        "model": model,
+                        "domain": "agents",
+                        "subdomain": f"family{j % 2}",
+                        "item_id": f"task{j}",
+                        "cov_reasoning": effort,
+                        "cov_difficulty": difficulty,
+                        "k": rng.binomial(8, rng.beta(p * 20, (1 - p) * 20)),
+                        "n": 8,
+                    }
+                )
     data = GlmData.from_counts(pd.DataFrame(rows))
     fit = fit_glm("suite_beta_binomial", data, SETTINGS, seed_key="suite|agentic|beta", fitter=Fitter())
     summary = fit.summary
@@ -503,11 +586,25 @@ def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout()
     cell keeps the per-unit layout. (The log joints are equal: tests/test_models_data.py.)"""
     rng = np.random.default_rng(17)
     ability, difficulty = rng.normal(0, 0.8, 6), rng.normal(0, 1.0, 30)
-    rows = [{"model": f"llm{m}", "domain": "d", "subdomain": f"s{i % 3}", "item_id": f"t{i}", "n": 2,
-             "k": rng.binomial(2, _expit(ability[m] - difficulty[i]))} for m in range(6) for i in range(30)]
+    rows = [
+        {
+            "model": f"llm{m}",
+            "domain": "d",
+            "subdomain": f"s{i % 3}",
+            "item_id": f"t{i}",
+            "n": 2,
+            "k": rng.binomial(2, _expit(ability[m] - difficulty[i])),
+        }
+        for m in range(6)
+        for i in range(30)
+    ]
     data = GlmData.from_counts(pd.DataFrame(rows))
-    fits = {grid: fit_glm("suite_binomial", data, dataclasses.replace(SETTINGS, unit_grid=grid), seed_key="grid",
-                          fitter=FITTER) for grid in (True, False)}
+    fits = {
+        grid: fit_glm(
+            "suite_binomial", data, dataclasses.replace(SETTINGS, unit_grid=grid), seed_key="grid", fitter=FITTER
+        )
+        for grid in (True, False)
+    }
     assert fits[True].metadata["options"]["unit_grid"] and not fits[False].metadata["options"]["unit_grid"]
     assert fits[True].metadata["layout"]["units"] == 6 * 30 != fits[False].metadata["layout"]["units"]
     effects = {grid: fit.summary[fit.summary.parameter == "model"].set_index("model") for grid, fit in fits.items()}
@@ -520,7 +617,9 @@ def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout()
     assert (gap <= 4 * se).all(), pd.DataFrame({"gap": gap, "se": se})
     assert fits[True].criteria.waic_i.shape == fits[False].criteria.waic_i.shape == (data.n_units,)
     holed = GlmData.from_counts(pd.DataFrame(rows[1:]))
-    assert not fit_glm("suite_binomial", holed, SETTINGS, seed_key="grid", fitter=FITTER).metadata["options"]["unit_grid"]
+    assert not fit_glm("suite_binomial", holed, SETTINGS, seed_key="grid", fitter=FITTER).metadata["options"][
+        "unit_grid"
+    ]
 
 
 @pytest.mark.slow
@@ -531,11 +630,18 @@ def test_a_partition_fit_on_its_likelihood_cells_has_the_posterior_of_the_per_un
     beta-binomial has no cells. (The log densities are equal: tests/test_models_data.py.)"""
     rng = np.random.default_rng(23)
     rates = {"s0": 0.3, "s1": 0.5, "s2": 0.7, "s3": 0.85}
-    rows = [{"domain": "d", "subdomain": s, "item_id": f"{s}-q{i}", "n": 2, "k": rng.binomial(2, rate)}
-            for s, rate in rates.items() for i in range(40)]
+    rows = [
+        {"domain": "d", "subdomain": s, "item_id": f"{s}-q{i}", "n": 2, "k": rng.binomial(2, rate)}
+        for s, rate in rates.items()
+        for i in range(40)
+    ]
     data = GlmData.from_counts(pd.DataFrame(rows))
-    fits = {cells: fit_glm("binomial", data, dataclasses.replace(SETTINGS, sufficient_cells=cells), seed_key="cells",
-                           fitter=FITTER) for cells in (True, False)}
+    fits = {
+        cells: fit_glm(
+            "binomial", data, dataclasses.replace(SETTINGS, sufficient_cells=cells), seed_key="cells", fitter=FITTER
+        )
+        for cells in (True, False)
+    }
     assert fits[True].metadata["likelihood_cells"] == 4 and fits[False].metadata["likelihood_cells"] is None
     assert fits[True].passed and fits[False].passed
     summaries = {c: f.summary.set_index(["parameter", "subdomain"]) for c, f in fits.items()}
@@ -565,8 +671,9 @@ def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain(
     datasets = [_use_case_1(), GlmData.from_counts(swapped)]  # one design, other rates: a mix-up would show
     settings = FitSettings(num_warmup=200, num_samples=300, num_chains=2)
     results = {
-        method: Fitter().sample_batch("binomial", datasets, dataclasses.replace(settings, chain_method=method),
-                                      seed_key="batch-methods")
+        method: Fitter().sample_batch(
+            "binomial", datasets, dataclasses.replace(settings, chain_method=method), seed_key="batch-methods"
+        )
         for method in ("sequential", "vectorized")
     }
     for sequential, vectorized in zip(results["sequential"], results["vectorized"]):
@@ -587,14 +694,21 @@ def test_a_batch_fit_gives_the_same_posterior_in_lockstep_and_chain_after_chain(
 def test_the_package_imports_arviz_without_the_bokeh_modules_it_loads_only_for_docstrings():
     """evalpipeline.models imports ArviZ with bokeh.plotting and bokeh.models blocked (~0.7 s of every
     process's start, arviz_import.py); ArviZ must work and bokeh stay importable afterwards."""
-    script = ("import sys\n"
-              "import evalpipeline.models\n"
-              "loaded = sorted(m for m in ('bokeh.plotting', 'bokeh.models') if m in sys.modules)\n"
-              "import arviz, numpy as np\n"
-              "summary = arviz.summary(arviz.from_dict(posterior={'x': np.random.default_rng(0).normal(size=(2, 50))}))\n"
-              "import bokeh.plotting, bokeh.models\n"
-              "print(loaded, list(summary.index), callable(bokeh.plotting.figure))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parent.parent)
+    script = (
+        "import sys\n"
+        "import evalpipeline.models\n"
+        "loaded = sorted(m for m in ('bokeh.plotting', 'bokeh.models') if m in sys.modules)\n"
+        "import arviz, numpy as np\n"
+        "summary = arviz.summary(arviz.from_dict(posterior={'x': np.random.default_rng(0).normal(size=(2, 50))}))\n"
+        "import bokeh.plotting, bokeh.models\n"
+        "print(loaded, list(summary.index), callable(bokeh.plotting.figure))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[] ['x'] True"

@@ -20,9 +20,6 @@ from resources import IngestSettings, LakeResource
 from tests.helpers.dagster import nightly_tick, small_project
 
 
-
-
-
 def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unreadable_tonight(tmp_path, capsys):
     """A model (or suite) whose logs were rewritten under another name is retired from the lake by the
     ingest; the nightly and `evalpipeline run` then delete its dynamic partition, so the UI stops
@@ -48,11 +45,17 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     from evalpipeline.steps.run_status import RETIRED, StepFailure, read_run_failures, record_run_failure
 
     doomed = {"r1": str(model_suite_key("old-name", "s1")), "r2": "old-name", "r3": "old-suite"}
-    others = {"r4": str(model_suite_key("flaky", "s1")), "r5": str(model_suite_key("kept", "s1")), "r6": "kept",
-              "r7": "old-name|s1..kept|s1", "r8": ""}
+    others = {
+        "r4": str(model_suite_key("flaky", "s1")),
+        "r5": str(model_suite_key("kept", "s1")),
+        "r6": "kept",
+        "r7": "old-name|s1..kept|s1",
+        "r8": "",
+    }
     for run_id, partition in {**doomed, **others}.items():
-        record_run_failure(lake, run_id=run_id, job="j", partition=partition,
-                           failures=[StepFailure("a", "a", "E", "m")], failed_at="t")
+        record_run_failure(
+            lake, run_id=run_id, job="j", partition=partition, failures=[StepFailure("a", "a", "E", "m")], failed_at="t"
+        )
 
     # registered and in the lake, but no log names them now: nothing is deleted before the ingest retires them
     table.write_text("model,suite,item_id,score\nnew-name,s1,a,1\nkept,s1,a,1\n")
@@ -83,12 +86,14 @@ def test_a_retired_model_or_suite_is_unregistered_but_not_one_whose_log_is_unrea
     _sync_partitions(instance, lake, discover(lake, landing), print)
     assert set(instance.get_dynamic_partitions("model")) == {"kept", "flaky", "new-name"}
     assert "model(s) no log or lake table holds any more, unregistered from the Dagster instance: ghost" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.slow
-def test_only_changed_reruns_only_stale_assets_and_refreshes_what_a_retired_partition_leaves(tmp_path, monkeypatch,
-                                                                                            capsys):
+def test_only_changed_reruns_only_stale_assets_and_refreshes_what_a_retired_partition_leaves(
+    tmp_path, monkeypatch, capsys
+):
     """Two nightlies (`--only-changed`) after one full run of the same small project.
 
     A partition asset made under other code or settings (here: never materialised, after a wipe)
@@ -149,9 +154,13 @@ def test_forget_takes_a_model_out_of_a_suite_and_clears_a_rejected_partition(tmp
     import evalpipeline.cli.main as cli
 
     bad = "\n".join(f"bad,logic,q{i},0,{'timeout' if i % 2 else ''}" for i in range(8))  # half errored: rejected
-    logs = {f"{m}_{s}.csv": "model,suite,item_id,score,domain,subdomain\n"
-            + "\n".join(f"{m},{s},q{i},{(i + len(m)) % 2},d,{s}" for i in range(8)) + "\n"
-            for m in ("alpha", "beta") for s in ("arith", "logic")}
+    logs = {
+        f"{m}_{s}.csv": "model,suite,item_id,score,domain,subdomain\n"
+        + "\n".join(f"{m},{s},q{i},{(i + len(m)) % 2},d,{s}" for i in range(8))
+        + "\n"
+        for m in ("alpha", "beta")
+        for s in ("arith", "logic")
+    }
     landing = small_project(tmp_path, monkeypatch, logs={**logs, "bad.csv": "model,suite,item_id,score,error\n" + bad})
     assert run_main_job() == 1  # the rejected partition
     board = lambda suite: set(pd.read_parquet(f"lake/suite_comparison/suite={suite}/leaderboard.parquet")["model"])  # noqa: E731
@@ -230,8 +239,9 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
 
     rows = [f"good,s,q{i},{i % 2}," for i in range(20)]
     bad_rows = [f"bad,s,q{i},0,{'timeout' if i % 2 else ''}" for i in range(20)]  # half errored: fails a blocking check
-    landing = small_project(tmp_path, monkeypatch,
-                             logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows + bad_rows) + "\n"})
+    landing = small_project(
+        tmp_path, monkeypatch, logs={"s.csv": "model,suite,item_id,score,error\n" + "\n".join(rows + bad_rows) + "\n"}
+    )
     assert run_main_job() == 1
     # the model has no other partition: its stage is not run (it failed with 'no sample tables', two
     # more failure rows that nothing resolved, and pages of tracebacks)
@@ -268,14 +278,18 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
 
     # Materialised alone (from the UI, or requested by automation), the assets after the table run
     # no checks: each refuses the rejected table itself, naming it and the failed check.
-    from dagster import MultiPartitionKey
 
     from assets.fits import PARTITION_GLM_ASSETS
     from assets.reliability import reliability
 
     for assets_def in (accuracy_posteriors, reliability, PARTITION_GLM_ASSETS[0]):
-        done = materialize([assets_def], instance=instance, partition_key=MultiPartitionKey({"model": "bad", "suite": "s"}),
-                           resources=defs.resources, raise_on_error=False)
+        done = materialize(
+            [assets_def],
+            instance=instance,
+            partition_key=MultiPartitionKey({"model": "bad", "suite": "s"}),
+            resources=defs.resources,
+            raise_on_error=False,
+        )
         assert not done.success
         message = str(done.get_step_failure_events()[0].event_specific_data.error)
         assert "'bad' x 's': the sample table failed validation (errored_share_within_bound)" in message, message
@@ -283,8 +297,11 @@ def test_only_changed_does_not_fit_a_table_that_failed_validation(tmp_path, monk
     assert not (tmp_path / "lake/reliability/model=bad").exists()
 
     # the log fixed: the nightly reruns the partition, which passes, and its failures are resolved
-    (landing / "s.csv").write_text("model,suite,item_id,score,error\n"
-                                   + "\n".join(rows + [f"bad,s,q{i},{int(i % 3 == 0)}," for i in range(20)]) + "\n")
+    (landing / "s.csv").write_text(
+        "model,suite,item_id,score,error\n"
+        + "\n".join(rows + [f"bad,s,q{i},{int(i % 3 == 0)}," for i in range(20)])
+        + "\n"
+    )
     capsys.readouterr()
     assert run_main_job(only_changed=True) == 0, capsys.readouterr().out
     assert "not rerun" not in capsys.readouterr().out

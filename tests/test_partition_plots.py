@@ -20,14 +20,19 @@ from evalpipeline.steps.reliability import PLOT_FILES, ReliabilityConfig, assess
 from evalpipeline.settings import ConfigError, load_plot_settings
 from tests.test_comparison import planted_scores, write_samples
 
-CONFIG = GlmConfig(FitSettings(num_warmup=300, num_samples=300),
-                   DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05), models=("binomial",))
+CONFIG = GlmConfig(
+    FitSettings(num_warmup=300, num_samples=300),
+    DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05),
+    models=("binomial",),
+)
 SUITE_CONFIG = dataclasses.replace(CONFIG, models=("suite_binomial",))
 
 
 def _reliability(tmp_path):
-    return ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
-                             taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+    return ReliabilityConfig(
+        ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
+        taxonomy_path=str(tmp_path / "no-taxonomy.toml"),
+    )
 
 
 def _lake(root, scores) -> Lake:
@@ -73,7 +78,9 @@ def test_figures_drawn_on_request_are_those_drawn_with_the_fit(tmp_path, scores)
         assert _pixels(assessed.directory / file) == _pixels(assessed_then.directory / file), name
 
     # the stored fit and assessment are reused as they are: drawing refitted nothing
-    assert fit_partition_glm(on_request, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False).status == "reused"
+    assert (
+        fit_partition_glm(on_request, "m", "s", "binomial", CONFIG, version="v1", draw_plots=False).status == "reused"
+    )
     assert assess_partition(on_request, "m", "s", reliability, code="c1", plots=False).status == "reused"
     assert all((fitted.directory / f).exists() for f in FIT_PLOTS.values())
 
@@ -134,7 +141,9 @@ def test_a_suite_fits_figures_on_request_are_those_drawn_with_the_fit_and_never_
     assert drawn_then.passed and all((drawn_then.directory / f).exists() for f in FIT_PLOTS.values())
 
     lake = _suite_lake(tmp_path / "later", scores)
-    with pytest.raises(NoDataError, match=r"no stored suite GLM fit of suite 's' .* materialise the suite_glm_\* assets"):
+    with pytest.raises(
+        NoDataError, match=r"no stored suite GLM fit of suite 's' .* materialise the suite_glm_\* assets"
+    ):
         draw_suite_fit_plots(lake, "s")
     fitted = fit_suite_glm(lake, "s", "suite_binomial", SUITE_CONFIG, version="v1", draw_plots=False)
     assert fitted.passed and not any((fitted.directory / f).exists() for f in FIT_PLOTS.values())
@@ -183,7 +192,9 @@ def test_a_suite_whose_glms_do_not_apply_has_no_figures_and_says_why_but_one_not
     for glm in SUITE_MODELS:
         assert fit_suite_glm(lake, "s", glm, CONFIG, version="v1").status == "not applicable"
     assert draw_suite_fit_plots(lake, "s") == {}
-    assert all(reason.startswith("disabled: not in [glm] models") for reason in suite_fits_not_applicable(lake, "s").values())
+    assert all(
+        reason.startswith("disabled: not in [glm] models") for reason in suite_fits_not_applicable(lake, "s").values()
+    )
     write_samples(lake, "third", "s", scores[::-1].copy())
     assert draw_suite_fit_plots(lake, "s") == {} and len(suite_fits_not_applicable(lake, "s")) == len(SUITE_MODELS)
 
@@ -195,8 +206,12 @@ def test_a_suite_whose_glms_do_not_apply_has_no_figures_and_says_why_but_one_not
 
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("suite", ["s"])
-        result = materialize([suite_fit_plots], partition_key="s", instance=instance,
-                             resources={"lake": LakeResource(root=str(lake.root))})
+        result = materialize(
+            [suite_fit_plots],
+            partition_key="s",
+            instance=instance,
+            resources={"lake": LakeResource(root=str(lake.root))},
+        )
     assert result.success
     metadata = result.asset_materializations_for_node("suite_fit_plots")[0].metadata
     assert metadata["figures"].value == 0
@@ -219,8 +234,12 @@ def test_the_plot_setting_is_checked_and_on_request_by_default(tmp_path):
     with pytest.raises(ConfigError, match=r"\[plots\] suite_fits must be one of \['on_request', 'always'\]"):
         load_plot_settings(config)
     config.write_text('[plots]\npartitions = "sometimes"\n')
-    with pytest.raises(ConfigError, match=r"always.toml: \[plots\] partitions must be one of \['on_request', 'always'\]"):
+    with pytest.raises(
+        ConfigError, match=r"always.toml: \[plots\] partitions must be one of \['on_request', 'always'\]"
+    ):
         load_plot_settings(config)
     config.write_text('[plots]\npartition = "always"\n')
-    with pytest.raises(ConfigError, match=r"unknown keys in \[plots\]: \['partition'\]; known: \['partitions', 'suite_fits'\]"):
+    with pytest.raises(
+        ConfigError, match=r"unknown keys in \[plots\]: \['partition'\]; known: \['partitions', 'suite_fits'\]"
+    ):
         load_plot_settings(config)

@@ -12,8 +12,8 @@ from assets.partitions import key_blocks, range_blocks
 def _range_between(first, last, model_order, suite_order):
     """What a Dagster model x suite partition range holds: every model between the ends (in the
     dimension's order) times every suite between the ends (MultiPartitionsDefinition semantics)."""
-    models = model_order[model_order.index(first[0]): model_order.index(last[0]) + 1]
-    suites = suite_order[suite_order.index(first[1]): suite_order.index(last[1]) + 1]
+    models = model_order[model_order.index(first[0]) : model_order.index(last[0]) + 1]
+    suites = suite_order[suite_order.index(first[1]) : suite_order.index(last[1]) + 1]
     return [(m, s) for m in models for s in suites]
 
 
@@ -67,8 +67,10 @@ def test_a_range_step_attaches_each_partitions_metadata_to_its_materialisation(m
 
     @asset(partitions_def=models)
     def ranged(context: AssetExecutionContext):
-        results = [PartitionResult(key, MaterializeResult(metadata={"partition": key, "square": int(key[1:]) ** 2}))
-                   for key in [*context.partition_keys, *stray]]
+        results = [
+            PartitionResult(key, MaterializeResult(metadata={"partition": key, "square": int(key[1:]) ** 2}))
+            for key in [*context.partition_keys, *stray]
+        ]
         yield from emit(context, results)
 
     instance = DagsterInstance.ephemeral()

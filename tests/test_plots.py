@@ -23,12 +23,22 @@ from evalpipeline import plots
 
 # ---------------------------------------------------------------- synthetic inputs (also used by the report tests)
 
+
 def forest_rows() -> pd.DataFrame:
-    rows = pd.DataFrame({
-        "label": ["math / addition", "overall", "math", "language", "math / division", "language / <poetry & 'prose'>"],
-        "level": ["subdomain", "overall", "domain", "domain", "subdomain", "subdomain"],
-        "posterior_mean": [0.80, 0.62, 0.70, 0.50, 0.55, 0.45],
-    })
+    rows = pd.DataFrame(
+        {
+            "label": [
+                "math / addition",
+                "overall",
+                "math",
+                "language",
+                "math / division",
+                "language / <poetry & 'prose'>",
+            ],
+            "level": ["subdomain", "overall", "domain", "domain", "subdomain", "subdomain"],
+            "posterior_mean": [0.80, 0.62, 0.70, 0.50, 0.55, 0.45],
+        }
+    )
     rows["hpdi_low"] = rows["posterior_mean"] - 0.05
     rows["hpdi_high"] = rows["posterior_mean"] + 0.05
     rows["outer_low"] = rows["posterior_mean"] - 0.08
@@ -49,24 +59,40 @@ def posterior_idata(shift_chain: float = 0.0, n_chains: int = 4, n_draws: int = 
 
 def waic_table() -> pd.DataFrame:
     return pd.DataFrame(
-        {"rank": [0, 1, 2], "elpd_waic": [-100.0, -110.0, -130.0], "p_waic": [3.0, 2.0, 1.0],
-         "elpd_diff": [0.0, 10.0, 30.0], "weight": [0.9, 0.1, 0.0], "se": [5.0, 5.0, 6.0],
-         "dse": [0.0, 3.0, 5.0], "warning": False, "scale": "log"},
+        {
+            "rank": [0, 1, 2],
+            "elpd_waic": [-100.0, -110.0, -130.0],
+            "p_waic": [3.0, 2.0, 1.0],
+            "elpd_diff": [0.0, 10.0, 30.0],
+            "weight": [0.9, 0.1, 0.0],
+            "se": [5.0, 5.0, 6.0],
+            "dse": [0.0, 3.0, 5.0],
+            "warning": False,
+            "scale": "log",
+        },
         index=["beta-binomial", "binomial", "null"],
     )
 
 
 def pairwise_long() -> pd.DataFrame:
-    return pd.DataFrame({"model_a": ["a<1>", "a<1>", "b&2"], "model_b": ["b&2", "c", "c"],
-                         "p_a_better": [0.9, 0.6, 0.2]})
+    return pd.DataFrame(
+        {"model_a": ["a<1>", "a<1>", "b&2"], "model_b": ["b&2", "c", "c"], "p_a_better": [0.9, 0.6, 0.2]}
+    )
 
 
 def leaderboard_rows() -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": ["a", "b", "c"], "posterior_mean": [0.9, 0.8, 0.7], "hpdi_low": [0.85, 0.72, 0.6],
-        "hpdi_high": [0.95, 0.87, 0.8], "observed_mean": [0.92, 0.8, 0.7], "conventional_low": [0.87, 0.73, 0.6],
-        "conventional_high": [1.01, 0.87, 0.8], "p_best": [0.8, 0.15, 0.05],
-    })
+    return pd.DataFrame(
+        {
+            "model": ["a", "b", "c"],
+            "posterior_mean": [0.9, 0.8, 0.7],
+            "hpdi_low": [0.85, 0.72, 0.6],
+            "hpdi_high": [0.95, 0.87, 0.8],
+            "observed_mean": [0.92, 0.8, 0.7],
+            "conventional_low": [0.87, 0.73, 0.6],
+            "conventional_high": [1.01, 0.87, 0.8],
+            "p_best": [0.8, 0.15, 0.05],
+        }
+    )
 
 
 def cdf_envelopes() -> pd.DataFrame:
@@ -74,9 +100,17 @@ def cdf_envelopes() -> pd.DataFrame:
     parts = []
     for panel in ("overall", "domain: math", "domain: language"):
         for model, (a, b) in {"a": (80, 20), "b": (60, 40)}.items():
-            parts.append(pd.DataFrame({"panel": panel, "series": model, "x": grid,
-                                       "cdf_lower": stats.beta.cdf(grid, a + 5, b),
-                                       "cdf_upper": stats.beta.cdf(grid, a, b + 5)}))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "panel": panel,
+                        "series": model,
+                        "x": grid,
+                        "cdf_lower": stats.beta.cdf(grid, a + 5, b),
+                        "cdf_upper": stats.beta.cdf(grid, a, b + 5),
+                    }
+                )
+            )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -84,8 +118,11 @@ def expected_reliability_curves() -> pd.DataFrame:
     horizons = np.array([1, 2, 5, 10, 20, 50, 100, 200])
     parts = []
     for model, (low, high) in {"a": (0.90, 0.95), "b": (0.80, 0.85)}.items():
-        parts.append(pd.DataFrame({"series": model, "n": horizons, "expected_lower": low ** horizons,
-                                   "expected_upper": high ** horizons}))
+        parts.append(
+            pd.DataFrame(
+                {"series": model, "n": horizons, "expected_lower": low**horizons, "expected_upper": high**horizons}
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -126,12 +163,19 @@ def texts(axes) -> list[str]:
 
 # ---------------------------------------------------------------- forest plot
 
+
 def test_forest_groups_rows_overall_domain_subdomain_and_draws_each_interval():
     rows = forest_rows()
     figure = plots.forest_plot(rows)
     (axes,) = figure.axes
-    assert tick_labels(axes) == ["overall", "math", "language", "math / addition", "math / division",
-                                 "language / <poetry & 'prose'>"]
+    assert tick_labels(axes) == [
+        "overall",
+        "math",
+        "language",
+        "math / addition",
+        "math / division",
+        "language / <poetry & 'prose'>",
+    ]
     assert {"overall", "domain", "subdomain"} <= set(texts(axes))
     (thick,) = [c for c in axes.collections if c.get_label() == "95% HPDI"]
     (thin,) = [c for c in axes.collections if c.get_label() == "99% HPDI"]
@@ -153,8 +197,11 @@ def test_forest_groups_rows_overall_domain_subdomain_and_draws_each_interval():
             drawn.append((float(y), float(x), marker_line.get_color(), tuple(segment[:, 0])))
     with_data = rows[rows["empirical_mean"].notna()]
     assert len(drawn) == len(with_data)
-    below = {round(y - heights[label], 9) for y, _x, _c, _s in drawn
-             for label in [min(heights, key=lambda name: abs(heights[name] - y))]}
+    below = {
+        round(y - heights[label], 9)
+        for y, _x, _c, _s in drawn
+        for label in [min(heights, key=lambda name: abs(heights[name] - y))]
+    }
     assert len(below) == 1 and -0.5 < below.pop() < 0  # every marker the same distance below its row
     for y, x, color, (left, right) in drawn:
         label = min(heights, key=lambda name: abs(heights[name] - y))
@@ -191,6 +238,7 @@ def test_forest_rejects_bad_input_by_name(change, message):
 
 # ---------------------------------------------------------------- trace and rank plots
 
+
 def test_trace_rank_plot_has_density_trace_and_rank_per_variable():
     figure = plots.trace_rank_plot(posterior_idata())
     assert len(figure.axes) == 2 * 3
@@ -205,6 +253,7 @@ def test_trace_rank_plot_has_density_trace_and_rank_per_variable():
 
 def test_rank_plot_separates_a_stuck_chain_from_mixed_ones():
     """Ranks are uniform per chain when chains mix; a shifted chain piles up in the top bins."""
+
     def top_share(idata):
         rank = plots.trace_rank_plot(idata, ["mu"], rank_bins=10).axes[2]
         counts = [p.get_data().values for p in rank.patches if isinstance(p, StepPatch)]
@@ -237,6 +286,7 @@ def test_trace_rank_plot_rejects_bad_input():
 
 # ---------------------------------------------------------------- WAIC comparison
 
+
 def test_waic_plot_lists_best_first_and_draws_differences_for_the_others():
     table = waic_table().iloc[::-1]  # order on input must not matter
     (axes,) = plots.waic_comparison_plot(table).axes
@@ -251,8 +301,9 @@ def test_waic_plot_lists_best_first_and_draws_differences_for_the_others():
 def test_waic_plot_reads_arviz_compare_output():
     rng = np.random.default_rng(0)
     fits = {
-        name: az.from_dict(posterior={"mu": rng.normal(size=(2, 50))},
-                           log_likelihood={"y": rng.normal(mean, 0.1, size=(2, 50, 20))})
+        name: az.from_dict(
+            posterior={"mu": rng.normal(size=(2, 50))}, log_likelihood={"y": rng.normal(mean, 0.1, size=(2, 50, 20))}
+        )
         for name, mean in {"good <m>": -1.0, "worse & co": -1.3}.items()
     }
     comparison = az.compare(fits, ic="waic")
@@ -268,6 +319,7 @@ def test_waic_plot_rejects_missing_columns():
 
 
 # ---------------------------------------------------------------- success-rate distribution
+
 
 def test_success_rate_bars_count_items_per_attainable_rate():
     observed = np.array([0.0, 0.0, 0.0, 0.2, 1.0, 1.0])
@@ -294,6 +346,7 @@ def test_success_rate_distribution_rejects_bad_input():
 
 # ---------------------------------------------------------------- pairwise heatmap
 
+
 def test_pairwise_matrix_fills_complements_and_heatmap_labels_every_cell():
     matrix = plots.pairwise_matrix(pairwise_long())
     assert list(matrix.index) == ["a<1>", "b&2", "c"]
@@ -318,8 +371,8 @@ def test_a_large_pairwise_heatmap_drops_cell_text_and_stays_a_bounded_picture():
     width, height = figure.get_size_inches()
     assert width * plots.PNG_DPI <= 2500 and height * plots.PNG_DPI <= 2200
     # at the limit every cell is still labelled
-    small = matrix.iloc[:plots.HEATMAP_LABEL_LIMIT, :plots.HEATMAP_LABEL_LIMIT]
-    assert len(texts(plots.pairwise_heatmap(small).axes[0])) == plots.HEATMAP_LABEL_LIMIT ** 2 - plots.HEATMAP_LABEL_LIMIT
+    small = matrix.iloc[: plots.HEATMAP_LABEL_LIMIT, : plots.HEATMAP_LABEL_LIMIT]
+    assert len(texts(plots.pairwise_heatmap(small).axes[0])) == plots.HEATMAP_LABEL_LIMIT**2 - plots.HEATMAP_LABEL_LIMIT
 
 
 def test_pairwise_heatmap_rejects_non_square_or_out_of_range():
@@ -335,6 +388,7 @@ def test_pairwise_heatmap_rejects_non_square_or_out_of_range():
 
 
 # ---------------------------------------------------------------- leaderboard
+
 
 def test_leaderboard_draws_both_intervals_per_model_and_marks_leaving_the_unit_interval():
     board = leaderboard_rows()
@@ -365,6 +419,7 @@ def test_leaderboard_rejects_missing_columns_all_named():
 
 # ---------------------------------------------------------------- reliability
 
+
 def test_cdf_envelopes_one_panel_per_level_one_band_per_model():
     envelopes = cdf_envelopes()
     figure = plots.reliability_cdf_envelopes(envelopes)
@@ -385,15 +440,34 @@ def test_cdf_envelopes_colour_crowded_panels_by_group_with_one_legend_entry_each
     parts = []
     for d in range(6):
         for s in range(4):
-            parts.append(pd.DataFrame({"panel": "subdomain", "series": f"d{d}/s{s}", "group": f"d{d}", "x": grid,
-                                       "cdf_lower": stats.beta.cdf(grid, 12 + d + s, 8),
-                                       "cdf_upper": stats.beta.cdf(grid, 10 + d + s, 10)}))
-        parts.append(pd.DataFrame({"panel": "domain", "series": f"d{d}", "group": f"d{d}", "x": grid,
-                                   "cdf_lower": stats.beta.cdf(grid, 12 + d, 8),
-                                   "cdf_upper": stats.beta.cdf(grid, 10 + d, 10)}))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "panel": "subdomain",
+                        "series": f"d{d}/s{s}",
+                        "group": f"d{d}",
+                        "x": grid,
+                        "cdf_lower": stats.beta.cdf(grid, 12 + d + s, 8),
+                        "cdf_upper": stats.beta.cdf(grid, 10 + d + s, 10),
+                    }
+                )
+            )
+        parts.append(
+            pd.DataFrame(
+                {
+                    "panel": "domain",
+                    "series": f"d{d}",
+                    "group": f"d{d}",
+                    "x": grid,
+                    "cdf_lower": stats.beta.cdf(grid, 12 + d, 8),
+                    "cdf_upper": stats.beta.cdf(grid, 10 + d, 10),
+                }
+            )
+        )
     envelopes = pd.concat(parts, ignore_index=True)
-    sub_axes, domain_axes = [a for a in plots.reliability_cdf_envelopes(envelopes, group_title="domain").axes
-                             if a.get_visible()]
+    sub_axes, domain_axes = [
+        a for a in plots.reliability_cdf_envelopes(envelopes, group_title="domain").axes if a.get_visible()
+    ]
     sub_bands = [c for c in sub_axes.collections if isinstance(c, PolyCollection)]
     domain_bands = [c for c in domain_axes.collections if isinstance(c, PolyCollection)]
     assert len(sub_bands) == 24 and len(domain_bands) == 6
@@ -401,7 +475,7 @@ def test_cdf_envelopes_colour_crowded_panels_by_group_with_one_legend_entry_each
     assert [t.get_text() for t in legend.get_texts()] == [f"d{d}" for d in range(6)]
     assert legend.get_title().get_text() == "domain"
     for d in range(6):  # a domain's four subdomain bands and its own band share one colour
-        edges = {tuple(band.get_edgecolor()[0]) for band in sub_bands[4 * d: 4 * d + 4]}
+        edges = {tuple(band.get_edgecolor()[0]) for band in sub_bands[4 * d : 4 * d + 4]}
         assert edges == {tuple(domain_bands[d].get_edgecolor()[0])}
     assert len({tuple(band.get_edgecolor()[0]) for band in domain_bands}) == 6
     assert domain_axes.get_legend().get_title().get_text() == ""  # one band per entry: no grouping to explain
@@ -438,11 +512,13 @@ def test_expected_reliability_plot_rejects_bad_horizons():
         plots.expected_reliability_plot(expected_reliability_curves().assign(n=0))
     with pytest.raises(ValueError, match="expected_lower exceeds expected_upper"):
         curves = expected_reliability_curves()
-        plots.expected_reliability_plot(curves.assign(expected_lower=curves["expected_upper"],
-                                                      expected_upper=curves["expected_upper"] * 0.5))
+        plots.expected_reliability_plot(
+            curves.assign(expected_lower=curves["expected_upper"], expected_upper=curves["expected_upper"] * 0.5)
+        )
 
 
 # ---------------------------------------------------------------- power curve
+
 
 def test_power_curve_marks_the_first_n_reaching_the_target():
     rows = power_rows()
@@ -466,6 +542,7 @@ def test_power_curve_rejects_bad_input():
 
 
 # ---------------------------------------------------------------- PNG output
+
 
 def test_save_png_writes_identical_png_bytes_on_rerun_and_closes(tmp_path):
     first, second = tmp_path / "a" / "forest.png", tmp_path / "b" / "forest.png"
@@ -586,9 +663,11 @@ def test_save_png_closes_a_pyplot_figure(tmp_path):
 
 
 def test_plots_import_neither_pyplot_nor_dagster():
-    code = ("import sys, evalpipeline.plots, evalpipeline.report.html; "
-            "bad = [m for m in ('matplotlib.pyplot', 'dagster') if m in sys.modules]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, evalpipeline.plots, evalpipeline.report.html; "
+        "bad = [m for m in ('matplotlib.pyplot', 'dagster') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -599,8 +678,16 @@ def test_nest_inside_clips_a_sampled_inner_hpdi_into_the_outer_one():
 
     low, high = nest_inside([0.40, 0.10], [0.61, 0.30], [0.38, 0.05], [0.60, 0.35])
     assert low.tolist() == [0.40, 0.10] and high.tolist() == [0.60, 0.30]
-    rows = pd.DataFrame({"label": ["a", "b"], "posterior_mean": [0.5, 0.2], "hpdi_low": low, "hpdi_high": high,
-                         "outer_low": [0.38, 0.05], "outer_high": [0.60, 0.35]})
+    rows = pd.DataFrame(
+        {
+            "label": ["a", "b"],
+            "posterior_mean": [0.5, 0.2],
+            "hpdi_low": low,
+            "hpdi_high": high,
+            "outer_low": [0.38, 0.05],
+            "outer_high": [0.60, 0.35],
+        }
+    )
     forest_plot(rows)  # renders
     with pytest.raises(ValueError, match="exceeds outer_high"):
         forest_plot(rows.assign(hpdi_high=[0.61, 0.30]))
@@ -618,6 +705,7 @@ def test_save_png_of_renders_only_when_what_the_plot_shows_changed(tmp_path, mon
             fig = _common.new_figure(2, 2)
             fig.add_subplot().plot([0, 1], [0, value])
             return fig
+
         return make
 
     path.parent.mkdir()
@@ -629,7 +717,9 @@ def test_save_png_of_renders_only_when_what_the_plot_shows_changed(tmp_path, mon
     assert plots.save_png_of({"v": 2.0}, path, figure(2.0)) and rendered == [1.0, 2.0]  # new inputs
     assert path.read_bytes() != first
     # back to the first inputs: drawn again, the picture equal to the first one's
-    assert plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0, 2.0, 1.0] and path.read_bytes() == first
+    assert (
+        plots.save_png_of({"v": 1.0}, path, figure(1.0)) and rendered == [1.0, 2.0, 1.0] and path.read_bytes() == first
+    )
     path.unlink()  # the PNG gone: rendered again
     plots.save_png_of({"v": 2.0}, path, figure(2.0))
     assert rendered == [1.0, 2.0, 1.0, 2.0] and path.exists()

@@ -53,7 +53,9 @@ def two_domain_counts(scale: int = 1) -> pd.DataFrame:
         ("reasoning", "race", 50, 42),
         ("reasoning", "logic", 40, 30),
     ]
-    return pd.DataFrame([(d, s, n * scale, k * scale) for d, s, n, k in rows], columns=["domain", "subdomain", "n", "k"])
+    return pd.DataFrame(
+        [(d, s, n * scale, k * scale) for d, s, n, k in rows], columns=["domain", "subdomain", "n", "k"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,9 @@ def test_degenerate_box_one_subdomain_matches_beta_moment_closed_form():
     # (~1e-8 n^2); then a = mu0 nu0, b = (1 - mu0) nu0.
     mu0, nu0, s = 0.4, 5.0, 1e8
     a, b, n_trials, c = mu0 * nu0, (1 - mu0) * nu0, 20, 7
-    settings = ReliabilitySettings(box=HyperBox.point(mu0 * s, (1 - mu0) * s, s, s / nu0), n_configurations=1, target=0.3)
+    settings = ReliabilitySettings(
+        box=HyperBox.point(mu0 * s, (1 - mu0) * s, s, s / nu0), n_configurations=1, target=0.3
+    )
     res = assess_reliability(pd.DataFrame({"domain": ["d"], "subdomain": ["x"], "n": [n_trials], "k": [c]}), settings)
     for n in settings.horizons:
         closed = math.exp(special.betaln(a + c + n, b + n_trials - c) - special.betaln(a + c, b + n_trials - c))
@@ -97,7 +101,9 @@ def test_degenerate_box_one_subdomain_matches_beta_moment_closed_form():
         np.testing.assert_allclose(rows[["lower", "upper"]].to_numpy(), closed, rtol=1e-6)
         # P(theta^n >= r) = 1 - I_{r^(1/n)}(a + C, b + N - C)
         exact = special.betaincc(a + c, b + n_trials - c, 0.3 ** (1 / n))
-        sub = res.target_probability[(res.target_probability["n"] == n) & (res.target_probability["level"] == "subdomain")]
+        sub = res.target_probability[
+            (res.target_probability["n"] == n) & (res.target_probability["level"] == "subdomain")
+        ]
         np.testing.assert_allclose(sub[["lower", "upper"]].to_numpy(), exact, rtol=1e-6, atol=1e-12)
     cdf = res.cdf_envelopes[res.cdf_envelopes["level"] == "subdomain"]
     np.testing.assert_allclose(cdf["cdf_lower"], special.betainc(a + c, b + n_trials - c, cdf["x"]), atol=1e-7)
@@ -121,8 +127,9 @@ def test_beta_moments_and_weighted_sum_moments_against_binomial_expansion():
         assert total[n] == pytest.approx(direct, rel=1e-12)
 
 
-@pytest.mark.parametrize("low, high", [(0.0, 1.0), (0.0, 0.3), (1e-4, 0.2), (0.31, 0.62), (0.8, 1.0),
-                                       (0.9, 1.0 - 1e-5), (0.5, 0.5 + 1e-6)])
+@pytest.mark.parametrize(
+    "low, high", [(0.0, 1.0), (0.0, 0.3), (1e-4, 0.2), (0.31, 0.62), (0.8, 1.0), (0.9, 1.0 - 1e-5), (0.5, 0.5 + 1e-6)]
+)
 def test_beta_mixture_cdf_equals_the_incomplete_beta_mixture(low, high):
     """The quadrature tabulation of the subdomain CDFs against ``weights @ betainc`` (what it replaces), for
     Betas from U- and J-shaped (parameters below 1: singular at an end of [0, 1]) to peaks far narrower than
@@ -161,8 +168,18 @@ def assert_quantiles_match(got, want):
     assert (np.abs(got - want) <= bound).all(), f"at {worst}: got {got[worst]!r}, exact {want[worst]!r}"
 
 
-@pytest.mark.parametrize("low, high, points", [(0.0, 1.0, 101), (0.0, 1.0, 2), (0.0, 0.3, 101), (1e-4, 0.2, 101),
-                                               (0.31, 0.62, 101), (0.8, 1.0, 101), (0.9, 1.0 - 1e-5, 101)])
+@pytest.mark.parametrize(
+    "low, high, points",
+    [
+        (0.0, 1.0, 101),
+        (0.0, 1.0, 2),
+        (0.0, 0.3, 101),
+        (1e-4, 0.2, 101),
+        (0.31, 0.62, 101),
+        (0.8, 1.0, 101),
+        (0.9, 1.0 - 1e-5, 101),
+    ],
+)
 def test_mixture_quantiles_invert_the_exact_mixture_cdf(low, high, points):
     """Subdomain quantiles from the tabulated CDF against brentq on ``weights @ betainc``, for the Betas of
     the tabulation test (U- and J-shaped ones put quantiles within 1e-100 of 0 or 1; the narrowest peaks
@@ -179,8 +196,9 @@ def test_mixture_quantiles_invert_the_exact_mixture_cdf(low, high, points):
 
 
 def all_success_or_failure_counts() -> pd.DataFrame:
-    return pd.DataFrame({"domain": ["aced"] * 2 + ["failed"] * 2, "subdomain": ["a", "b"] * 2,
-                         "n": 20, "k": [20, 20, 0, 0]})
+    return pd.DataFrame(
+        {"domain": ["aced"] * 2 + ["failed"] * 2, "subdomain": ["a", "b"] * 2, "n": 20, "k": [20, 20, 0, 0]}
+    )
 
 
 def test_subdomain_quantiles_near_0_and_1_match_the_exact_mixture(monkeypatch):
@@ -239,7 +257,10 @@ def test_log_marginal_likelihood_is_the_beta_binomial_of_eq_a8():
     c, n = np.array([3, 9]), np.array([10, 9])
     got = log_marginal_likelihood(mu, nu, c, n)
     want = [
-        sum(stats.betabinom.logpmf(c[j], n[j], m * v, (1 - m) * v) - math.log(math.comb(int(n[j]), int(c[j]))) for j in range(2))
+        sum(
+            stats.betabinom.logpmf(c[j], n[j], m * v, (1 - m) * v) - math.log(math.comb(int(n[j]), int(c[j])))
+            for j in range(2)
+        )
         for m, v in zip(mu, nu)
     ]
     np.testing.assert_allclose(got, want, rtol=1e-10)
@@ -304,7 +325,9 @@ def test_all_weight_on_one_domain_gives_that_domain():
     res = assess_reliability(two_domain_counts(), FAST.replace(profile=profile))
     e = res.expected_reliability.set_index(["level", "domain", "subdomain", "n"]).sort_index()
     np.testing.assert_allclose(
-        e.loc["llm"][["lower", "upper"]].to_numpy(), e.loc[("domain", "reasoning")][["lower", "upper"]].to_numpy(), rtol=1e-12
+        e.loc["llm"][["lower", "upper"]].to_numpy(),
+        e.loc[("domain", "reasoning")][["lower", "upper"]].to_numpy(),
+        rtol=1e-12,
     )
 
 
@@ -327,18 +350,27 @@ def test_rerun_with_same_seed_is_identical_and_seed_matters(result):
 
 def _subdomain_rows(result: "ReliabilityResult", domain: str) -> list[SubdomainEnvelopes]:
     """What a stored assessment hands over: its subdomain rows, read back from its tables."""
-    tables = {name: t[(t["level"] == "subdomain") & (t["domain"] == domain)] for name, t in result.tables().items()
-              if name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")}
+    tables = {
+        name: t[(t["level"] == "subdomain") & (t["domain"] == domain)]
+        for name, t in result.tables().items()
+        if name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")
+    }
     rows = []
     for subdomain in tables["cdf_envelopes"]["subdomain"].unique():
         part = {name: t[t["subdomain"] == subdomain] for name, t in tables.items()}
-        rows.append(SubdomainEnvelopes(
-            x=part["cdf_envelopes"]["x"].to_numpy(), cdf_lower=part["cdf_envelopes"]["cdf_lower"].to_numpy(),
-            cdf_upper=part["cdf_envelopes"]["cdf_upper"].to_numpy(),
-            quantile_lower=part["quantile_envelopes"]["lower"].to_numpy(), quantile_upper=part["quantile_envelopes"]["upper"].to_numpy(),
-            expected_lower=part["expected_reliability"]["lower"].to_numpy(),
-            expected_upper=part["expected_reliability"]["upper"].to_numpy(),
-            target_lower=part["target_probability"]["lower"].to_numpy(), target_upper=part["target_probability"]["upper"].to_numpy()))
+        rows.append(
+            SubdomainEnvelopes(
+                x=part["cdf_envelopes"]["x"].to_numpy(),
+                cdf_lower=part["cdf_envelopes"]["cdf_lower"].to_numpy(),
+                cdf_upper=part["cdf_envelopes"]["cdf_upper"].to_numpy(),
+                quantile_lower=part["quantile_envelopes"]["lower"].to_numpy(),
+                quantile_upper=part["quantile_envelopes"]["upper"].to_numpy(),
+                expected_lower=part["expected_reliability"]["lower"].to_numpy(),
+                expected_upper=part["expected_reliability"]["upper"].to_numpy(),
+                target_lower=part["target_probability"]["lower"].to_numpy(),
+                target_upper=part["target_probability"]["upper"].to_numpy(),
+            )
+        )
     return rows
 
 
@@ -362,8 +394,11 @@ def test_a_domain_seed_reproduces_the_domain_assessed_alone_and_its_rows_can_be_
         pd.testing.assert_frame_equal(taken.tables()[name], table, check_exact=True)
 
     # rows that do not belong to this domain's grid are not used, whatever else they say
-    wrong_seed = {"reasoning": _subdomain_rows(assess_reliability(counts[counts["domain"] == "reasoning"],
-                                                                  FAST.replace(seed=78)), "reasoning")}
+    wrong_seed = {
+        "reasoning": _subdomain_rows(
+            assess_reliability(counts[counts["domain"] == "reasoning"], FAST.replace(seed=78)), "reasoning"
+        )
+    }
     nudged = _subdomain_rows(alone, "reasoning")
     nudged[1].x = nudged[1].x + 1e-15
     for bad in (wrong_seed, {"reasoning": nudged}, {"reasoning": known["reasoning"][:2]}):
@@ -374,8 +409,12 @@ def test_a_domain_seed_reproduces_the_domain_assessed_alone_and_its_rows_can_be_
     # a one-subdomain domain's own level needs the per-configuration arrays: always computed
     one = counts[counts["subdomain"] != "ds1000"]
     lone = assess_reliability(one[one["domain"] == "coding"], FAST.replace(seed=5))
-    assert assess_reliability(one, FAST.replace(domain_seeds={"coding": 5}),
-                              known_subdomains={"coding": _subdomain_rows(lone, "coding")}).subdomains_taken_over == 0
+    assert (
+        assess_reliability(
+            one, FAST.replace(domain_seeds={"coding": 5}), known_subdomains={"coding": _subdomain_rows(lone, "coding")}
+        ).subdomains_taken_over
+        == 0
+    )
 
 
 def test_configurations_include_the_box_corners(result):
@@ -415,7 +454,9 @@ def test_hyperparameter_sweep_table():
     boxes = narrowed_boxes(HyperBox())
     assert [(p, round(f, 3)) for p, f, _ in boxes][:3] == [("a", 0.0), ("a", 0.333), ("a", 0.667)]
     assert dict((p, bx) for p, f, bx in boxes if f > 0.6)["b"].b == pytest.approx((1 + 22 / 3, 12))
-    table = hyperparameter_sensitivity(two_domain_counts(), SWEEP, sub_boxes=[b for b in boxes if b[0] == "a"], domains=["coding"])
+    table = hyperparameter_sensitivity(
+        two_domain_counts(), SWEEP, sub_boxes=[b for b in boxes if b[0] == "a"], domains=["coding"]
+    )
     assert len(table) == 3 * 8 and set(table["parameter"]) == {"a"}
     assert table.groupby("fraction")["a_low"].first().to_numpy() == pytest.approx([1, 1 + 11 / 3, 1 + 22 / 3])
     # raising a's lower bound raises the prior mean of mu in coding: its lowest E[p] cannot fall
@@ -477,7 +518,13 @@ def test_bad_profiles_raise(profile, message):
 
 
 def test_flat_profile_equals_hierarchical_form():
-    flat = {("coding", "mbpp"): 0.1, ("coding", "ds1000"): 0.3, ("reasoning", "boolq"): 0.2, ("reasoning", "race"): 0.2, ("reasoning", "logic"): 0.2}
+    flat = {
+        ("coding", "mbpp"): 0.1,
+        ("coding", "ds1000"): 0.3,
+        ("reasoning", "boolq"): 0.2,
+        ("reasoning", "race"): 0.2,
+        ("reasoning", "logic"): 0.2,
+    }
     resolved = OperationalProfile.flat(flat).resolve(two_domain_counts()).set_index(["domain", "subdomain"])
     assert resolved.loc[("coding", "mbpp"), "omega"] == pytest.approx(0.25)
     assert resolved.loc[("reasoning", "race"), "domain_weight"] == pytest.approx(0.6)

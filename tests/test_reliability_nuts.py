@@ -34,8 +34,14 @@ def nuts_draws(seed: int = 0):
             theta = numpyro.sample("theta", dist.Beta(mu * nu, (1 - mu) * nu))
             numpyro.sample("k", dist.Binomial(total_count=TRIALS, probs=theta), obs=SUCCESSES)
 
-    mcmc = MCMC(NUTS(model, target_accept_prob=0.95), num_warmup=1000, num_samples=3000, num_chains=2,
-                chain_method="sequential", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model, target_accept_prob=0.95),
+        num_warmup=1000,
+        num_samples=3000,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.PRNGKey(seed))
     theta = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])  # (chains, draws, J)
     ess = np.array([float(effective_sample_size(theta[:, :, j])) for j in range(theta.shape[2])])

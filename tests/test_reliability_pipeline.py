@@ -23,7 +23,9 @@ SMALL = ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf
 
 def samples(rows) -> pd.DataFrame:
     """Canonical-sample-like rows: (domain, subdomain, item, epoch, score, correct, error, limit)."""
-    frame = pd.DataFrame(rows, columns=["domain", "subdomain", "item_id", "epoch", "score", "correct", "error", "limit"])
+    frame = pd.DataFrame(
+        rows, columns=["domain", "subdomain", "item_id", "epoch", "score", "correct", "error", "limit"]
+    )
     frame["correct"] = frame["correct"].astype("boolean")
     return frame
 
@@ -58,15 +60,19 @@ def test_taxonomy_maps_suites_to_domains_and_qualifies_subdomains(tmp_path):
     path = tmp_path / "taxonomy.toml"
     path.write_text(
         TAXONOMY_TEMPLATE
-        + '\n[profile.domains]\nreasoning = 0.25\nagentic_ops = 0.75\n'.replace("[profile.domains]", "[profile.domains]")
+        + "\n[profile.domains]\nreasoning = 0.25\nagentic_ops = 0.75\n".replace(
+            "[profile.domains]", "[profile.domains]"
+        )
     )
     # the template's [suites] table is empty: add a mapping after it
-    text = path.read_text().replace('[suites]\n', '[suites]\narith = "reasoning"\nreading = "reasoning"\n', 1)
+    text = path.read_text().replace("[suites]\n", '[suites]\narith = "reasoning"\nreading = "reasoning"\n', 1)
     path.write_text(text)
     taxonomy = load_taxonomy(path)
     assert taxonomy.domain_of("arith") == "reasoning" and taxonomy.domain_of("agentic_ops") == "agentic_ops"
     by_suite = {
-        "arith": samples([("math", "add", "1", 1, 1.0, True, None, None), ("math", "div", "2", 1, 0.0, False, None, None)]),
+        "arith": samples(
+            [("math", "add", "1", 1, 1.0, True, None, None), ("math", "div", "2", 1, 0.0, False, None, None)]
+        ),
         "reading": samples([(None, None, "1", 1, 1.0, True, None, None)]),
         "agentic_ops": samples([("agents", "shell", "1", 1, 1.0, True, None, None)]),
     }
@@ -78,7 +84,10 @@ def test_taxonomy_maps_suites_to_domains_and_qualifies_subdomains(tmp_path):
         ("reasoning", "reading"),
     ]
     result = assess_reliability(counts, SMALL.replace(profile=taxonomy.profile))
-    assert result.weights.groupby("domain")["domain_weight"].first().to_dict() == {"agentic_ops": 0.75, "reasoning": 0.25}
+    assert result.weights.groupby("domain")["domain_weight"].first().to_dict() == {
+        "agentic_ops": 0.75,
+        "reasoning": 0.25,
+    }
     assert load_taxonomy(tmp_path / "absent.toml") == Taxonomy()
     assert model_counts(by_suite)["domain"].nunique() == 3  # default: one domain per suite
 
@@ -87,9 +96,9 @@ def test_taxonomy_maps_suites_to_domains_and_qualifies_subdomains(tmp_path):
     "text, message",
     [
         ("[suites\n", "not valid TOML"),
-        ('[suites]\narith = 3\n', "non-empty domain"),
+        ("[suites]\narith = 3\n", "non-empty domain"),
         ('[domains]\narith = "x"\n', "unknown table"),
-        ('[profile]\nweights = 1\n', "unknown keys"),
+        ("[profile]\nweights = 1\n", "unknown keys"),
     ],
 )
 def test_bad_taxonomy_files_raise(tmp_path, text, message):
@@ -100,11 +109,19 @@ def test_bad_taxonomy_files_raise(tmp_path, text, message):
 
 
 def test_write_reliability_is_atomic_and_byte_identical_on_rerun(tmp_path):
-    counts = pd.DataFrame([("d", "a", 30, 20), ("d", "b", 40, 35), ("e", "c", 25, 10)], columns=["domain", "subdomain", "n", "k"])
+    counts = pd.DataFrame(
+        [("d", "a", 30, 20), ("d", "b", 40, 35), ("e", "c", 25, 10)], columns=["domain", "subdomain", "n", "k"]
+    )
     paths = write_reliability(assess_reliability(counts, SMALL), tmp_path / "one")
     again = write_reliability(assess_reliability(counts, SMALL), tmp_path / "two")
     assert set(paths) == {
-        "cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability", "configurations", "weights", "metadata",
+        "cdf_envelopes",
+        "quantile_envelopes",
+        "expected_reliability",
+        "target_probability",
+        "configurations",
+        "weights",
+        "metadata",
     }
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     for name in paths:
@@ -131,8 +148,10 @@ def test_lake_assessment_is_reused_exactly_when_its_inputs_are_unchanged(tmp_pat
     lake = Lake(tmp_path / "lake")
     scores = planted_scores(rng, rng.normal(0, 1, 12), 1.0)
     write_samples(lake, "m", "s", scores)
-    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
-                               taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+    config = ReliabilityConfig(
+        ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
+        taxonomy_path=str(tmp_path / "no-taxonomy.toml"),
+    )
 
     def files(directory):
         return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
@@ -175,8 +194,9 @@ def test_moving_a_suite_to_another_domain_recomputes_its_partitions_under_the_ne
     for suite in ("arith", "reading"):
         write_samples(lake, "m", suite, planted_scores(rng, rng.normal(0, 1, 10), 1.0))
     taxonomy = tmp_path / "taxonomy.toml"
-    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21),
-                               taxonomy_path=str(taxonomy))
+    config = ReliabilityConfig(
+        ReliabilitySettings(n_configurations=16, n_draws=200, grid_size=100, cdf_points=21), taxonomy_path=str(taxonomy)
+    )
     first = {suite: assess_partition(lake, "m", suite, config, code="v1") for suite in ("arith", "reading")}
     assert set(first["arith"].result.cdf_envelopes["domain"]) - {"(all)"} == {"arith"}  # (all): the LLM level
 
@@ -202,16 +222,30 @@ def test_model_reliability_takes_over_current_suite_rows_and_agrees_with_the_sui
     lake = Lake(tmp_path / "lake")
     layout = {"s1": ["algebra", "geometry"], "s2": ["easy", "hard", "mid"], "s3": [None]}
     for suite, subdomains in layout.items():
-        frame = pd.DataFrame([
-            {"domain": "d", "subdomain": sub, "item_id": f"{suite}-{sub}-{i}", "epoch": 1, "score": float(rng.random() < p),
-             "error": None, "limit": None}
-            for sub, p in zip(subdomains, (0.55, 0.8, 0.35)) for i in range(25)])
+        frame = pd.DataFrame(
+            [
+                {
+                    "domain": "d",
+                    "subdomain": sub,
+                    "item_id": f"{suite}-{sub}-{i}",
+                    "epoch": 1,
+                    "score": float(rng.random() < p),
+                    "error": None,
+                    "limit": None,
+                }
+                for sub, p in zip(subdomains, (0.55, 0.8, 0.35))
+                for i in range(25)
+            ]
+        )
         for column in ("subdomain", "error", "limit"):
             frame[column] = frame[column].astype("string")
-        write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False),
-                             lake.table_path("samples", "samples.parquet", "m", suite))
-    config = ReliabilityConfig(ReliabilitySettings(n_configurations=20, n_draws=300, grid_size=150, cdf_points=31),
-                               taxonomy_path=str(tmp_path / "no-taxonomy.toml"))
+        write_parquet_atomic(
+            pa.Table.from_pandas(frame, preserve_index=False), lake.table_path("samples", "samples.parquet", "m", suite)
+        )
+    config = ReliabilityConfig(
+        ReliabilitySettings(n_configurations=20, n_draws=300, grid_size=150, cdf_points=31),
+        taxonomy_path=str(tmp_path / "no-taxonomy.toml"),
+    )
 
     def files(directory):
         return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}

@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipeline.report.html import Details, Image, Paragraph, Section, Table, relative_src, render_report, write_report
+from evalpipeline.report.html import (
+    Details,
+    Image,
+    Paragraph,
+    Section,
+    Table,
+    relative_src,
+    render_report,
+    write_report,
+)
 
 HOSTILE = """<script>alert("x")</script> & 'q' <img src=x onerror=alert(1)>"""
 
@@ -38,8 +47,9 @@ def parse(page: str) -> Elements:
 
 
 def hostile_page() -> str:
-    frame = pd.DataFrame({"model": [HOSTILE, "plain"], f"P({HOSTILE} > B)": [0.91234, np.nan],
-                          "n": [50, 40], "different": [True, False]})
+    frame = pd.DataFrame(
+        {"model": [HOSTILE, "plain"], f"P({HOSTILE} > B)": [0.91234, np.nan], "n": [50, 40], "different": [True, False]}
+    )
     section = Section(
         heading=f"Suite {HOSTILE}",
         blocks=[
@@ -69,9 +79,9 @@ def test_hostile_names_are_escaped_everywhere():
 
 def test_table_cells_formatted_and_numbers_right_aligned():
     page = hostile_page()
-    assert "<td class=\"num\">0.912</td>" in page  # 3 significant digits
-    assert "<td class=\"num\">—</td>" in page  # NaN shown as a dash
-    assert "<td class=\"num\">50</td>" in page
+    assert '<td class="num">0.912</td>' in page  # 3 significant digits
+    assert '<td class="num">—</td>' in page  # NaN shown as a dash
+    assert '<td class="num">50</td>' in page
     assert "<td>yes</td>" in page and "<td>no</td>" in page  # booleans in words, not right-aligned
 
 
@@ -100,8 +110,18 @@ def test_render_is_deterministic_and_stamped():
     assert "Generated run 7" in page and "Contents" not in page
 
 
-@pytest.mark.parametrize("src", ["/lake/plots/a.png", "file:///lake/a.png", "https://cdn.example/a.png",
-                                 "C:/lake/a.png", "plots\\a.png", "", "data:image/png;base64,AAAA"])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "/lake/plots/a.png",
+        "file:///lake/a.png",
+        "https://cdn.example/a.png",
+        "C:/lake/a.png",
+        "plots\\a.png",
+        "",
+        "data:image/png;base64,AAAA",
+    ],
+)
 def test_image_paths_must_be_relative(src):
     with pytest.raises(ValueError, match="must be relative to the report"):
         render_report("t", [Section("s", [Image(src, alt="a")])], generated_at="now")
@@ -144,13 +164,21 @@ def test_write_report_is_atomic_and_skips_identical_rewrites(tmp_path):
 
 
 def test_details_and_collapsed_sections_escape_their_summaries_and_keep_contents_short():
-    models = [Section(f"Model {HOSTILE} {i}", [Paragraph("profile")], collapsed=True, summary=f"pooled {HOSTILE}")
-              for i in range(3)]
-    page = render_report("t", [
-        Section("Suite a", [Details(f"All columns of {HOSTILE}", [Paragraph("wide")]),
-                            Details("Open one", ["shown"], open=True)]),
-        Section("Models", [Paragraph("index")], models, list_subsections=False),
-    ], generated_at="now")
+    models = [
+        Section(f"Model {HOSTILE} {i}", [Paragraph("profile")], collapsed=True, summary=f"pooled {HOSTILE}")
+        for i in range(3)
+    ]
+    page = render_report(
+        "t",
+        [
+            Section(
+                "Suite a",
+                [Details(f"All columns of {HOSTILE}", [Paragraph("wide")]), Details("Open one", ["shown"], open=True)],
+            ),
+            Section("Models", [Paragraph("index")], models, list_subsections=False),
+        ],
+        generated_at="now",
+    )
     assert HOSTILE not in page
     elements = parse(page)
     assert "script" not in [tag for tag, _ in elements.tags]
@@ -178,10 +206,15 @@ def test_a_table_with_wrapping_columns_is_laid_out_to_the_page_width():
 
 def test_intro_blocks_come_before_the_contents_and_decimals_line_up_a_column():
     frame = pd.DataFrame({"mean": [0.86, 0.9174, np.nan], "n": [1, 2, 3]})
-    page = render_report("t", [Section("s", [Table(frame, decimals=3)])], generated_at="now",
-                         intro=[Paragraph(f"What {HOSTILE} holds"), Details("How to read", ["guide"])])
+    page = render_report(
+        "t",
+        [Section("s", [Table(frame, decimals=3)])],
+        generated_at="now",
+        intro=[Paragraph(f"What {HOSTILE} holds"), Details("How to read", ["guide"])],
+    )
     assert HOSTILE not in page
     assert page.index("What &lt;script&gt;") < page.index("<summary>How to read</summary>") < page.index("<nav")
-    assert ['<td class="num">0.860</td>', '<td class="num">0.917</td>', '<td class="num">—</td>'] == \
-        re.findall(r'<td class="num">[^<]*</td>', page)[::2]
+    assert ['<td class="num">0.860</td>', '<td class="num">0.917</td>', '<td class="num">—</td>'] == re.findall(
+        r'<td class="num">[^<]*</td>', page
+    )[::2]
     assert '<td class="num">2</td>' in page  # integers stay integers

@@ -34,9 +34,17 @@ from tests.test_plots import all_figures
 
 ARTEFACTS = Path(__file__).resolve().parent / "artefacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 CHECKER = """<script>
 window.addEventListener("load", function () {
   var images = Array.prototype.map.call(document.images, function (img) {
@@ -55,8 +63,10 @@ def chromium() -> str:
     """Path of a Chromium binary, installing Debian's package when absent."""
     if not Path(CHROMIUM).exists():
         if os.geteuid() != 0:
-            pytest.fail(f"{CHROMIUM} is missing and the tests are not running as root, so "
-                        "`apt-get install -y chromium` cannot run; install the chromium package first")
+            pytest.fail(
+                f"{CHROMIUM} is missing and the tests are not running as root, so "
+                "`apt-get install -y chromium` cannot run; install the chromium package first"
+            )
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
         result = subprocess.run(install, capture_output=True, text=True, env=env)
@@ -64,15 +74,22 @@ def chromium() -> str:
             subprocess.run(["apt-get", "update"], capture_output=True, text=True, env=env)
             result = subprocess.run(install, capture_output=True, text=True, env=env)
         if result.returncode != 0 or not Path(CHROMIUM).exists():
-            pytest.fail("could not install Chromium with `apt-get install -y chromium` "
-                        f"(exit {result.returncode}):\n{result.stderr[-2000:]}")
+            pytest.fail(
+                "could not install Chromium with `apt-get install -y chromium` "
+                f"(exit {result.returncode}):\n{result.stderr[-2000:]}"
+            )
     return CHROMIUM
 
 
 def run_chromium(chromium: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120, check=True)
+    return subprocess.run(
+        [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
 
 
 def image_check(chromium: str, page: Path, tmp_path: Path) -> list[dict]:
@@ -140,11 +157,20 @@ def build_lake_report(lake: Path, *, missing_image: bool = False) -> tuple[Path,
         blocks.append(Image(relative_src(path, report), alt=f"{name} for {HOSTILE_MODEL}", caption=name))
     if missing_image:
         blocks.append(Image("../plots/never-written.png", alt="missing"))
-    board = pd.DataFrame({"model": [HOSTILE_MODEL, "b"], "posterior_mean": [0.91, 0.8],
-                          "hpdi_low": [0.85, 0.7], "hpdi_high": [0.95, np.nan]})
+    board = pd.DataFrame(
+        {
+            "model": [HOSTILE_MODEL, "b"],
+            "posterior_mean": [0.91, 0.8],
+            "hpdi_low": [0.85, 0.7],
+            "hpdi_high": [0.95, np.nan],
+        }
+    )
     sections = [
-        Section("Suite arith", [f"{HOSTILE_MODEL} is likely better than b (P(A > B) = 0.93).",
-                                Table(board, caption="Leaderboard")] + blocks[:5]),
+        Section(
+            "Suite arith",
+            [f"{HOSTILE_MODEL} is likely better than b (P(A > B) = 0.93).", Table(board, caption="Leaderboard")]
+            + blocks[:5],
+        ),
         Section(f"Model {HOSTILE_MODEL}", blocks[5:]),
     ]
     write_report(render_report("Evaluation report", sections, generated_at=dt.datetime(2025, 1, 1)), report)
@@ -232,8 +258,9 @@ def test_layout_check_catches_links_first_and_a_leaderboard_that_scrolls_sideway
     profile = Table(pd.DataFrame({"suite": ["a"], "mean": [0.5]}))
     models = [Section(f"Model {i}", [profile], collapsed=True) for i in range(100)]
     report = tmp_path / "report" / "index.html"
-    page = render_report("Evaluation report", [*models, Section("Suite a", [Table(wide, wrap=("model",))])],
-                         generated_at="t")
+    page = render_report(
+        "Evaluation report", [*models, Section("Suite a", [Table(wide, wrap=("model",))])], generated_at="t"
+    )
     write_report(page.replace('<details class="section">', '<details class="section" open>', 3), report)
     layout = layout_check(chromium, report, tmp_path)
     assert layout["first_row_bottom"] > 800

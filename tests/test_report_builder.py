@@ -36,8 +36,10 @@ def make_report_lake(root: Path) -> Lake:
         build_suite_comparison(lake, suite, settings)
     for model in MODELS:
         build_model_profile(lake, model, settings)
-    config = ReliabilityConfig(ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf_points=41),
-                               taxonomy_path=str(root / "no-taxonomy.toml"))
+    config = ReliabilityConfig(
+        ReliabilitySettings(n_configurations=16, n_draws=300, grid_size=200, cdf_points=41),
+        taxonomy_path=str(root / "no-taxonomy.toml"),
+    )
     for suite in SUITES:
         assess_partition(lake, MODELS[0], suite, config)
     assess_model(lake, MODELS[0], config)
@@ -77,42 +79,95 @@ def make_leaderboard_scale_lake(root: Path, n_models: int = 100, suites=("coding
         draw_ranks = (-draws).argsort(1).argsort(1) + 1
         board = pd.DataFrame({column: [None] * n_models for column in LEADERBOARD_COLUMNS})
         board = board.assign(
-            suite=suite, model=models, n=n_items * epochs, n_items=n_items, k=rate * n_items * epochs, n_excluded=0,
-            observed_mean=rate, prior_a=1.0, prior_b=1.0, posterior_mean=rate, hpdi_mass=0.95,
-            hpdi_low=rate - 1.96 * se, hpdi_high=rate + 1.96 * se, unit="item", n_units=n_items,
-            design_effect=epochs / 1.9, n_effective=n_eff, independent_hpdi_low=rate - 1.2 * se,
-            independent_hpdi_high=rate + 1.2 * se, n_suite_items=n_items, wilson_low=rate - 1.1 * se,
-            wilson_high=rate + 1.1 * se, clopper_pearson_low=rate - 1.2 * se, clopper_pearson_high=rate + 1.2 * se,
-            clt_low=rate - 1.1 * se, clt_high=rate + 1.1 * se,
+            suite=suite,
+            model=models,
+            n=n_items * epochs,
+            n_items=n_items,
+            k=rate * n_items * epochs,
+            n_excluded=0,
+            observed_mean=rate,
+            prior_a=1.0,
+            prior_b=1.0,
+            posterior_mean=rate,
+            hpdi_mass=0.95,
+            hpdi_low=rate - 1.96 * se,
+            hpdi_high=rate + 1.96 * se,
+            unit="item",
+            n_units=n_items,
+            design_effect=epochs / 1.9,
+            n_effective=n_eff,
+            independent_hpdi_low=rate - 1.2 * se,
+            independent_hpdi_high=rate + 1.2 * se,
+            n_suite_items=n_items,
+            wilson_low=rate - 1.1 * se,
+            wilson_high=rate + 1.1 * se,
+            clopper_pearson_low=rate - 1.2 * se,
+            clopper_pearson_high=rate + 1.2 * se,
+            clt_low=rate - 1.1 * se,
+            clt_high=rate + 1.1 * se,
             p_best=np.bincount(draws.argmax(1), minlength=n_models) / len(draws),
-            expected_rank=draw_ranks.mean(0), rank_low=np.percentile(draw_ranks, 2.5, axis=0).astype(int),
-            rank_high=np.percentile(draw_ranks, 97.5, axis=0).astype(int), rank=ranks,
-            **{"p_above_0.8": norm.sf((0.8 - rate) / se)})
+            expected_rank=draw_ranks.mean(0),
+            rank_low=np.percentile(draw_ranks, 2.5, axis=0).astype(int),
+            rank_high=np.percentile(draw_ranks, 97.5, axis=0).astype(int),
+            rank=ranks,
+            **{"p_above_0.8": norm.sf((0.8 - rate) / se)},
+        )
         board = board.sort_values("rank").reset_index(drop=True)
         first, second = np.triu_indices(n_models, 1)
         a = np.where(rate[first] >= rate[second], first, second)
         b = first + second - a
         p = norm.cdf((rate[a] - rate[b]) / np.hypot(se[a], se[b]))
-        pairs = {"suite": suite, "model_a": np.array(models)[a], "model_b": np.array(models)[b], "p_a_better": p,
-                 "p_a_better_independent": p, "p_a_better_paired": p, "diff_mean_paired": rate[a] - rate[b],
-                 "verdict_band": [probability_band(q) for q in p], "verdict_source": "paired",
-                 "verdict": [probability_verdict(q, models[i], models[j]) for q, i, j in zip(p, a, b)],
-                 "hpdi_verdict": "inconclusive", "t_unpaired_p": 2 * norm.sf(np.abs(norm.ppf(p)))}
+        pairs = {
+            "suite": suite,
+            "model_a": np.array(models)[a],
+            "model_b": np.array(models)[b],
+            "p_a_better": p,
+            "p_a_better_independent": p,
+            "p_a_better_paired": p,
+            "diff_mean_paired": rate[a] - rate[b],
+            "verdict_band": [probability_band(q) for q in p],
+            "verdict_source": "paired",
+            "verdict": [probability_verdict(q, models[i], models[j]) for q, i, j in zip(p, a, b)],
+            "hpdi_verdict": "inconclusive",
+            "t_unpaired_p": 2 * norm.sf(np.abs(norm.ppf(p))),
+        }
         pairs = pd.DataFrame(pairs).reindex(columns=list(PAIRWISE_TABLE_COLUMNS))
         folder = lake.partition_dir("suite_comparison", suite=suite)
         for name, frame in (("leaderboard", board), ("pairwise", pairs)):
             write_parquet_atomic(pa.Table.from_pandas(frame, preserve_index=False), folder / f"{name}.parquet")
         for i, model in enumerate(models):
-            profiles[model].append({"model": model, "scope": "suite", "suite": suite, "n_suites": 1,
-                                    "n": n_items * epochs, "posterior_mean": rate[i], "hpdi_low": rate[i] - 1.96 * se[i],
-                                    "hpdi_high": rate[i] + 1.96 * se[i], "rank": ranks[i], "n_models": n_models})
+            profiles[model].append(
+                {
+                    "model": model,
+                    "scope": "suite",
+                    "suite": suite,
+                    "n_suites": 1,
+                    "n": n_items * epochs,
+                    "posterior_mean": rate[i],
+                    "hpdi_low": rate[i] - 1.96 * se[i],
+                    "hpdi_high": rate[i] + 1.96 * se[i],
+                    "rank": ranks[i],
+                    "n_models": n_models,
+                }
+            )
     for model, rows in profiles.items():
         mean = float(np.mean([r["posterior_mean"] for r in rows]))
-        rows.append({"model": model, "scope": "pooled", "suite": "(all)", "n_suites": len(rows), "posterior_mean": mean,
-                     "hpdi_low": mean - 0.03, "hpdi_high": mean + 0.03})
+        rows.append(
+            {
+                "model": model,
+                "scope": "pooled",
+                "suite": "(all)",
+                "n_suites": len(rows),
+                "posterior_mean": mean,
+                "hpdi_low": mean - 0.03,
+                "hpdi_high": mean + 0.03,
+            }
+        )
         profile = pd.DataFrame(rows).reindex(columns=list(PROFILE_COLUMNS))
-        write_parquet_atomic(pa.Table.from_pandas(profile, preserve_index=False),
-                             lake.partition_dir("model_profile", model=model) / "profile.parquet")
+        write_parquet_atomic(
+            pa.Table.from_pandas(profile, preserve_index=False),
+            lake.partition_dir("model_profile", model=model) / "profile.parquet",
+        )
     return lake
 
 
@@ -160,8 +215,10 @@ def test_report_is_deterministic_and_shows_optional_tables(report_lake):
     first = build_report(report_lake, "2026-01-02T03:04:05").read_bytes()
     assert build_report(report_lake, "2026-01-02T03:04:05").read_bytes() == first
     accounting = pd.DataFrame({"model": [MODELS[0]], "suite": [SUITES[0]], "rows_ingested": [30]})
-    write_parquet_atomic(pa.Table.from_pandas(accounting, preserve_index=False),
-                         report_lake.root / "ingest_accounting" / "accounting.parquet")
+    write_parquet_atomic(
+        pa.Table.from_pandas(accounting, preserve_index=False),
+        report_lake.root / "ingest_accounting" / "accounting.parquet",
+    )
     try:
         text = build_report(report_lake, "2026-01-02T03:04:05").read_text(encoding="utf-8")
         assert "Ingest accounting" in text and "rows_ingested" in text
@@ -203,15 +260,25 @@ def test_a_large_suite_shows_the_pairs_that_decide_its_ranking():
 
     models = [f"m{i}" for i in range(6)]  # leaderboard order m0 (rank 1) .. m5; stored pairs in another order
     board = pd.DataFrame({"model": models[::-1], "rank": [6, 5, 4, 3, 2, 1]})
-    pairs = pd.DataFrame([(b, a) if (i + j) % 2 else (a, b) for i, a in enumerate(models) for j, b in enumerate(models)
-                          if i < j], columns=["model_a", "model_b"])
+    pairs = pd.DataFrame(
+        [(b, a) if (i + j) % 2 else (a, b) for i, a in enumerate(models) for j, b in enumerate(models) if i < j],
+        columns=["model_a", "model_b"],
+    )
     everything, note = _pairs_shown(pairs, board, limit=15)
     assert note is None and everything is pairs  # at the limit: every pair, as stored
     shown, note = _pairs_shown(pairs, board, limit=14)
     # going down the leaderboard, each model against the leader and the one ranked above (m1: both m0): 9 pairs
     assert [tuple(sorted(p)) for p in zip(shown["model_a"], shown["model_b"])] == [
-        ("m0", "m1"), ("m0", "m2"), ("m1", "m2"), ("m0", "m3"), ("m2", "m3"), ("m0", "m4"), ("m3", "m4"),
-        ("m0", "m5"), ("m4", "m5")]
+        ("m0", "m1"),
+        ("m0", "m2"),
+        ("m1", "m2"),
+        ("m0", "m3"),
+        ("m2", "m3"),
+        ("m0", "m4"),
+        ("m3", "m4"),
+        ("m0", "m5"),
+        ("m4", "m5"),
+    ]
     assert "15 pairs" in note and "(9 pairs)" in note and "pairwise.parquet" in note
     # a model missing from the leaderboard is in no pair shown (never matched by a NaN position)
     shown, _ = _pairs_shown(pd.concat([pairs, pd.DataFrame({"model_a": ["x"], "model_b": ["m1"]})]), board, limit=14)
@@ -236,15 +303,18 @@ def test_a_report_of_a_hundred_models_leads_with_the_leaderboards_and_keeps_ever
     assert text.index("<h2>Models</h2>") > first_board
     assert text[:first_board].count("<a href=") == 3 + 1  # contents: the three suites and the models
     # the leaderboard shown first is narrow: no CLT or independent-attempts columns; they are one click away
-    compact = text[first_board:text.index("</table>", first_board)]
+    compact = text[first_board : text.index("</table>", first_board)]
     assert "clt_low" not in compact and "independent_hpdi_low" not in compact and "P(rank above better)" in compact
     assert compact.count("<tr>") == 101
     assert "<summary>All leaderboard columns" in text and '<th scope="col">clt_low</th>' in text
     # every model is a collapsed section with its pooled rate on the line that opens it
     assert text.count('<details class="section">') == 100
     assert '<details class="section" open' not in text
-    assert re.search(r'<summary><h3>Model: vendor-0/model-000-[^<]+</h3> <span class="summary">pooled 0\.\d{3} '
-                     r'\(0\.\d{3}–0\.\d{3}\) over 3 suites</span></summary>', text)
+    assert re.search(
+        r'<summary><h3>Model: vendor-0/model-000-[^<]+</h3> <span class="summary">pooled 0\.\d{3} '
+        r"\(0\.\d{3}–0\.\d{3}\) over 3 suites</span></summary>",
+        text,
+    )
     # the verdicts that decide the ranking, in words, under the leaderboard
     assert text.count("Down the leaderboard, each model against the one ranked just above it (99 steps)") == 3
     assert "The pairs that decide the ranking (197 of 4,950)" in text
@@ -253,17 +323,45 @@ def test_a_report_of_a_hundred_models_leads_with_the_leaderboards_and_keeps_ever
 def test_the_compact_leaderboard_and_the_verdicts_that_decide_it():
     from evalpipeline.report.build import compact_leaderboard, verdict_summary
 
-    board = pd.DataFrame({"rank": [2, 1, 3], "model": ["b", "a", "c"], "posterior_mean": [0.7, 0.8, 0.69],
-                          "hpdi_mass": 0.9, "hpdi_low": [0.6, 0.7, 0.6], "hpdi_high": [0.8, 0.9, 0.78],
-                          "p_best": [0.2, 0.75, 0.05], "rank_low": [1, 1, 2], "rank_high": [3, 2, 3],
-                          "n_items": [40, 40, 40], "n_effective": [61.6, 70.2, np.nan], "p_above_0.8": [0.1, 0.5, 0.0],
-                          "clt_low": [0.5, 0.6, 0.5]})
+    board = pd.DataFrame(
+        {
+            "rank": [2, 1, 3],
+            "model": ["b", "a", "c"],
+            "posterior_mean": [0.7, 0.8, 0.69],
+            "hpdi_mass": 0.9,
+            "hpdi_low": [0.6, 0.7, 0.6],
+            "hpdi_high": [0.8, 0.9, 0.78],
+            "p_best": [0.2, 0.75, 0.05],
+            "rank_low": [1, 1, 2],
+            "rank_high": [3, 2, 3],
+            "n_items": [40, 40, 40],
+            "n_effective": [61.6, 70.2, np.nan],
+            "p_above_0.8": [0.1, 0.5, 0.0],
+            "clt_low": [0.5, 0.6, 0.5],
+        }
+    )
     # one pair stored with the lower-ranked model as model_a (a tie broken the other way)
-    pairs = pd.DataFrame({"model_a": ["a", "c", "a"], "model_b": ["b", "b", "c"], "p_a_better": [0.97, 0.45, 0.9],
-                          "verdict_band": ["confident", "too close to call", "likely"]})
+    pairs = pd.DataFrame(
+        {
+            "model_a": ["a", "c", "a"],
+            "model_b": ["b", "b", "c"],
+            "p_a_better": [0.97, 0.45, 0.9],
+            "verdict_band": ["confident", "too close to call", "likely"],
+        }
+    )
     compact = compact_leaderboard(board, pairs)
-    assert list(compact.columns) == ["rank", "model", "mean", "90% HPDI", "P(best)", "rank 95%", "items", "n_eff",
-                                     "P(>0.8)", "P(rank above better)"]
+    assert list(compact.columns) == [
+        "rank",
+        "model",
+        "mean",
+        "90% HPDI",
+        "P(best)",
+        "rank 95%",
+        "items",
+        "n_eff",
+        "P(>0.8)",
+        "P(rank above better)",
+    ]
     assert list(compact["model"]) == ["a", "b", "c"] and list(compact["rank 95%"]) == ["1–2", "1–3", "2–3"]
     assert list(compact["90% HPDI"]) == ["0.700–0.900", "0.600–0.800", "0.600–0.780"]
     assert compact["n_eff"].tolist()[:2] == [70, 62] and compact["n_eff"].isna().tolist() == [False, False, True]
@@ -271,8 +369,10 @@ def test_the_compact_leaderboard_and_the_verdicts_that_decide_it():
     assert pd.isna(above[0]) and above[1:] == ["0.97 confident", "0.55 too close to call"]
     lead, steps = verdict_summary(board, pairs)
     assert lead == "a leads (P(best) = 0.75); not confidently behind it (P(leader better) under 0.95): c."
-    assert steps == ("Down the leaderboard, each model against the one ranked just above it (2 steps): 1 confident, "
-                     "1 too close to call.")
+    assert steps == (
+        "Down the leaderboard, each model against the one ranked just above it (2 steps): 1 confident, "
+        "1 too close to call."
+    )
     many = verdict_summary(board, pairs.assign(p_a_better=0.6), most=1)[0]
     assert many.endswith(": b and 1 more.")
     assert verdict_summary(board.iloc[:1], pairs) == [] and verdict_summary(board, None) == []

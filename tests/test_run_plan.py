@@ -10,8 +10,13 @@ from resources.run.plan import NO_STALE, RunPlanner, profile_shares, run_scope, 
 
 def _discovery(partitions, changed=(), retiring=()):
     partitions = set(partitions)
-    return SimpleNamespace(partitions=partitions, changed=set(changed), retiring=set(retiring),
-                           suites={s for _, s in partitions}, models={m for m, _ in partitions})
+    return SimpleNamespace(
+        partitions=partitions,
+        changed=set(changed),
+        retiring=set(retiring),
+        suites={s for _, s in partitions},
+        models={m for m, _ in partitions},
+    )
 
 
 GRID = [(m, s) for m in ("a", "b", "c") for s in ("x", "y")]
@@ -30,11 +35,16 @@ def test_a_full_run_covers_everything_and_a_nightly_what_a_new_model_touches():
 def test_stages_are_ranges_of_adjacent_partitions_in_the_instances_order():
     models, suites = [to_partition_key(m) for m in "abc"], [to_partition_key(s) for s in "xy"]
     planner = RunPlanner(models, suites, partitions_per_run=4, workers=1)
-    stages = planner.stages(run_scope(_discovery(GRID), NO_STALE, False), changed=set(GRID), stale_pair_assets={},
-                            failed_validation=lambda m, s: [])
+    stages = planner.stages(
+        run_scope(_discovery(GRID), NO_STALE, False),
+        changed=set(GRID),
+        stale_pair_assets={},
+        failed_validation=lambda m, s: [],
+    )
     partitions, suite_runs, comparison_runs, model_runs, lake_runs = stages
     assert sorted(k for run in partitions for k in run.keys) == sorted(
-        planner.pair_runs([(m, s) for m in models for s in suites], None, 6)[0].keys)
+        planner.pair_runs([(m, s) for m in models for s in suites], None, 6)[0].keys
+    )
     assert all(len(run.keys) <= 4 and run.job == ingest_and_fit_job.name for run in partitions)
     assert [run.keys for run in suite_runs] == [["x", "y"]] and suite_runs[0].job == suite_job.name
     assert [run.keys for run in model_runs] == [["a", "b", "c"]] and lake_runs[0].keys is None

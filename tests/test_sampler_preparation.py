@@ -33,9 +33,13 @@ def test_the_main_job_prepares_the_samplers_suite_fits_ask_for(tmp_path, monkeyp
     from evalpipeline.models.fit import preparation_requests
 
     models = {"alpha": 1.0, "beta": 0.0, "gamma": -0.5}
-    small_project(tmp_path, monkeypatch, {f"{m}.csv": _quiz_log(m, skill, i) for i, (m, skill) in enumerate(models.items())})
-    config = ('[glm]\nmodels = ["suite_binomial"]\nnum_warmup = 300\nnum_samples = 500\nprepare_samplers_from = {}\n'
-              "[glm.thresholds]\nmin_ess_bulk = 100\nmin_ess_tail = 100\nmax_r_hat = 1.05\n")
+    small_project(
+        tmp_path, monkeypatch, {f"{m}.csv": _quiz_log(m, skill, i) for i, (m, skill) in enumerate(models.items())}
+    )
+    config = (
+        '[glm]\nmodels = ["suite_binomial"]\nnum_warmup = 300\nnum_samples = 500\nprepare_samplers_from = {}\n'
+        "[glm.thresholds]\nmin_ess_bulk = 100\nmin_ess_tail = 100\nmax_r_hat = 1.05\n"
+    )
     (tmp_path / "evalpipeline.toml").write_text(config.format(1))
     assert run_main_job() == 0
     out = capsys.readouterr().out
@@ -64,7 +68,7 @@ def test_the_main_job_prepares_the_samplers_suite_fits_ask_for(tmp_path, monkeyp
 def test_the_sampler_sensor_requests_one_preparation_per_set_of_this_lakes_requests(tmp_path):
     """The daemon's path to `prepare_samplers`: no request, no run; this lake's requests, one run per
     set of them (the run key), and none for another lake's requests in a shared cache."""
-    from dagster import RunRequest, SkipReason
+    from dagster import RunRequest
 
     from assets.samplers import sampler_requests
     from resources.fit import GlmSettings
@@ -80,12 +84,18 @@ def test_the_sampler_sensor_requests_one_preparation_per_set_of_this_lakes_reque
     assert isinstance(evaluate(), SkipReason)
     requests = settings.program_cache(lake) / "requests"
     requests.mkdir(parents=True)
-    (requests / "other.json").write_text(json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(tmp_path / "x")}))
+    (requests / "other.json").write_text(
+        json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(tmp_path / "x")})
+    )
     assert isinstance(evaluate(), SkipReason)
-    (requests / "ours.json").write_text(json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    (requests / "ours.json").write_text(
+        json.dumps({"suite": "s", "glm": "suite_binomial", "lake": str(lake.resolve())})
+    )
     first = evaluate()
     assert isinstance(first, RunRequest) and first.run_key == evaluate().run_key  # the same requests: one run
-    (requests / "ours.json").write_text(json.dumps({"suite": "t", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    (requests / "ours.json").write_text(
+        json.dumps({"suite": "t", "glm": "suite_binomial", "lake": str(lake.resolve())})
+    )
     os.utime(requests / "ours.json", ns=(10**18, 10**18))
     assert evaluate().run_key != first.run_key  # asked again (a later fit): another run
 
@@ -107,13 +117,16 @@ def test_a_preparation_that_fails_fails_its_run_and_says_which(tmp_path):
     requests.mkdir(parents=True)
     (requests / "a.json").write_text(json.dumps({"suite": "quiz", "glm": "no_such_glm", "lake": str(lake.resolve())}))
     resources = {"lake": LakeResource(root=str(lake)), "glm_settings": settings}
-    result = prepare_samplers.execute_in_process(resources=resources, raise_on_error=False,
-                                                 instance=DagsterInstance.ephemeral())
+    result = prepare_samplers.execute_in_process(
+        resources=resources, raise_on_error=False, instance=DagsterInstance.ephemeral()
+    )
     assert not result.success and not list(requests.iterdir())
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
     assert "1 of 1 sampler(s) could not be prepared: no_such_glm on suite quiz: failed:" in message, message
-    (requests / "b.json").write_text(json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": str(lake.resolve())}))
+    (requests / "b.json").write_text(
+        json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": str(lake.resolve())})
+    )
     result = prepare_samplers.execute_in_process(resources=resources, instance=DagsterInstance.ephemeral())
     assert result.output_for_node("prepare_warm_samplers") == 1 and not list(requests.iterdir())  # handled: skipped
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]

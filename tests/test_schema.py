@@ -23,8 +23,19 @@ def test_missing_column_is_named():
 
 def test_null_in_required_column_names_the_row():
     row = {c.name: None for c in schema.SAMPLE_COLUMNS}
-    row.update(model="m", suite="s", item_id="q1", epoch=1, run_id="r", eval_id="e", log_path="p",
-               log_sha256="h", log_format="eval", sample_index=0, created_at=pd.Timestamp("2026-01-01", tz="UTC"))
+    row.update(
+        model="m",
+        suite="s",
+        item_id="q1",
+        epoch=1,
+        run_id="r",
+        eval_id="e",
+        log_path="p",
+        log_sha256="h",
+        log_format="eval",
+        sample_index=0,
+        created_at=pd.Timestamp("2026-01-01", tz="UTC"),
+    )
     good = pd.DataFrame([row, dict(row, item_id=None)])
     with pytest.raises(schema.SchemaError, match=r"'item_id' must not be null \(row 1\)"):
         schema.to_arrow(good, schema.samples_schema())

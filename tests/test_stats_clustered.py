@@ -71,9 +71,13 @@ def test_post_clustering_example_is_reproduced():
     table = clustered_summary(scores, np.repeat(np.arange(50), 6), mean_prior=(2, 2), concentration_prior=(2, 0.1))
     assert list(table.columns) == list(CLUSTERED_COLUMNS)
     rows = table.set_index("method")
-    assert rows.loc["naive_beta", ["estimate", "low", "high"]].tolist() == pytest.approx([0.720, 0.669, 0.769], abs=1e-3)
+    assert rows.loc["naive_beta", ["estimate", "low", "high"]].tolist() == pytest.approx(
+        [0.720, 0.669, 0.769], abs=1e-3
+    )
     # Post (PyMC, 16,000 draws): 0.719 [0.633, 0.796], design effect ~2.65, ~113 effective questions.
-    assert rows.loc["clustered_beta_binomial", ["estimate", "low", "high"]].tolist() == pytest.approx([0.719, 0.633, 0.796], abs=3e-3)
+    assert rows.loc["clustered_beta_binomial", ["estimate", "low", "high"]].tolist() == pytest.approx(
+        [0.719, 0.633, 0.796], abs=3e-3
+    )
     assert rows.loc["clustered_beta_binomial", "design_effect"] == pytest.approx(2.65, abs=0.08)
     assert rows.loc["clustered_beta_binomial", "effective_n"] == pytest.approx(113, abs=4)
 

@@ -24,7 +24,9 @@ from evalpipeline.stats.compare import (
 def _evan_miller(a1, b1, a2, b2):
     # Closed form P(X1 > X2) for integer a1: sum_{i<a1} B(a2 + i, b1 + b2) / ((b1 + i) B(1 + i, b1) B(a2, b2)).
     i = np.arange(int(a1))
-    return np.exp(special.betaln(a2 + i, b1 + b2) - np.log(b1 + i) - special.betaln(1 + i, b1) - special.betaln(a2, b2)).sum()
+    return np.exp(
+        special.betaln(a2 + i, b1 + b2) - np.log(b1 + i) - special.betaln(1 + i, b1) - special.betaln(a2, b2)
+    ).sum()
 
 
 @pytest.mark.parametrize("params", [(5, 3, 4, 4), (60, 42, 57, 45), (2, 9, 1, 1), (300, 20, 280, 40)])
@@ -40,7 +42,9 @@ def test_independent_comparison_agrees_with_monte_carlo_beta_draws():
     draws_a, draws_b = rng.beta(1 + 14, 1 + 6, 400_000), rng.beta(1 + 11, 1 + 9, 400_000)
     result = independent_comparison(14, 20, 11, 20)
     assert result["p_a_better"] == pytest.approx((draws_a > draws_b).mean(), abs=0.003)
-    assert [result["diff_low"], result["diff_high"]] == pytest.approx(np.percentile(draws_a - draws_b, [2.5, 97.5]), abs=0.004)
+    assert [result["diff_low"], result["diff_high"]] == pytest.approx(
+        np.percentile(draws_a - draws_b, [2.5, 97.5]), abs=0.004
+    )
     odds = (draws_a / (1 - draws_a)) / (draws_b / (1 - draws_b))
     assert result["odds_ratio_median"] == pytest.approx(np.median(odds), rel=0.01)
 
@@ -66,7 +70,8 @@ def test_independent_comparison_is_the_quantiles_of_each_sides_own_stream():
         tail = (1 - 0.95) / 2
         assert [result["diff_low"], result["diff_high"]] == list(np.quantile(draws_a - draws_b, [tail, 1 - tail]))
         assert [result["odds_ratio_low"], result["odds_ratio_median"], result["odds_ratio_high"]] == list(
-            np.quantile(odds, [tail, 0.5, 1 - tail]))
+            np.quantile(odds, [tail, 0.5, 1 - tail])
+        )
     # the same posterior on both sides (k_b = 14 above) is still two independent samples, not one
     same = independent_comparison(14, 20, 14, 20, n_draws=50_000, seed=3)
     assert same["diff_low"] < -0.2 and same["diff_high"] > 0.2
@@ -75,8 +80,18 @@ def test_independent_comparison_is_the_quantiles_of_each_sides_own_stream():
 
 
 # case -> does draw_quantiles fall back to np.quantile (None: either is right)
-DRAW_QUANTILE_CASES = {"normal": False, "centred": False, "skewed": None, "ties": False, "integers": False, "small": None,
-                       "far_off": True, "nan": True, "inf": False, "no_location": True}
+DRAW_QUANTILE_CASES = {
+    "normal": False,
+    "centred": False,
+    "skewed": None,
+    "ties": False,
+    "integers": False,
+    "small": None,
+    "far_off": True,
+    "nan": True,
+    "inf": False,
+    "no_location": True,
+}
 
 
 @pytest.mark.parametrize("case", list(DRAW_QUANTILE_CASES))
@@ -101,7 +116,9 @@ def test_draw_quantiles_equal_numpys_bit_for_bit(case, monkeypatch):
     elif case == "integers":  # the same, with thousands of draws at each edge
         values = rng.integers(0, 20, 100_000).astype(float)
         location = lambda z: float(round(9.5 + 5.8 * z))  # noqa: E731
-        probabilities = probabilities[(probabilities > 0.05) & (probabilities < 0.95)]  # a uniform's tails are not normal
+        probabilities = probabilities[
+            (probabilities > 0.05) & (probabilities < 0.95)
+        ]  # a uniform's tails are not normal
     elif case == "small":
         values = values[:7]
     elif case == "far_off":  # the approximation misses every band: numpy's own partition
@@ -205,16 +222,24 @@ def _probit_reference(table, prior=(1.0, 1.0), level=0.95):
     valid = (p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_like = s * np.log(p_s) + t * np.log(p_t) + u * np.log(p_u) + v * np.log(p_v)
-    log_post = (np.where(valid, log_like, -np.inf) + stats.beta.logpdf(theta_a, *prior)[:, None, None]
-                + stats.beta.logpdf(theta_b, *prior)[None, :, None])
+    log_post = (
+        np.where(valid, log_like, -np.inf)
+        + stats.beta.logpdf(theta_a, *prior)[:, None, None]
+        + stats.beta.logpdf(theta_b, *prior)[None, :, None]
+    )
     weights = np.exp(log_post - np.max(log_post))
     weights /= weights.sum()
     diff, w = (theta_a[:, None] - theta_b[None, :]).ravel(), weights.sum(axis=2).ravel()
     order = np.argsort(diff, kind="stable")
     cdf = np.cumsum(w[order])
     low, high = np.interp([(1 - level) / 2, (1 + level) / 2], (cdf - w[order] / 2) / cdf[-1], diff[order])
-    return {"p_a_better": w[diff > 0].sum() + 0.5 * w[diff == 0].sum(), "diff_mean": np.sum(diff * w),
-            "diff_low": low, "diff_high": high, "rho_mean": np.sum(weights.sum(axis=(0, 1)) * rho)}
+    return {
+        "p_a_better": w[diff > 0].sum() + 0.5 * w[diff == 0].sum(),
+        "diff_mean": np.sum(diff * w),
+        "diff_low": low,
+        "diff_high": high,
+        "rho_mean": np.sum(weights.sum(axis=(0, 1)) * rho),
+    }
 
 
 @pytest.mark.parametrize("prior", [(1.0, 1.0), (2.0, 0.5)])
@@ -235,7 +260,9 @@ def _random_grids(rng):
     keys = []
     for _ in range(3):
         m0, g0, s0 = rng.uniform(-7, 5), rng.uniform(-5, 3), rng.uniform(0, 3)
-        keys.append((m0, m0 + rng.uniform(0.5, 2), 32, g0, g0 + rng.uniform(0.2, 2), 61, s0, s0 + rng.uniform(0.5, 3), 24))
+        keys.append(
+            (m0, m0 + rng.uniform(0.5, 2), 32, g0, g0 + rng.uniform(0.2, 2), 61, s0, s0 + rng.uniform(0.5, 3), 24)
+        )
     keys.append(compare_module()._COARSE_GRID)
     keys.append((-7.0, 7.0, 29, -5.0, 5.0, 41, 0.0, 90.0, 17))
     return [compare_module()._LogitGrid(*key, 1.5, 1.0, 2.5) for key in keys]
@@ -297,9 +324,12 @@ def test_coarse_grid_is_built_once_with_the_fixed_axes_and_the_priors():
     np.testing.assert_allclose(coarse.mid, np.linspace(-7, 7, 29), rtol=0, atol=1e-14)
     np.testing.assert_allclose(coarse.gap, np.linspace(-5, 5, 41), rtol=0, atol=1e-14)
     np.testing.assert_array_equal(coarse.gap, -coarse.gap[::-1])
-    np.testing.assert_array_equal(coarse.log_prior, stats.norm.logpdf(coarse.mid, 0, 1.5)[:, None, None]
-                                  + stats.norm.logpdf(coarse.gap, 0, 1.0)[None, :, None]
-                                  + stats.halfnorm.logpdf(coarse.spread, scale=2.5)[None, None, :])
+    np.testing.assert_array_equal(
+        coarse.log_prior,
+        stats.norm.logpdf(coarse.mid, 0, 1.5)[:, None, None]
+        + stats.norm.logpdf(coarse.gap, 0, 1.0)[None, :, None]
+        + stats.halfnorm.logpdf(coarse.spread, scale=2.5)[None, None, :],
+    )
 
 
 def test_paired_logit_binary_path_equals_the_general_path(monkeypatch):
@@ -320,14 +350,24 @@ def test_paired_logit_binary_path_equals_the_general_path(monkeypatch):
 def _swap_cases():
     rng = np.random.default_rng(17)
     ones, zeros = np.ones(20), np.zeros(20)
-    cases = [(ones, ones, 1), (zeros, zeros, 1), (np.r_[0.0, ones[1:]], ones, 1), (np.r_[1.0, zeros[1:]], zeros, 1),
-             (np.r_[np.ones(10), np.zeros(10)], np.r_[np.zeros(10), np.ones(10)], 1),  # every item discordant
-             (np.r_[np.ones(85), np.zeros(15)], np.r_[np.ones(75), np.zeros(5), np.ones(5), np.zeros(15)], 1)]
+    cases = [
+        (ones, ones, 1),
+        (zeros, zeros, 1),
+        (np.r_[0.0, ones[1:]], ones, 1),
+        (np.r_[1.0, zeros[1:]], zeros, 1),
+        (np.r_[np.ones(10), np.zeros(10)], np.r_[np.zeros(10), np.ones(10)], 1),  # every item discordant
+        (np.r_[np.ones(85), np.zeros(15)], np.r_[np.ones(75), np.zeros(5), np.ones(5), np.zeros(15)], 1),
+    ]
     for _ in range(6):
         n, epochs = int(rng.integers(5, 80)), int(rng.choice([1, 3, 5]))
         item = rng.normal(0, 1.5, n)
-        cases.append((rng.binomial(epochs, special.expit(item + rng.normal(0, 1))).astype(float),
-                      rng.binomial(epochs, special.expit(item + rng.normal(0, 1))).astype(float), epochs))
+        cases.append(
+            (
+                rng.binomial(epochs, special.expit(item + rng.normal(0, 1))).astype(float),
+                rng.binomial(epochs, special.expit(item + rng.normal(0, 1))).astype(float),
+                epochs,
+            )
+        )
     graded = np.round(rng.random(15), 2)
     cases.append((graded, np.round(rng.random(15), 2), 1))
     cases.append((graded, graded, 1))
@@ -394,13 +434,17 @@ def _naive_symmetric_logit(ka, na, kb, nb, level=0.95):
     nodes, weights = np.polynomial.hermite_e.hermegauss(24)
     weights = weights / weights.sum()
     m, g, s = np.meshgrid(mid, gap, spread, indexing="ij")
-    log_post = (stats.norm.logpdf(m, 0, 1.5) + stats.norm.logpdf(g, 0, 1.0) + stats.halfnorm.logpdf(s, scale=2.5))
+    log_post = stats.norm.logpdf(m, 0, 1.5) + stats.norm.logpdf(g, 0, 1.0) + stats.halfnorm.logpdf(s, scale=2.5)
     eta = m[..., None] + s[..., None] * nodes
     eta_a, eta_b = eta + g[..., None] / 2, eta - g[..., None] / 2
     patterns = pd.DataFrame({"ka": ka, "na": na, "kb": kb, "nb": nb}).value_counts()
     for (a_k, a_n, b_k, b_n), count in patterns.items():
-        per_node = (a_k * special.log_expit(eta_a) + (a_n - a_k) * special.log_expit(-eta_a)
-                    + b_k * special.log_expit(eta_b) + (b_n - b_k) * special.log_expit(-eta_b))
+        per_node = (
+            a_k * special.log_expit(eta_a)
+            + (a_n - a_k) * special.log_expit(-eta_a)
+            + b_k * special.log_expit(eta_b)
+            + (b_n - b_k) * special.log_expit(-eta_b)
+        )
         log_post += count * special.logsumexp(per_node + np.log(weights), axis=-1)
     w = np.exp(log_post - log_post.max())
     w /= w.sum()
@@ -449,14 +493,18 @@ def test_binary_patterns_are_value_counts_in_its_order():
     import evalpipeline.stats.compare as compare
 
     rng = np.random.default_rng(12)
-    cases = [([1, 0, 0, 1], [0, 1, 0, 1]),  # each pattern once: ties in order of first appearance
-             ([0, 1, 1, 0, 1], [0, 1, 1, 0, 0]),  # two patterns tied at two
-             ([1, 1, 1], [1, 1, 1])]
+    cases = [
+        ([1, 0, 0, 1], [0, 1, 0, 1]),  # each pattern once: ties in order of first appearance
+        ([0, 1, 1, 0, 1], [0, 1, 1, 0, 0]),  # two patterns tied at two
+        ([1, 1, 1], [1, 1, 1]),
+    ]
     cases += [(rng.random(n) < rng.uniform(0.05, 0.95), rng.random(n) < rng.uniform(0.05, 0.95)) for n in (5, 9, 200)]
     for y_a, y_b in cases:
         y_a, y_b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
-        expected = [(int(ka), int(kb), int(count))
-                    for ka, kb, count in _pattern_frame(y_a, y_b)[["ka", "kb", "count"]].itertuples(index=False)]
+        expected = [
+            (int(ka), int(kb), int(count))
+            for ka, kb, count in _pattern_frame(y_a, y_b)[["ka", "kb", "count"]].itertuples(index=False)
+        ]
         assert compare._binary_patterns(y_a, y_b) == expected
 
 
@@ -528,22 +576,29 @@ def test_t_tests_equal_scipy_with_intervals(level):
     # the closed forms against scipy's tests and confidence intervals: 0/1 and graded scores, unequal sizes,
     # one sample without variance (Welch still defined), tiny samples
     rng = np.random.default_rng(7)
-    cases = [(rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 150).astype(float)),
-             (rng.random(40), rng.random(9) ** 3),
-             (np.ones(12), rng.integers(0, 2, 30).astype(float)),
-             (np.array([0.0, 1.0]), np.array([1.0, 1.0, 0.0]))]
+    cases = [
+        (rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 150).astype(float)),
+        (rng.random(40), rng.random(9) ** 3),
+        (np.ones(12), rng.integers(0, 2, 30).astype(float)),
+        (np.array([0.0, 1.0]), np.array([1.0, 1.0, 0.0])),
+    ]
     for a, b in cases:
         mine, theirs = unpaired_t_test(a, b, level), stats.ttest_ind(a, b, equal_var=False)
         interval = theirs.confidence_interval(level)
         assert [mine[k] for k in ("statistic", "p_value", "diff_low", "diff_high")] == pytest.approx(
-            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14)
+            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14
+        )
         assert mine["diff"] == pytest.approx(a.mean() - b.mean(), rel=1e-14)
-    for a, b in [(rng.random(50), rng.random(50)), (rng.integers(0, 2, 300).astype(float), rng.integers(0, 2, 300) * 1.0),
-                 (np.array([1.0, 0.0]), np.array([0.0, 0.0]))]:
+    for a, b in [
+        (rng.random(50), rng.random(50)),
+        (rng.integers(0, 2, 300).astype(float), rng.integers(0, 2, 300) * 1.0),
+        (np.array([1.0, 0.0]), np.array([0.0, 0.0])),
+    ]:
         mine, theirs = paired_t_test(a, b, level), stats.ttest_rel(a, b)
         interval = theirs.confidence_interval(level)
         assert [mine[k] for k in ("statistic", "p_value", "diff_low", "diff_high")] == pytest.approx(
-            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14)
+            [theirs.statistic, theirs.pvalue, interval.low, interval.high], rel=1e-12, abs=1e-14
+        )
     # undefined tests stay NaN, with the observed difference where there is one
     assert np.isnan(paired_t_test([1.0, 0.0], [0.0, -1.0])["p_value"])
     assert np.isnan(unpaired_t_test([0.5], [0.1, 0.2])["p_value"])
@@ -561,8 +616,14 @@ def _samples(rng, accuracies, n_items=30, epochs=2, graded=False):
         for item in range(n_items):
             for epoch in range(1, epochs + 1):
                 score = rng.random() < p[item]
-                rows.append({"model": model, "item_id": f"q{item}", "epoch": epoch,
-                             "score": float(score) if not graded else round(float(p[item]), 2)})
+                rows.append(
+                    {
+                        "model": model,
+                        "item_id": f"q{item}",
+                        "epoch": epoch,
+                        "score": float(score) if not graded else round(float(p[item]), 2),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -631,8 +692,11 @@ def test_pairwise_table_graded_scores_skip_probit_and_unshared_items_fall_back()
 def _reference_row(frame, model_a, model_b):
     # one pairwise row's numbers from the public functions, with the pandas alignment pairwise_table used to do
     totals = frame.groupby("model")["score"].agg(["sum", "size"])
-    by_item = (frame.assign(square=frame["score"] ** 2).groupby(["model", "item_id"])
-               .agg(sum=("score", "sum"), size=("score", "size"), mean=("score", "mean"), squares=("square", "sum")))
+    by_item = (
+        frame.assign(square=frame["score"] ** 2)
+        .groupby(["model", "item_id"])
+        .agg(sum=("score", "sum"), size=("score", "size"), mean=("score", "mean"), squares=("square", "sum"))
+    )
     items_a, items_b = by_item.xs(model_a, level="model"), by_item.xs(model_b, level="model")
     shared = items_a.index.intersection(items_b.index)
     ia, ib = items_a.loc[shared], items_b.loc[shared]
@@ -641,24 +705,45 @@ def _reference_row(frame, model_a, model_b):
     for m in (model_a, model_b):
         rows = frame[frame.model == m]
         headline = success_rate_posterior(rows["score"].to_numpy(), rows["item_id"].to_numpy(), "item")
-        effective[m] = (totals.loc[m, "sum"] / headline["design_effect"], totals.loc[m, "size"] / headline["design_effect"])
-    independent = independent_comparison(*effective[model_a], *effective[model_b], n_draws=100_000,
-                                         streams=(model_a, model_b))
-    row = {"n_shared_items": len(shared), "p_a_better_independent": independent["p_a_better"],
-           "diff_low_independent": independent["diff_low"],
-           "odds_ratio_high_independent": independent["odds_ratio_high"],
-           "t_unpaired_p": unpaired_t_test(frame.loc[frame.model == model_a, "score"],
-                                           frame.loc[frame.model == model_b, "score"])["p_value"],
-           "p_a_better_paired": np.nan, "diff_low_paired": np.nan, "diff_high_paired": np.nan, "t_paired_p": np.nan,
-           "p_a_better_probit": np.nan, "diff_low_probit": np.nan}
+        effective[m] = (
+            totals.loc[m, "sum"] / headline["design_effect"],
+            totals.loc[m, "size"] / headline["design_effect"],
+        )
+    independent = independent_comparison(
+        *effective[model_a], *effective[model_b], n_draws=100_000, streams=(model_a, model_b)
+    )
+    row = {
+        "n_shared_items": len(shared),
+        "p_a_better_independent": independent["p_a_better"],
+        "diff_low_independent": independent["diff_low"],
+        "odds_ratio_high_independent": independent["odds_ratio_high"],
+        "t_unpaired_p": unpaired_t_test(
+            frame.loc[frame.model == model_a, "score"], frame.loc[frame.model == model_b, "score"]
+        )["p_value"],
+        "p_a_better_paired": np.nan,
+        "diff_low_paired": np.nan,
+        "diff_high_paired": np.nan,
+        "t_paired_p": np.nan,
+        "p_a_better_probit": np.nan,
+        "diff_low_probit": np.nan,
+    }
     if len(shared):
-        paired = paired_logit_comparison(ia["sum"], ia["size"], ib["sum"], ib["size"], squares_a=ia["squares"],
-                                         squares_b=ib["squares"])
-        row.update(p_a_better_paired=paired["p_a_better"], diff_low_paired=paired["diff_low"],
-                   diff_high_paired=paired["diff_high"], t_paired_p=paired_t_test(ia["mean"], ib["mean"])["p_value"])
+        paired = paired_logit_comparison(
+            ia["sum"], ia["size"], ib["sum"], ib["size"], squares_a=ia["squares"], squares_b=ib["squares"]
+        )
+        row.update(
+            p_a_better_paired=paired["p_a_better"],
+            diff_low_paired=paired["diff_low"],
+            diff_high_paired=paired["diff_high"],
+            t_paired_p=paired_t_test(ia["mean"], ib["mean"])["p_value"],
+        )
         # the probit needs one 0/1 attempt an item: with repeats it stays NaN
-        if (ia["size"] == 1).all() and (ib["size"] == 1).all() and np.isin(ia["sum"], (0.0, 1.0)).all() \
-                and np.isin(ib["sum"], (0.0, 1.0)).all():
+        if (
+            (ia["size"] == 1).all()
+            and (ib["size"] == 1).all()
+            and np.isin(ia["sum"], (0.0, 1.0)).all()
+            and np.isin(ib["sum"], (0.0, 1.0)).all()
+        ):
             probit = paired_probit_comparison(paired_table(ia["sum"], ib["sum"]))
             row.update(p_a_better_probit=probit["p_a_better"], diff_low_probit=probit["diff_low"])
     return row
@@ -682,10 +767,13 @@ def test_pairwise_rows_equal_the_public_functions_on_pandas_aligned_inputs():
     for _, row in table.iterrows():
         expected = _reference_row(frame, row["model_a"], row["model_b"])
         # to rounding: the reference passes the headline's counts over its design effect, the table the Beta itself
-        np.testing.assert_allclose(row[list(expected)].to_numpy(dtype=float),
-                                   np.array(list(expected.values()), dtype=float), rtol=1e-12, atol=0,
-                                   err_msg=f"{row['model_a']} vs {row['model_b']}")
-
+        np.testing.assert_allclose(
+            row[list(expected)].to_numpy(dtype=float),
+            np.array(list(expected.values()), dtype=float),
+            rtol=1e-12,
+            atol=0,
+            err_msg=f"{row['model_a']} vs {row['model_b']}",
+        )
 
 
 def test_pairs_sharing_a_refined_grid_share_its_work_and_get_what_they_get_alone():
@@ -699,18 +787,44 @@ def test_pairs_sharing_a_refined_grid_share_its_work_and_get_what_they_get_alone
     table = pairwise_table(samples)
     grids = compare._logit_grid.cache_info()
     by_item = samples.set_index(["model", "item_id"])["score"]
-    keys = {compare._paired_logit_pass1(by_item[a].to_numpy(), np.ones(120), by_item[b].to_numpy(), np.ones(120),
-                                        **compare.LOGIT_PRIORS, grid_size=compare.LOGIT_GRID).grid_key
-            for a, b in zip(table["model_a"], table["model_b"])}
+    keys = {
+        compare._paired_logit_pass1(
+            by_item[a].to_numpy(),
+            np.ones(120),
+            by_item[b].to_numpy(),
+            np.ones(120),
+            **compare.LOGIT_PRIORS,
+            grid_size=compare.LOGIT_GRID,
+        ).grid_key
+        for a, b in zip(table["model_a"], table["model_b"])
+    }
     assert len(table) == 120 and grids.misses + grids.hits == 120
     assert grids.misses == len(keys) < 120, (grids, len(keys))  # grid work once per distinct grid, not per pair
     for row in table.itertuples():
-        alone = paired_logit_comparison(by_item[row.model_a].to_numpy(), np.ones(120),
-                                        by_item[row.model_b].to_numpy(), np.ones(120))
-        got = [row.p_a_better_paired, row.diff_mean_paired, row.diff_low_paired, row.diff_high_paired,
-               row.odds_ratio_median_paired, row.odds_ratio_low_paired, row.odds_ratio_high_paired]
-        want = [alone[k] for k in ("p_a_better", "diff_mean", "diff_low", "diff_high", "odds_ratio_median",
-                                   "odds_ratio_low", "odds_ratio_high")]
+        alone = paired_logit_comparison(
+            by_item[row.model_a].to_numpy(), np.ones(120), by_item[row.model_b].to_numpy(), np.ones(120)
+        )
+        got = [
+            row.p_a_better_paired,
+            row.diff_mean_paired,
+            row.diff_low_paired,
+            row.diff_high_paired,
+            row.odds_ratio_median_paired,
+            row.odds_ratio_low_paired,
+            row.odds_ratio_high_paired,
+        ]
+        want = [
+            alone[k]
+            for k in (
+                "p_a_better",
+                "diff_mean",
+                "diff_low",
+                "diff_high",
+                "odds_ratio_median",
+                "odds_ratio_low",
+                "odds_ratio_high",
+            )
+        ]
         assert got == want, (row.model_a, row.model_b)
 
 
@@ -725,8 +839,10 @@ def test_pairs_with_the_same_margins_share_a_probit_grid_and_get_what_they_get_a
         outcomes = (rng.random(n_items) < accuracy).astype(float)
         for member in range(3):
             scores = outcomes if member == 0 else rng.permutation(outcomes)
-            rows += [{"model": f"g{group}m{member}", "item_id": f"q{i}", "epoch": 1, "score": s}
-                     for i, s in enumerate(scores)]
+            rows += [
+                {"model": f"g{group}m{member}", "item_id": f"q{i}", "epoch": 1, "score": s}
+                for i, s in enumerate(scores)
+            ]
     samples = pd.DataFrame(rows).sample(frac=1, random_state=3)
     compare._probit_grid.cache_clear()
     table = pairwise_table(samples)
@@ -762,4 +878,5 @@ def test_pair_dispersion_is_the_spread_of_item_differences_over_their_repeats_no
     # symmetric in A and B, and graded scores read their squares
     assert pair_dispersion(k_a, n, k_b, n) == pair_dispersion(k_b, n, k_a, n)
     assert pair_dispersion(k_a * 0.5, n, k_b * 0.5, n, squares_a=k_a * 0.25, squares_b=k_b * 0.25) == pytest.approx(
-        pair_dispersion(k_a, n, k_b, n))
+        pair_dispersion(k_a, n, k_b, n)
+    )

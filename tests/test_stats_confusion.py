@@ -28,8 +28,13 @@ def test_delta_method_se_is_eq40():
     n = counts.sum()
     theta = counts / n
     eps = 1e-7
-    grad = np.array([(f1_from_probabilities(theta + eps * np.eye(4)[i]) - f1_from_probabilities(theta - eps * np.eye(4)[i])) / (2 * eps)
-                     for i in range(4)])
+    grad = np.array(
+        [
+            (f1_from_probabilities(theta + eps * np.eye(4)[i]) - f1_from_probabilities(theta - eps * np.eye(4)[i]))
+            / (2 * eps)
+            for i in range(4)
+        ]
+    )
     variance = grad @ ((np.diag(theta) - np.outer(theta, theta)) / n) @ grad
     f1, low, high = f1_delta_interval(*counts)
     assert f1 == pytest.approx(80 / 105)
@@ -85,14 +90,17 @@ def test_label_confusion_counts_pairs_and_keeps_answers_outside_the_targets():
     assert label_confusion(["A"], ["A"], other_column=True).counts.tolist() == [[1], [0]]
 
 
-@pytest.mark.parametrize("answers, targets, kwargs, message", [
-    (["A", None], ["A", "B"], {}, "answer missing at position 1"),
-    (["A", "B"], ["A", float("nan")], {}, "target missing at position 1"),
-    (["A", "B"], ["A", "C"], {"classes": ["A", "B"]}, "target 'C' at position 1 is not one of the classes"),
-    (["A", "x"], ["A", "B"], {"other_column": False}, "answer 'x' at position 1 is not one of the classes"),
-    (["A"], [OTHER_LABEL], {}, "reserved"),
-    (["A"], ["A", "B"], {}, "1 answers but 2 targets"),
-])
+@pytest.mark.parametrize(
+    "answers, targets, kwargs, message",
+    [
+        (["A", None], ["A", "B"], {}, "answer missing at position 1"),
+        (["A", "B"], ["A", float("nan")], {}, "target missing at position 1"),
+        (["A", "B"], ["A", "C"], {"classes": ["A", "B"]}, "target 'C' at position 1 is not one of the classes"),
+        (["A", "x"], ["A", "B"], {"other_column": False}, "answer 'x' at position 1 is not one of the classes"),
+        (["A"], [OTHER_LABEL], {}, "reserved"),
+        (["A"], ["A", "B"], {}, "1 answers but 2 targets"),
+    ],
+)
 def test_label_confusion_names_bad_labels(answers, targets, kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         label_confusion(answers, targets, **kwargs)
@@ -110,13 +118,15 @@ def test_two_classes_reproduce_the_binary_f1_posterior(counts, seed):
     assert row["f1_mean"] == pytest.approx(binary["f1_posterior_mean"], rel=1e-12)
     assert (row["f1_low"], row["f1_high"]) == pytest.approx((binary["qbi_low"], binary["qbi_high"]), rel=1e-12)
     assert (row["f1_plugin"], row["f1_delta_low"], row["f1_delta_high"]) == pytest.approx(
-        (binary["f1_plugin"], binary["delta_low"], binary["delta_high"]), nan_ok=True)
+        (binary["f1_plugin"], binary["delta_low"], binary["delta_high"]), nan_ok=True
+    )
 
 
 def test_precision_and_recall_have_the_beta_margins_of_the_dirichlet():
     # Aggregation: theta_cc / (row c) ~ Beta(alpha_cc, rest of row c), theta_cc / (column c) likewise.
-    answers, targets = labels_of({("A", "A"): 12, ("B", "A"): 3, ("z", "A"): 2, ("B", "B"): 7, ("A", "B"): 5,
-                                  ("C", "C"): 1, ("A", "C"): 2})
+    answers, targets = labels_of(
+        {("A", "A"): 12, ("B", "A"): 3, ("z", "A"): 2, ("B", "B"): 7, ("A", "B"): 5, ("C", "C"): 1, ("A", "C"): 2}
+    )
     confusion = label_confusion(answers, targets)
     posterior = classification_posterior(confusion, prior_concentration=0.5, n_draws=200_000, seed=1)
     table = classification_table(posterior, level=0.9).set_index("class")

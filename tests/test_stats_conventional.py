@@ -18,6 +18,7 @@ METHODS = interval_methods()
 
 # ---- the exact-coverage checks (theta ~ U(0, 1), summed over the binomial)
 
+
 @pytest.mark.parametrize("n,expected", [(10, 0.77), (100, 0.92)])
 def test_wald_average_coverage_matches_position_paper(n, expected):
     assert exact_average_coverage(METHODS["clt"], n) == pytest.approx(expected, abs=0.005)
@@ -43,6 +44,7 @@ def test_exact_coverage_matches_brute_force_integration():
 
 # ---- the post's single-accuracy table (equal-tailed Beta(2, 2) interval, the post's ppf([0.025, 0.975]))
 
+
 @pytest.mark.parametrize("k,n,low,high", [(47, 50, 0.818, 0.969), (50, 50, 0.899, 0.995), (940, 1000, 0.923, 0.952)])
 def test_post_single_accuracy_credible_intervals(k, n, low, high):
     table = interval_table(k=k, n=n, prior=(2, 2)).set_index("method")
@@ -63,6 +65,7 @@ def test_post_wald_intervals_and_their_flags():
 
 
 # ---- each method against an independent implementation
+
 
 @pytest.mark.parametrize("k,n", [(0, 10), (3, 10), (10, 10), (17, 40)])
 def test_wilson_and_clopper_pearson_match_scipy(k, n):
@@ -109,7 +112,15 @@ def test_interval_table_shape_and_agreement_between_scores_and_counts():
     from_scores = interval_table(scores, seed=1)
     from_counts = interval_table(k=6, n=8, seed=1)
     assert list(from_scores.columns) == list(INTERVAL_COLUMNS)
-    assert from_scores["method"].tolist() == ["beta_hpdi", "beta_equal_tailed", "wilson", "clopper_pearson", "clt", "t", "bootstrap"]
+    assert from_scores["method"].tolist() == [
+        "beta_hpdi",
+        "beta_equal_tailed",
+        "wilson",
+        "clopper_pearson",
+        "clt",
+        "t",
+        "bootstrap",
+    ]
     assert np.allclose(from_scores[["low", "high"]], from_counts[["low", "high"]])
     assert from_scores.loc[from_scores["kind"] == "confidence", "prior_a"].isna().all()
 
@@ -130,6 +141,7 @@ def test_interval_table_graded_scores_and_bad_input():
 
 
 # ---- the position paper's simulation protocol, reduced
+
 
 def test_reduced_simulated_coverage_follows_the_exact_values():
     simulated = simulate_iid_coverage(n_thetas=2500, n_datasets=4, levels=(0.95,), n_resamples=2000, seed=5)

@@ -14,19 +14,28 @@ def test_rogan_gladen_inverts_the_pass_rate_formula():
 
 @pytest.mark.parametrize(
     "prior,mean,low,high",
-    [((2, 2), 0.867, 0.785, 0.952), ((1, 1), 0.884, 0.796, 0.979), ((0.5, 0.5), 0.901, 0.803, 0.998),
-     ((8, 2), 0.878, 0.799, 0.963), ((2, 8), 0.809, 0.735, 0.880)],
+    [
+        ((2, 2), 0.867, 0.785, 0.952),
+        ((1, 1), 0.884, 0.796, 0.979),
+        ((0.5, 0.5), 0.901, 0.803, 0.998),
+        ((8, 2), 0.878, 0.799, 0.963),
+        ((2, 8), 0.809, 0.735, 0.880),
+    ],
 )
 def test_post_judge_example_and_prior_sweep(prior, mean, low, high):
     # Post: 323/400 judge passes; calibration 72/80 known-good passed, 51/60 known-bad failed (PyMC, MCMC noise ~0.003).
     result = judge_corrected_accuracy(323, 400, 72, 80, 51, 60, prior=prior)
-    assert [result["corrected_mean"], result["corrected_low"], result["corrected_high"]] == pytest.approx([mean, low, high], abs=0.006)
+    assert [result["corrected_mean"], result["corrected_low"], result["corrected_high"]] == pytest.approx(
+        [mean, low, high], abs=0.006
+    )
     assert result["corrected_low"] < 0.85 < result["corrected_high"]
 
 
 def test_naive_reading_misses_the_planted_truth():
     result = judge_corrected_accuracy(323, 400, 72, 80, 51, 60)
-    assert [result["naive_mean"], result["naive_low"], result["naive_high"]] == pytest.approx([0.804, 0.764, 0.842], abs=6e-4)
+    assert [result["naive_mean"], result["naive_low"], result["naive_high"]] == pytest.approx(
+        [0.804, 0.764, 0.842], abs=6e-4
+    )
     assert result["rogan_gladen"] == pytest.approx((323 / 400 + 51 / 60 - 1) / (72 / 80 + 51 / 60 - 1))
 
 

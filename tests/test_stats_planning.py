@@ -16,8 +16,15 @@ from evalpipeline.stats.planning import (
 @pytest.mark.slow
 def test_post_power_table_is_reproduced():
     # Post, section 6 (3000 simulated evals per cell, P(B > A) >= 0.95, baseline 0.70).
-    published = {(0.05, 100): 0.20, (0.05, 400): 0.46, (0.05, 800): 0.72, (0.05, 1600): 0.95,
-                 (0.025, 400): 0.19, (0.025, 1600): 0.47, (0.025, 3200): 0.72}
+    published = {
+        (0.05, 100): 0.20,
+        (0.05, 400): 0.46,
+        (0.05, 800): 0.72,
+        (0.05, 1600): 0.95,
+        (0.025, 400): 0.19,
+        (0.025, 1600): 0.47,
+        (0.025, 3200): 0.72,
+    }
     for (gap, n), power in published.items():
         # Two independent 3000-trial estimates: SE of their difference <= 0.013.
         assert design_power(0.70, 0.70 + gap, n, seed=n) == pytest.approx(power, abs=0.035)
@@ -71,7 +78,9 @@ def _parser():
 
 
 def test_plan_cli_prints_tables(capsys):
-    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "400", "--trials", "500"])
+    args = _parser().parse_args(
+        ["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "400", "--trials", "500"]
+    )
     assert args.handler(args) == 0
     out = capsys.readouterr().out
     assert "power" in out and "400" in out
@@ -87,8 +96,26 @@ def test_plan_cli_draws_the_power_curves(capsys, tmp_path):
     from PIL import Image
 
     plot = tmp_path / "power.png"
-    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--gap", "0.1",
-                                 "--n", "50", "200", "800", "--trials", "300", "--plot", str(plot)])
+    args = _parser().parse_args(
+        [
+            "plan",
+            "power",
+            "--baseline",
+            "0.7",
+            "--gap",
+            "0.05",
+            "--gap",
+            "0.1",
+            "--n",
+            "50",
+            "200",
+            "800",
+            "--trials",
+            "300",
+            "--plot",
+            str(plot),
+        ]
+    )
     assert args.handler(args) == 0
     assert f"power curves: {plot}" in capsys.readouterr().out
     with Image.open(plot) as image:
@@ -103,25 +130,38 @@ def test_plan_cli_rejects_bad_input(capsys):
     assert "inside (0, 1)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "--trials", "100000000000"],
-     "argument --trials: must be from 1 to 1,000,000"),  # was a MemoryError traceback (745 GiB)
-    (["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100000000000000000000"],
-     "argument --n: must be from 1 to 10,000,000"),  # was an OverflowError traceback
-    (["repeats", "--questions", "100000000000"], "argument --questions: must be from 1 to 1,000,000"),
-    (["repeats", "--questions", "-5"], "argument --questions: must be from 1"),  # was numpy's "negative dimensions"
-    (["repeats", "--repeats", "-1", "2"], "argument --repeats: must be from 1 to 10,000, got -1"),
-    (["repeats", "--concentration", "nan"], "argument --concentration: must be a finite number"),
-    (["repeats", "--concentration", "0"], "argument --concentration: must be positive"),
-    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--max-n", "-3"], "argument --max-n: must be from 1"),
-    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--trials", "0"], "argument --trials: must be from 1"),
-    (["power", "--baseline", "0.7", "--gap", "nan", "--n", "100"], "argument --gap: must be a finite number"),
-    # a negative seed was numpy's "expected non-negative integer", naming no option, from the simulation
-    (["power", "--baseline", "0.7", "--gap", "0.05", "--seed", "-1"], "argument --seed: must be a whole number >= 0, got -1"),
-    (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--seed", "-2"], "argument --seed: must be a whole number >= 0"),
-    (["repeats", "--seed", "-3"], "argument --seed: must be a whole number >= 0, got -3"),
-    (["repeats", "--seed", "x"], "argument --seed: must be a whole number, got 'x'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100", "--trials", "100000000000"],
+            "argument --trials: must be from 1 to 1,000,000",
+        ),  # was a MemoryError traceback (745 GiB)
+        (
+            ["power", "--baseline", "0.7", "--gap", "0.05", "--n", "100000000000000000000"],
+            "argument --n: must be from 1 to 10,000,000",
+        ),  # was an OverflowError traceback
+        (["repeats", "--questions", "100000000000"], "argument --questions: must be from 1 to 1,000,000"),
+        (["repeats", "--questions", "-5"], "argument --questions: must be from 1"),  # was numpy's "negative dimensions"
+        (["repeats", "--repeats", "-1", "2"], "argument --repeats: must be from 1 to 10,000, got -1"),
+        (["repeats", "--concentration", "nan"], "argument --concentration: must be a finite number"),
+        (["repeats", "--concentration", "0"], "argument --concentration: must be positive"),
+        (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--max-n", "-3"], "argument --max-n: must be from 1"),
+        (["sample-size", "--baseline", "0.7", "--gap", "0.05", "--trials", "0"], "argument --trials: must be from 1"),
+        (["power", "--baseline", "0.7", "--gap", "nan", "--n", "100"], "argument --gap: must be a finite number"),
+        # a negative seed was numpy's "expected non-negative integer", naming no option, from the simulation
+        (
+            ["power", "--baseline", "0.7", "--gap", "0.05", "--seed", "-1"],
+            "argument --seed: must be a whole number >= 0, got -1",
+        ),
+        (
+            ["sample-size", "--baseline", "0.7", "--gap", "0.05", "--seed", "-2"],
+            "argument --seed: must be a whole number >= 0",
+        ),
+        (["repeats", "--seed", "-3"], "argument --seed: must be a whole number >= 0, got -3"),
+        (["repeats", "--seed", "x"], "argument --seed: must be a whole number, got 'x'"),
+    ],
+)
 def test_plan_cli_names_the_option_and_its_range(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         _parser().parse_args(["plan", *argv])
@@ -130,8 +170,9 @@ def test_plan_cli_names_the_option_and_its_range(argv, message, capsys):
 
 def test_plan_cli_refuses_a_folder_that_takes_no_file_before_simulating(capsys):
     # /proc takes no new file, even from root: the error named a temporary file, after the simulation
-    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50",
-                                 "--plot", "/proc/p.png"])
+    args = _parser().parse_args(
+        ["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50", "--plot", "/proc/p.png"]
+    )
     assert args.handler(args) == 2
     error = capsys.readouterr().err
     assert "--plot /proc/p.png: cannot write a file in /proc (" in error and ".tmp" not in error, error
@@ -141,8 +182,9 @@ def test_plan_cli_refuses_a_folder_that_takes_no_file_before_simulating(capsys):
 def test_plan_cli_refuses_a_plot_path_it_cannot_write_as_named(target, capsys, tmp_path):
     # a folder was an IsADirectoryError traceback; a missing folder was created; a .jpg got PNG bytes
     plot = target.format(tmp=tmp_path)
-    args = _parser().parse_args(["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50",
-                                 "--plot", plot])
+    args = _parser().parse_args(
+        ["plan", "power", "--baseline", "0.7", "--gap", "0.05", "--n", "50", "--trials", "50", "--plot", plot]
+    )
     assert args.handler(args) == 2
     assert "need a .png file name in an existing folder" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists() and not (tmp_path / "p.jpg").exists()

@@ -21,9 +21,19 @@ def test_overlap_fraction():
 
 @pytest.mark.parametrize(
     "p,band",
-    [(0.5, "too close to call"), (0.59, "too close to call"), (0.6, "leaning"), (0.663, "leaning"), (0.72, "likely"),
-     (0.949, "likely"), (0.95, "confident"), (0.989, "confident"), (0.99, "near-certain"), (0.28, "likely"),
-     (0.0, "near-certain")],
+    [
+        (0.5, "too close to call"),
+        (0.59, "too close to call"),
+        (0.6, "leaning"),
+        (0.663, "leaning"),
+        (0.72, "likely"),
+        (0.949, "likely"),
+        (0.95, "confident"),
+        (0.989, "confident"),
+        (0.99, "near-certain"),
+        (0.28, "likely"),
+        (0.0, "near-certain"),
+    ],
 )
 def test_ladder_cut_points(p, band):
     assert probability_band(p) == band

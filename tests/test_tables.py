@@ -1,7 +1,6 @@
 """Long and wide tables, format detection, declared mappings and the project configuration."""
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -70,8 +69,11 @@ def test_a_second_scorer_of_a_sample_is_a_duplicate_and_the_first_is_kept(tmp_pa
         "(scorer 'a', kept; this row's scorer is 'b': choose one with --scorer)"
     ]
     # --scorer picks the other scorer's rows instead; the rest are quarantined as not chosen
-    report = ingest_paths([src], Lake(tmp_path / "lake-b"), IngestOptions(column_map={"scorer": "grader"},
-                                                                           normalisation=ScoreNormalisation(scorer="b")))
+    report = ingest_paths(
+        [src],
+        Lake(tmp_path / "lake-b"),
+        IngestOptions(column_map={"scorer": "grader"}, normalisation=ScoreNormalisation(scorer="b")),
+    )
     _accounted(report)
     assert Lake(tmp_path / "lake-b").read_partition("samples", "m", "s")["score"].tolist() == [0.0, 1.0]
 
@@ -90,20 +92,30 @@ def test_two_tables_with_one_sample_name_the_kept_file_without_an_eval_id(tmp_pa
 
 def test_mapping_error_names_the_column_and_lists_what_exists(tmp_path):
     src = _write(tmp_path / "scores.csv", LONG_CSV)
-    with pytest.raises(SourceReadError, match=r"column mapping score='acc': no column 'acc'; the file has \['model', 'suite', 'question'"):
-        list(reader_for("long").read(
-            open_source(src, IngestOptions(format="long")), IngestOptions(column_map={"item_id": "question", "score": "acc"})
-        ))
+    with pytest.raises(
+        SourceReadError,
+        match=r"column mapping score='acc': no column 'acc'; the file has \['model', 'suite', 'question'",
+    ):
+        list(
+            reader_for("long").read(
+                open_source(src, IngestOptions(format="long")),
+                IngestOptions(column_map={"item_id": "question", "score": "acc"}),
+            )
+        )
     report = ingest_paths([src], Lake(tmp_path / "lake"), IngestOptions(format="long", column_map={"score": "correct"}))
     assert "no column for 'item_id' (map one with --map item_id=COL); the file has" in report.file_errors[0].error
 
 
 def test_long_parquet_and_jsonl(tmp_path):
-    frame = pd.DataFrame({"model": ["x", "x"], "suite": ["s", "s"], "item_id": ["a", "b"], "score": [0.25, 1.0],
-                          "epoch": [1, 2]})
+    frame = pd.DataFrame(
+        {"model": ["x", "x"], "suite": ["s", "s"], "item_id": ["a", "b"], "score": [0.25, 1.0], "epoch": [1, 2]}
+    )
     frame.to_parquet(tmp_path / "t.parquet")
-    _write(tmp_path / "t.jsonl", '{"model":"y","suite":"s","item_id":"a","score":"I"}\nnot json\n[1]\n'
-                                '{"model":"y","suite":"s","item_id":"b","score":true}\n')
+    _write(
+        tmp_path / "t.jsonl",
+        '{"model":"y","suite":"s","item_id":"a","score":"I"}\nnot json\n[1]\n'
+        '{"model":"y","suite":"s","item_id":"b","score":true}\n',
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths(find_log_files(tmp_path), lake)
     _accounted(report)
@@ -113,14 +125,22 @@ def test_long_parquet_and_jsonl(tmp_path):
     assert not (lake.root / "quarantine" / "model=%28unknown%29").exists()
     bad = pd.read_parquet(unplaced_path(lake, tmp_path / "t.jsonl")).sort_values("source_line")
     assert bad["reason"].tolist() == [
-        "line 2: not valid JSON (Expecting value); no model value", "line 3: a JSON list, not an object; no model value"]
+        "line 2: not valid JSON (Expecting value); no model value",
+        "line 3: a JSON list, not an object; no model value",
+    ]
     assert bad["model"].isna().all() and bad["suite"].isna().all()
-    assert report.unplaced == {str(tmp_path / "t.jsonl"): {
-        "not valid JSON (Expecting value); no model value": 1, "a JSON list, not an object; no model value": 1}}
+    assert report.unplaced == {
+        str(tmp_path / "t.jsonl"): {
+            "not valid JSON (Expecting value); no model value": 1,
+            "a JSON list, not an object; no model value": 1,
+        }
+    }
 
 
 def test_wide_table(tmp_path):
-    src = _write(tmp_path / "mmlu_mini.csv", "item_id,domain,gpt-4,claude\nq1,math,1,0\nq2,math,0,\nq3,bio,1,2\nq3,bio,1,1\n")
+    src = _write(
+        tmp_path / "mmlu_mini.csv", "item_id,domain,gpt-4,claude\nq1,math,1,0\nq2,math,0,\nq3,bio,1,2\nq3,bio,1,1\n"
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     _accounted(report)
@@ -226,9 +246,11 @@ def test_one_listing_of_the_ingest_records_answers_as_a_glob_per_file(tmp_path):
     from evalpipeline.ingest import StagedRecords, _path_hash, staged_partitions
 
     lake = Lake(tmp_path / "lake")
-    files = [_write(tmp_path / "logs" / "one.csv", "model,suite,item_id,score\na,s1,q,1\nb,s1,q,0\nb,s2,q,1\n"),
-             _write(tmp_path / "logs" / "two.csv", "model,suite,item_id,score\nb,s2,r,1\nc,s1,q,1\n"),
-             _write(tmp_path / "logs" / "three.csv", "model,suite,item_id,score\nc,s1,r,0\n")]
+    files = [
+        _write(tmp_path / "logs" / "one.csv", "model,suite,item_id,score\na,s1,q,1\nb,s1,q,0\nb,s2,q,1\n"),
+        _write(tmp_path / "logs" / "two.csv", "model,suite,item_id,score\nb,s2,r,1\nc,s1,q,1\n"),
+        _write(tmp_path / "logs" / "three.csv", "model,suite,item_id,score\nc,s1,r,0\n"),
+    ]
     ingest_paths(files, lake)
     # a stray file named without a path hash counts as another file's record, never as a file's own
     (lake.root / "ingested" / "model=a" / "suite=s1" / "stray.parquet").write_bytes(b"")
@@ -272,8 +294,10 @@ def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
 
     landing, lake = tmp_path / "landing", Lake(tmp_path / "lake")
     long_name = "m" * (MAX_KEY_LENGTH + 1)
-    table = _write(landing / "t.csv", f"model,suite,item_id,score\na,s1,q1,1\n{long_name},s1,q1,1\n"
-                                      f"{long_name},s1,q2,X\na,s1,q2,0\nb,s1,q1,1\n")
+    table = _write(
+        landing / "t.csv",
+        f"model,suite,item_id,score\na,s1,q1,1\n{long_name},s1,q1,1\n{long_name},s1,q2,X\na,s1,q2,0\nb,s1,q1,1\n",
+    )
     report = ingest_paths([table], lake)
     _accounted(report)
     assert not report.file_errors
@@ -281,13 +305,18 @@ def test_a_name_too_long_for_a_partition_key_sets_aside_its_rows_only(tmp_path):
     assert (report.rows_read, report.rows_ingested, report.rows_quarantined) == (5, 3, 2)
     unplaced = pd.read_parquet(unplaced_path(lake, table)).sort_values("source_line")
     assert unplaced["model"].tolist() == [long_name, long_name] and unplaced["source_line"].tolist() == [3, 4]
-    problem = f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 1}-character partition key; the limit is 200"
+    problem = (
+        f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 1}-character partition key; the limit is 200"
+    )
     assert unplaced["reason"].tolist() == [
         f"line 3: {problem}",
-        f"line 4: sample 'q2' epoch 1: unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}"]
+        f"line 4: sample 'q2' epoch 1: unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}",
+    ]
     # two rows, two classes: the second's own reason first, without its line
     assert report.unplaced[str(table)] == {
-        problem: 1, f"unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}": 1}
+        problem: 1,
+        f"unknown score value 'X' (value_map knows ['C', 'I', 'N', 'P']); {problem}": 1,
+    }
     # the nightly's discovery sees the placeable partitions only, and no unreadable file
     found = discover(lake, landing)
     assert found.partitions == {("a", "s1"), ("b", "s1")} and not found.unreadable and not found.changed
@@ -315,7 +344,9 @@ def test_a_moved_or_respelled_log_leaves_one_record_of_its_rows_in_no_partition(
     ingest_paths([moved], lake)
     assert [p.name for p in (lake.root / "unplaced").iterdir()] == [unplaced_path(lake, moved).name]
     ingest_paths([moved.relative_to(tmp_path)], lake)  # the same file by its relative path
-    assert [p.name for p in (lake.root / "unplaced").iterdir()] == [unplaced_path(lake, moved.relative_to(tmp_path)).name]
+    assert [p.name for p in (lake.root / "unplaced").iterdir()] == [
+        unplaced_path(lake, moved.relative_to(tmp_path)).name
+    ]
     accounting = ingest_accounting(lake)
     assert accounting.loc[accounting["model"] == UNPLACED_MODEL, "rows_quarantined"].tolist() == [1]
     # a copy at a path that still exists is another file: its rows are accounted for again
@@ -365,8 +396,14 @@ def test_a_wide_column_named_too_long_sets_aside_that_model_only(tmp_path):
     for name in ("suite2", "suite3"):
         ingest_paths([tmp_path / f"{name}.parquet"], lake)
     reasons = pd.read_parquet(unplaced_path(lake, tmp_path / "suite3.parquet"))["reason"].tolist()
-    problem = f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 5}-character partition key; the limit is 200"
-    assert reasons == [f"row 0: {problem}", f"row 1: {problem}", f"row 2: duplicate item 'q1'; first at row 0; {problem}"]
+    problem = (
+        f"model name {long_name[:60]!r}... encodes to a {MAX_KEY_LENGTH + 5}-character partition key; the limit is 200"
+    )
+    assert reasons == [
+        f"row 0: {problem}",
+        f"row 1: {problem}",
+        f"row 2: duplicate item 'q1'; first at row 0; {problem}",
+    ]
 
 
 def test_a_real_model_named_like_the_old_placeholder_gets_no_other_rows(tmp_path):
@@ -382,8 +419,9 @@ def test_a_real_model_named_like_the_old_placeholder_gets_no_other_rows(tmp_path
     assert set(lake.partitions("ingested")) == {("(unknown)", "s1")}
 
 
-@pytest.mark.parametrize("text", ["model,suite,item_id,score\n,s1,q1,1\n,s1,q2,0\n",
-                                  "model,suite,item_id,score\nm,,q1,1\n"])
+@pytest.mark.parametrize(
+    "text", ["model,suite,item_id,score\n,s1,q1,1\n,s1,q2,0\n", "model,suite,item_id,score\nm,,q1,1\n"]
+)
 def test_a_file_none_of_whose_rows_names_a_partition_is_unreadable(tmp_path, text):
     """No partition would ever read it in the nightly: it is reported, not left unaccounted."""
     from evalpipeline.steps.discovery import discover
@@ -403,8 +441,10 @@ def test_the_accounting_counts_quarantine_reasons_by_class_not_by_row(tmp_path):
     from evalpipeline.steps.accounting import ingest_accounting
 
     lake = Lake(tmp_path / "lake")
-    table = _write(tmp_path / "t.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\n"
-                                          "a,s1,q4,1\na,s1,q4,1\n")
+    table = _write(
+        tmp_path / "t.csv",
+        "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,X\na,s1,q3,1\na,s1,q3,0\na,s1,q4,1\na,s1,q4,1\n",
+    )
     report = ingest_paths([table], lake)
     row = ingest_accounting(lake).set_index(["model", "suite"]).loc[("a", "s1")]
     # the same classes, and counts, as the ingest report gives: two unknown scores are one class, and
@@ -435,7 +475,9 @@ def test_an_unreadable_file_keeps_one_record_until_it_is_read(tmp_path):
 
 
 def test_project_configuration_and_cli_flags(tmp_path, monkeypatch, capsys):
-    config = _write(tmp_path / "evalpipeline.toml", """
+    config = _write(
+        tmp_path / "evalpipeline.toml",
+        """
 [ingest]
 format = "long"
 [ingest.columns]
@@ -443,7 +485,8 @@ item_id = "question"
 score = "correct"
 [ingest.scores]
 value_map = { C = 1.0, I = 0.0 }
-""")
+""",
+    )
     options = load_ingest_options(config)
     assert options.format == "long" and options.column_map["score"] == "correct"
     assert dict(options.normalisation.value_map) == {"C": 1.0, "I": 0.0}
@@ -452,7 +495,9 @@ value_map = { C = 1.0, I = 0.0 }
     with pytest.raises(ConfigError, match="unknown keys in \\[ingest\\]: \\['fromat'\\]"):
         load_ingest_options(tmp_path / "bad.toml")
     src = _write(tmp_path / "in" / "scores.csv", LONG_CSV)
-    code = main(["ingest", str(src), "--lake", str(tmp_path / "lake"), "--config", str(config), "--map", "cov_level=level"])
+    code = main(
+        ["ingest", str(src), "--lake", str(tmp_path / "lake"), "--config", str(config), "--map", "cov_level=level"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "rows: 6 read = 3 ingested + 3 quarantined" in out
@@ -476,15 +521,19 @@ def test_chunked_reading_gives_the_same_tables(tmp_path):
     assert report.file_errors == []
     for table in ("samples", "quarantine"):
         for model in ("m/a", "m/b"):
-            pd.testing.assert_frame_equal(whole.read_partition(table, model, "s1"), chunked.read_partition(table, model, "s1"))
+            pd.testing.assert_frame_equal(
+                whole.read_partition(table, model, "s1"), chunked.read_partition(table, model, "s1")
+            )
 
 
 def test_the_accounting_rereads_only_partitions_whose_tables_changed(tmp_path, monkeypatch):
     from evalpipeline.steps import accounting
 
     lake = Lake(tmp_path / "lake")
-    tables = [_write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,1\n"),
-              _write(tmp_path / "b.csv", "model,suite,item_id,score\nb,s1,q1,1\n")]
+    tables = [
+        _write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\na,s1,q2,1\n"),
+        _write(tmp_path / "b.csv", "model,suite,item_id,score\nb,s1,q1,1\n"),
+    ]
     ingest_paths(tables, lake)
     first = accounting.ingest_accounting(lake)
     read = []
@@ -509,10 +558,13 @@ def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, 
     ingest_paths([_write(tmp_path / "a.csv", "model,suite,item_id,score\na,s1,q1,X\n")], lake)
     versioned = []
     real = accounting.code_version
-    monkeypatch.setattr(accounting, "code_version", lambda modules, *a, **k: versioned.append(list(modules)) or real(modules, *a, **k))
+    monkeypatch.setattr(
+        accounting, "code_version", lambda modules, *a, **k: versioned.append(list(modules)) or real(modules, *a, **k)
+    )
     accounting.ingest_accounting(lake)
-    assert versioned and all(general_reason.__module__ in modules and "evalpipeline.steps.accounting" in modules
-                             for modules in versioned)
+    assert versioned and all(
+        general_reason.__module__ in modules and "evalpipeline.steps.accounting" in modules for modules in versioned
+    )
     from assets.accounting import ingest_accounting as asset
 
     assert asset.code_versions_by_key[asset.key] == real(accounting.ACCOUNTING_CODE)
@@ -523,13 +575,19 @@ def test_the_accounting_is_versioned_by_the_code_that_classes_reasons(tmp_path, 
 
 def test_jsonl_columns_are_every_line_s_keys_not_the_first_line_s(tmp_path):
     # the first line has no epoch, error or domain: later lines' values were dropped without a word
-    src = _write(tmp_path / "ep.jsonl", "\n".join([
-        '{"model":"m","suite":"s","item_id":"a","score":1}',
-        '{"model":"m","suite":"s","item_id":"b","score":1,"epoch":1}',
-        '{"model":"m","suite":"s","item_id":"b","score":0,"epoch":2}',
-        '{"model":"m","suite":"s","item_id":"c","score":0,"error":"timeout"}',
-        '{"model":"m","suite":"s","item_id":"d","score":1,"domain":"math"}',
-    ]) + "\n")
+    src = _write(
+        tmp_path / "ep.jsonl",
+        "\n".join(
+            [
+                '{"model":"m","suite":"s","item_id":"a","score":1}',
+                '{"model":"m","suite":"s","item_id":"b","score":1,"epoch":1}',
+                '{"model":"m","suite":"s","item_id":"b","score":0,"epoch":2}',
+                '{"model":"m","suite":"s","item_id":"c","score":0,"error":"timeout"}',
+                '{"model":"m","suite":"s","item_id":"d","score":1,"domain":"math"}',
+            ]
+        )
+        + "\n",
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     _accounted(report)
@@ -548,7 +606,8 @@ def test_jsonl_whose_first_line_is_not_an_object_still_reads_the_others(tmp_path
     assert report.file_errors == [] and report.rows_ingested == 1
     assert lake.read_partition("quarantine", "m", "s").empty or True  # the list line has no model: unplaced
     assert pd.read_parquet(unplaced_path(lake, src))["reason"].tolist() == [
-        "line 1: a JSON list, not an object; no model value"]
+        "line 1: a JSON list, not an object; no model value"
+    ]
 
 
 def test_csv_reasons_name_the_line_a_record_starts_on(tmp_path):
@@ -583,8 +642,9 @@ def test_a_column_named_twice_makes_the_file_unreadable(tmp_path, kind):
         import pyarrow.parquet as pq
 
         src = tmp_path / "t.parquet"
-        pq.write_table(pa.table([["m"], ["s"], ["q1"], [1.0], [0.0]],
-                                names=["model", "suite", "item_id", "score", "score"]), src)
+        pq.write_table(
+            pa.table([["m"], ["s"], ["q1"], [1.0], [0.0]], names=["model", "suite", "item_id", "score", "score"]), src
+        )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     assert [e.path for e in report.file_errors] == [str(src)]
@@ -593,8 +653,10 @@ def test_a_column_named_twice_makes_the_file_unreadable(tmp_path, kind):
 
 
 def test_model_and_suite_names_are_stripped_and_a_name_of_spaces_is_none(tmp_path):
-    src = _write(tmp_path / "t.csv", 'model,suite,item_id,score\nm1,s1,q1,1\nm1 ,s1,q2,1\n m1, s1 ,q3,1\n"m1\t",s1,q4,0\n'
-                                     '  ,s1,q5,1\n')
+    src = _write(
+        tmp_path / "t.csv",
+        'model,suite,item_id,score\nm1,s1,q1,1\nm1 ,s1,q2,1\n m1, s1 ,q3,1\n"m1\t",s1,q4,0\n  ,s1,q5,1\n',
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     _accounted(report)
@@ -611,11 +673,17 @@ def test_a_blank_fixed_model_is_no_model(tmp_path):
 
 def test_huge_numbers_are_row_reasons_not_file_errors(tmp_path):
     big = "1" + "0" * 400
-    src = _write(tmp_path / "t.jsonl", "\n".join([
-        '{"model":"m","suite":"s","item_id":"a","score":1}',
-        '{"model":"m","suite":"s","item_id":"b","score":%s}' % big,
-        '{"model":"m","suite":"s","item_id":"c","score":1,"epoch":3000000000}',
-    ]) + "\n")
+    src = _write(
+        tmp_path / "t.jsonl",
+        "\n".join(
+            [
+                '{"model":"m","suite":"s","item_id":"a","score":1}',
+                '{"model":"m","suite":"s","item_id":"b","score":%s}' % big,
+                '{"model":"m","suite":"s","item_id":"c","score":1,"epoch":3000000000}',
+            ]
+        )
+        + "\n",
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     _accounted(report)
@@ -629,17 +697,24 @@ def test_huge_numbers_are_row_reasons_not_file_errors(tmp_path):
 
 
 def test_a_covariate_mixing_numbers_and_text_is_named_with_its_line(tmp_path):
-    src = _write(tmp_path / "t.jsonl", '{"model":"m","suite":"s","item_id":"a","score":1,"lvl":1}\n'
-                                       '{"model":"m","suite":"s","item_id":"b","score":1,"lvl":"hard"}\n')
+    src = _write(
+        tmp_path / "t.jsonl",
+        '{"model":"m","suite":"s","item_id":"a","score":1,"lvl":1}\n'
+        '{"model":"m","suite":"s","item_id":"b","score":1,"lvl":"hard"}\n',
+    )
     report = ingest_paths([src], Lake(tmp_path / "lake"), IngestOptions(column_map={"cov_lvl": "lvl"}))
     assert report.file_errors[0].error.endswith(
         "covariate 'cov_lvl' mixes value types: float 1.0 first, then str 'hard' at line 2; "
-        "give it one type (all numbers or all text)")
+        "give it one type (all numbers or all text)"
+    )
 
 
 def test_jsonl_integer_and_decimal_covariates_share_a_type(tmp_path):
-    src = _write(tmp_path / "t.jsonl", '{"model":"m","suite":"s","item_id":"a","score":1,"lvl":1}\n'
-                                       '{"model":"m","suite":"s","item_id":"b","score":1,"lvl":1.5}\n')
+    src = _write(
+        tmp_path / "t.jsonl",
+        '{"model":"m","suite":"s","item_id":"a","score":1,"lvl":1}\n'
+        '{"model":"m","suite":"s","item_id":"b","score":1,"lvl":1.5}\n',
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake, IngestOptions(column_map={"cov_lvl": "lvl"}, chunk_rows=1))
     assert report.file_errors == []
@@ -649,8 +724,10 @@ def test_jsonl_integer_and_decimal_covariates_share_a_type(tmp_path):
 def test_a_misspelt_map_column_is_named_as_such(tmp_path):
     src = _write(tmp_path / "t.csv", "model,suite,item_id,acc\nm,s,q1,1\n")
     report = ingest_paths([src], Lake(tmp_path / "lake"), IngestOptions(column_map={"score": "nope"}))
-    assert "column mapping score='nope': no such column; the file has ['model', 'suite', 'item_id', 'acc']" in \
-        report.file_errors[0].error
+    assert (
+        "column mapping score='nope': no such column; the file has ['model', 'suite', 'item_id', 'acc']"
+        in report.file_errors[0].error
+    )
 
 
 def test_detection_falls_back_to_the_canonical_column_as_the_reader_does(tmp_path):
@@ -704,10 +781,13 @@ def test_a_closed_multi_line_quote_at_the_end_is_read(tmp_path):
     assert report.file_errors == [] and sorted(lake.read_partition("samples", "m1", "s1")["item_id"]) == ["q\n2", "q1"]
 
 
-@pytest.mark.parametrize("text, rows", [
-    ("model,suite,item_id,score\nm1,s1,q1,1\nm1,s1,q2,0\n  \n", 2),
-    ("  \n\t\nmodel,suite,item_id,score\nm1,s1,q1,1\n", 1),
-])
+@pytest.mark.parametrize(
+    "text, rows",
+    [
+        ("model,suite,item_id,score\nm1,s1,q1,1\nm1,s1,q2,0\n  \n", 2),
+        ("  \n\t\nmodel,suite,item_id,score\nm1,s1,q1,1\n", 1),
+    ],
+)
 def test_lines_of_spaces_are_blank_lines(tmp_path, text, rows):
     src = _write(tmp_path / "t.csv", text)
     lake = Lake(tmp_path / "lake")
@@ -726,8 +806,11 @@ def test_empty_header_names_are_pandas_positional_names_not_a_repeated_column(tm
 
 
 def test_jsonl_integer_covariates_beyond_float_precision_stay_exact(tmp_path):
-    src = _write(tmp_path / "t.jsonl", '{"model":"m","suite":"s","item_id":"a","score":1,"id":12345678901234567}\n'
-                                       '{"model":"m","suite":"s","item_id":"b","score":0,"id":12345678901234569}\n')
+    src = _write(
+        tmp_path / "t.jsonl",
+        '{"model":"m","suite":"s","item_id":"a","score":1,"id":12345678901234567}\n'
+        '{"model":"m","suite":"s","item_id":"b","score":0,"id":12345678901234569}\n',
+    )
     lake = Lake(tmp_path / "lake")
     ingest_paths([src], lake, IngestOptions(column_map={"cov_id": "id"}))
     assert lake.read_partition("samples", "m", "s")["cov_id"].tolist() == [12345678901234567, 12345678901234569]
@@ -735,8 +818,11 @@ def test_jsonl_integer_covariates_beyond_float_precision_stay_exact(tmp_path):
 
 def test_a_second_scorer_does_not_take_the_place_of_a_quarantined_first(tmp_path):
     # q2's first row (scorer A) has an unknown score; its scorer-B row must not join a table of A scores
-    src = _write(tmp_path / "t.csv", "model,suite,item_id,score,scorer\nm1,s1,q1,1,A\nm1,s1,q1,0,B\n"
-                                     "m1,s1,q2,zz,A\nm1,s1,q2,1,B\nm1,s1,q3,zz,A\nm1,s1,q3,1,A\n")
+    src = _write(
+        tmp_path / "t.csv",
+        "model,suite,item_id,score,scorer\nm1,s1,q1,1,A\nm1,s1,q1,0,B\n"
+        "m1,s1,q2,zz,A\nm1,s1,q2,1,B\nm1,s1,q3,zz,A\nm1,s1,q3,1,A\n",
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
     _accounted(report)
@@ -744,8 +830,10 @@ def test_a_second_scorer_does_not_take_the_place_of_a_quarantined_first(tmp_path
     # a same-scorer row may still replace a quarantined first one (q3), as before
     assert samples[["item_id", "scorer"]].values.tolist() == [["q1", "A"], ["q3", "A"]]
     reasons = lake.read_partition("quarantine", "m1", "s1").set_index("source_line")["reason"]
-    assert reasons[5] == ("line 5: duplicate (model, suite, item_id 'q2', epoch 1) in the file; first at line 4 "
-                          "(scorer 'A', quarantined there; this row's scorer is 'B': choose one with --scorer)")
+    assert reasons[5] == (
+        "line 5: duplicate (model, suite, item_id 'q2', epoch 1) in the file; first at line 4 "
+        "(scorer 'A', quarantined there; this row's scorer is 'B': choose one with --scorer)"
+    )
 
 
 def test_wide_model_headers_are_stripped_as_long_model_cells_are(tmp_path):
@@ -761,8 +849,9 @@ def test_wide_model_headers_are_stripped_as_long_model_cells_are(tmp_path):
 def test_wide_model_headers_that_differ_only_in_spaces_are_refused(tmp_path):
     src = _write(tmp_path / "wsuite.csv", "item_id,m1, m1\nq1,1,0\n")
     report = ingest_paths([src], Lake(tmp_path / "lake"))
-    assert report.file_errors[0].error.endswith("model columns ['m1', ' m1'] name one model once stripped of spaces "
-                                                "and in Unicode NFC form; rename them")
+    assert report.file_errors[0].error.endswith(
+        "model columns ['m1', ' m1'] name one model once stripped of spaces and in Unicode NFC form; rename them"
+    )
 
 
 def test_wide_model_headers_that_differ_only_in_unicode_form_are_refused(tmp_path):
@@ -770,8 +859,10 @@ def test_wide_model_headers_that_differ_only_in_unicode_form_are_refused(tmp_pat
     src = _write(tmp_path / "wsuite.csv", f"item_id,{composed},{decomposed}\nq1,1,0\n")
     report = ingest_paths([src], Lake(tmp_path / "lake"))
     assert not report.partitions and report.rows_read == 0
-    assert report.file_errors[0].error.endswith(f"model columns {[composed, decomposed]} name one model once stripped "
-                                                "of spaces and in Unicode NFC form; rename them")
+    assert report.file_errors[0].error.endswith(
+        f"model columns {[composed, decomposed]} name one model once stripped "
+        "of spaces and in Unicode NFC form; rename them"
+    )
 
 
 def test_a_wide_table_whose_only_model_header_is_spaces_is_unreadable_in_discovery_and_ingest(tmp_path):
@@ -794,8 +885,15 @@ def _named_partitions(path, options=None):
 def test_a_table_names_its_partitions_as_its_rows_are_placed(tmp_path):
     # Text cells are deduplicated before they are named (one scan ran on every ingest step): a
     # name's surrounding spaces still make no new partition, and a blank name still places no row.
-    frame = pd.DataFrame({"model": ["m", " m", "m ", "n", "  ", None] * 50, "suite": ["s", "s", "s ", "s", "s", "s"] * 50,
-                          "item_id": [f"q{i}" for i in range(300)], "score": 1.0, "notes": "x" * 40})
+    frame = pd.DataFrame(
+        {
+            "model": ["m", " m", "m ", "n", "  ", None] * 50,
+            "suite": ["s", "s", "s ", "s", "s", "s"] * 50,
+            "item_id": [f"q{i}" for i in range(300)],
+            "score": 1.0,
+            "notes": "x" * 40,
+        }
+    )
     frame.to_parquet(tmp_path / "t.parquet")
     assert _named_partitions(tmp_path / "t.parquet") == {("m", "s"), ("n", "s")}
     # JSON numbers that a hash takes for one value (1, 1.0) are two names; true, which a hash takes for 1
@@ -815,8 +913,10 @@ def test_a_table_names_its_partitions_as_its_rows_are_placed(tmp_path):
 def test_a_covariate_first_valued_after_the_first_chunk_is_kept(tmp_path):
     """A covariate whose first chunk of rows has no value had no type there: the file was unreadable
     ("NumPyConverter doesn't implement <null> conversion")."""
-    lines = [{"model": "m", "suite": "s", "item_id": f"q{i}", "score": i % 2, **({"tok": i} if i >= 3 else {})}
-             for i in range(6)]
+    lines = [
+        {"model": "m", "suite": "s", "item_id": f"q{i}", "score": i % 2, **({"tok": i} if i >= 3 else {})}
+        for i in range(6)
+    ]
     src = _write(tmp_path / "t.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake, IngestOptions(column_map={"cov_tok": "tok"}, chunk_rows=2))
@@ -833,8 +933,9 @@ def test_a_mapped_covariate_without_values_is_left_out_of_the_partitions_tables(
 
     from evalpipeline.models import GlmData
 
-    src = _write(tmp_path / "t.csv", "model,suite,item_id,score,level\nm,s,q1,1,\nm,s,q2,0,\n"
-                                     "m,t,q1,1,easy\nm,t,q2,0,hard\n")
+    src = _write(
+        tmp_path / "t.csv", "model,suite,item_id,score,level\nm,s,q1,1,\nm,s,q2,0,\nm,t,q1,1,easy\nm,t,q2,0,hard\n"
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake, IngestOptions(column_map={"cov_level": "level"}))
     assert report.file_errors == [] and report.rows_ingested == 4
@@ -875,6 +976,7 @@ def test_forget_removes_a_logs_records_and_retires_what_no_other_log_holds(tmp_p
 
 # -- adversarial inputs to the table readers ------------------------------
 
+
 def _table(lake, name, model, suite):
     return pd.read_parquet(lake.table_path(name, f"{name}.parquet", model, suite))
 
@@ -886,13 +988,24 @@ def test_whole_number_ids_stay_exact_when_a_row_lacks_one(tmp_path):
     import pyarrow.parquet as pq
 
     big = 2**53
-    rows = [{"model": "m1", "suite": "s1", "item_id": 7, "score": 1},
-            {"model": "m1", "suite": "s1", "item_id": big + 1, "score": 1},
-            {"model": "m1", "suite": "s1", "item_id": big, "score": 0},
-            {"model": "m1", "suite": "s1", "score": 0}]
+    rows = [
+        {"model": "m1", "suite": "s1", "item_id": 7, "score": 1},
+        {"model": "m1", "suite": "s1", "item_id": big + 1, "score": 1},
+        {"model": "m1", "suite": "s1", "item_id": big, "score": 0},
+        {"model": "m1", "suite": "s1", "score": 0},
+    ]
     _write(tmp_path / "in" / "gap.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    pq.write_table(pa.table({"model": ["m2"] * 3, "suite": ["s1"] * 3, "item_id": pa.array([7, None, big + 1], pa.int64()),
-                             "score": [1, 0, 1]}), tmp_path / "in" / "gap.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "model": ["m2"] * 3,
+                "suite": ["s1"] * 3,
+                "item_id": pa.array([7, None, big + 1], pa.int64()),
+                "score": [1, 0, 1],
+            }
+        ),
+        tmp_path / "in" / "gap.parquet",
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths(find_log_files(tmp_path / "in"), lake)
     _accounted(report)
@@ -904,11 +1017,13 @@ def test_whole_number_ids_stay_exact_when_a_row_lacks_one(tmp_path):
 def test_a_list_object_or_boolean_cell_names_no_item_model_or_suite(tmp_path):
     """``str`` made them the item "{'x': 1}", the model "['m1']" and the item "True". Decimals and dates
     still name (a review found a first version of this fix refusing them)."""
-    rows = [{"model": "m1", "suite": "s1", "item_id": "q1", "score": 1},
-            {"model": "m1", "suite": "s1", "item_id": {"x": 1}, "score": 1},
-            {"model": "m1", "suite": "s1", "item_id": True, "score": 1},
-            {"model": "m1", "suite": "s1", "item_id": [2], "score": 1},
-            {"model": ["m1"], "suite": "s1", "item_id": "q2", "score": 1}]
+    rows = [
+        {"model": "m1", "suite": "s1", "item_id": "q1", "score": 1},
+        {"model": "m1", "suite": "s1", "item_id": {"x": 1}, "score": 1},
+        {"model": "m1", "suite": "s1", "item_id": True, "score": 1},
+        {"model": "m1", "suite": "s1", "item_id": [2], "score": 1},
+        {"model": ["m1"], "suite": "s1", "item_id": "q2", "score": 1},
+    ]
     src = _write(tmp_path / "in" / "odd.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     lake = Lake(tmp_path / "lake")
     report = ingest_paths([src], lake)
@@ -916,19 +1031,25 @@ def test_a_list_object_or_boolean_cell_names_no_item_model_or_suite(tmp_path):
     assert set(report.partitions) == {("m1", "s1")} and report.rows_unplaced == 1
     assert list(_table(lake, "samples", "m1", "s1")["item_id"]) == ["q1"]
     assert list(_table(lake, "quarantine", "m1", "s1")["reason"]) == [
-        "line 2: item_id {'x': 1} is not a name or a number", "line 3: item_id True is not a name or a number",
-        "line 4: item_id [2] is not a name or a number"]
+        "line 2: item_id {'x': 1} is not a name or a number",
+        "line 3: item_id True is not a name or a number",
+        "line 4: item_id [2] is not a name or a number",
+    ]
 
 
 def test_created_at_now_or_today_is_not_a_time(tmp_path):
     """pandas reads "now" and "today" as the moment of reading, so those rows beat every real run's."""
-    src = _write(tmp_path / "in" / "t.csv", "model,suite,item_id,score,created_at\nm1,s1,q1,1,now\nm1,s1,q2,1,Today\n"
-                                            "m1,s1,q3,1,2026-01-01\n")
+    src = _write(
+        tmp_path / "in" / "t.csv",
+        "model,suite,item_id,score,created_at\nm1,s1,q1,1,now\nm1,s1,q2,1,Today\nm1,s1,q3,1,2026-01-01\n",
+    )
     lake = Lake(tmp_path / "lake")
     _accounted(ingest_paths([src], lake))
     assert list(_table(lake, "samples", "m1", "s1")["item_id"]) == ["q3"]
     assert [r.split(" (")[0] for r in _table(lake, "quarantine", "m1", "s1")["reason"]] == [
-        "line 2: created_at 'now' is not a time", "line 3: created_at 'Today' is not a time"]
+        "line 2: created_at 'now' is not a time",
+        "line 3: created_at 'Today' is not a time",
+    ]
 
 
 def test_a_covariate_of_two_types_in_two_logs_leaves_that_partition_and_names_both_files(tmp_path, capsys):
@@ -936,12 +1057,15 @@ def test_a_covariate_of_two_types_in_two_logs_leaves_that_partition_and_names_bo
     neither file, and the ingest stopped there; now that partition is reported, and the others land."""
     _write(tmp_path / "in" / "a.jsonl", '{"model": "m1", "suite": "s1", "item_id": "q1", "score": 1, "level": 3}\n')
     _write(tmp_path / "in" / "b.csv", "model,suite,item_id,score,level\nm1,s1,q2,1,4\nm2,s1,q1,1,4\n")
-    code = main(["ingest", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--map", "cov_level=level",
-                 "--no-validate"])
+    code = main(
+        ["ingest", str(tmp_path / "in"), "--lake", str(tmp_path / "lake"), "--map", "cov_level=level", "--no-validate"]
+    )
     out = capsys.readouterr().out
     assert code == 1 and "Traceback" not in out
-    why = (f"covariate 'cov_level' mixes value types: float 3.0 first in {tmp_path / 'in' / 'a.jsonl'} at line 1, "
-           f"then str '4' in {tmp_path / 'in' / 'b.csv'} at line 2; give it one type (all numbers or all text)")
+    why = (
+        f"covariate 'cov_level' mixes value types: float 3.0 first in {tmp_path / 'in' / 'a.jsonl'} at line 1, "
+        f"then str '4' in {tmp_path / 'in' / 'b.csv'} at line 2; give it one type (all numbers or all text)"
+    )
     assert f"  m1 x s1: NOT CONSOLIDATED, 2 staged rows, its tables left as they were (or absent): {why}" in out
     assert "rows: 1 read = 1 ingested + 0 quarantined; and 2 staged in partitions NOT CONSOLIDATED" in out
     lake = Lake(tmp_path / "lake")
@@ -959,11 +1083,28 @@ def test_decimal_and_date_ids_name_items_as_before(tmp_path):
     import pyarrow.parquet as pq
 
     (tmp_path / "in").mkdir()
-    pq.write_table(pa.table({"model": ["m1", "m1"], "suite": ["s1", "s1"],
-                             "item_id": pa.array([decimal.Decimal("0"), decimal.Decimal("12")], pa.decimal128(10, 0)),
-                             "score": [1, 0]}), tmp_path / "in" / "dec.parquet")
-    pq.write_table(pa.table({"model": ["m2"], "suite": ["s1"], "item_id": pa.array([datetime.date(2020, 1, 1)], pa.date32()),
-                             "score": [1]}), tmp_path / "in" / "date.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "model": ["m1", "m1"],
+                "suite": ["s1", "s1"],
+                "item_id": pa.array([decimal.Decimal("0"), decimal.Decimal("12")], pa.decimal128(10, 0)),
+                "score": [1, 0],
+            }
+        ),
+        tmp_path / "in" / "dec.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "model": ["m2"],
+                "suite": ["s1"],
+                "item_id": pa.array([datetime.date(2020, 1, 1)], pa.date32()),
+                "score": [1],
+            }
+        ),
+        tmp_path / "in" / "date.parquet",
+    )
     lake = Lake(tmp_path / "lake")
     report = ingest_paths(find_log_files(tmp_path / "in"), lake)
     assert report.rows_quarantined == 0 and report.rows_ingested == 3
@@ -977,20 +1118,29 @@ def test_answer_and_target_columns_of_every_long_format(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    csv = _write(tmp_path / "in" / "labels.csv", "model,suite,item_id,score,pred,gold\n"
-                                                 "m,s,q1,1,A,A\nm,s,q2,0,B,C\nm,s,q3,0,,C\n")
+    csv = _write(
+        tmp_path / "in" / "labels.csv", "model,suite,item_id,score,pred,gold\nm,s,q1,1,A,A\nm,s,q2,0,B,C\nm,s,q3,0,,C\n"
+    )
     lake = Lake(tmp_path / "lake")
     ingest_paths([csv], lake, IngestOptions(column_map={"answer": "pred", "target": "gold"}))
     rows = lake.read_partition("samples", "m", "s").set_index("item_id")
     assert _values(rows["answer"]) == ["A", "B", None] and _values(rows["target"]) == ["A", "C", "C"]
 
-    table = pa.table({"model": ["m2"] * 3, "suite": ["s"] * 3, "item_id": ["q1", "q2", "q3"], "score": [1.0, 0.0, 1.0],
-                      "answer": pa.array([7, None, 2], pa.int64()),
-                      "target": pa.array([["7"], ["3", "4"], ["2"]], pa.list_(pa.string()))})
+    table = pa.table(
+        {
+            "model": ["m2"] * 3,
+            "suite": ["s"] * 3,
+            "item_id": ["q1", "q2", "q3"],
+            "score": [1.0, 0.0, 1.0],
+            "answer": pa.array([7, None, 2], pa.int64()),
+            "target": pa.array([["7"], ["3", "4"], ["2"]], pa.list_(pa.string())),
+        }
+    )
     pq.write_table(table, tmp_path / "in" / "labels.parquet")
     (tmp_path / "in" / "labels.jsonl").write_text(
         '{"model": "m3", "suite": "s", "item_id": "q1", "score": 1, "answer": 7, "target": 7}\n'
-        '{"model": "m3", "suite": "s", "item_id": "q2", "score": 0, "target": ["a", "b"]}\n')
+        '{"model": "m3", "suite": "s", "item_id": "q2", "score": 0, "target": ["a", "b"]}\n'
+    )
     ingest_paths([tmp_path / "in" / "labels.parquet", tmp_path / "in" / "labels.jsonl"], lake, IngestOptions())
     parquet = lake.read_partition("samples", "m2", "s").set_index("item_id")
     assert _values(parquet["answer"]) == ["7", None, "2"]  # not "7.0": the column has a gap
@@ -1009,8 +1159,9 @@ def test_ingest_of_a_table_with_many_partitions_prints_bounded_lines(tmp_path, c
     # the rest; --verbose lists every partition
     import evalpipeline.cli.main as cli
 
-    rows = [{"model": f"m{m:02d}", "suite": f"s{s:02d}", "item_id": "q1", "score": 1.0}
-            for m in range(6) for s in range(5)]
+    rows = [
+        {"model": f"m{m:02d}", "suite": f"s{s:02d}", "item_id": "q1", "score": 1.0} for m in range(6) for s in range(5)
+    ]
     table = tmp_path / "wide.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
     assert cli.main(["ingest", str(table), "--lake", str(tmp_path / "lake"), "--no-validate"]) == 0

@@ -9,11 +9,20 @@ from evalpipeline.report.terminal import display_width, format_leaderboard
 
 def _board(names):
     n = len(names)
-    return pd.DataFrame({
-        "rank": range(1, n + 1), "model": names, "posterior_mean": [0.5] * n, "hpdi_mass": [0.95] * n,
-        "hpdi_low": [0.4] * n, "hpdi_high": [0.6] * n, "clt_low": [0.4] * n, "clt_high": [0.6] * n,
-        "clt_flag": [None] * n, "n": [100] * n,
-    })
+    return pd.DataFrame(
+        {
+            "rank": range(1, n + 1),
+            "model": names,
+            "posterior_mean": [0.5] * n,
+            "hpdi_mass": [0.95] * n,
+            "hpdi_low": [0.4] * n,
+            "hpdi_high": [0.6] * n,
+            "clt_low": [0.4] * n,
+            "clt_high": [0.6] * n,
+            "clt_flag": [None] * n,
+            "n": [100] * n,
+        }
+    )
 
 
 def test_display_width():

@@ -439,7 +439,9 @@ def test_data_docs_compile_their_templates_once_a_process_and_render_as_gx_does(
     assert compiled > 10  # the page, index and component templates
     validate_samples(samples, ValidationSettings(), tmp_path / "cached", label="m x s")
     assert len(docs_views.TEMPLATE_CACHE) == compiled and docs_views.TEMPLATE_CACHE.hits >= hits + compiled
-    monkeypatch.setattr(docs_views, "site_views", lambda: {"site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+    monkeypatch.setattr(
+        docs_views, "site_views", lambda: {"site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}}
+    )
     validate_samples(samples, ValidationSettings(), tmp_path / "gx", label="m x s")  # GX's own views
     cached, own = _site_pages(tmp_path / "cached"), _site_pages(tmp_path / "gx")
     assert len(cached) == 3 and cached == own

@@ -4,6 +4,7 @@ exactly the report it would get alone, and vouches for no partition that fails a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -65,8 +66,18 @@ def _corpus() -> dict[str, tuple[pd.DataFrame, pd.DataFrame | None, bool]]:
 
 def _view(report) -> tuple:
     return (
-        [(c.name, c.passed, c.description, json.dumps(c.observed, sort_keys=True, default=str), c.expectation_type,
-          c.source, len(c.examples)) for c in report.checks],
+        [
+            (
+                c.name,
+                c.passed,
+                c.description,
+                json.dumps(c.observed, sort_keys=True, default=str),
+                c.expectation_type,
+                c.source,
+                len(c.examples),
+            )
+            for c in report.checks
+        ],
         report.row_failures,
         report.rows,
     )
@@ -87,8 +98,11 @@ def test_every_report_of_a_batch_is_the_one_the_partition_gets_alone(settings, t
         assert _view(report) == _view(alone), item.label
     expected = {name for name, (_, _, passes) in cases.items() if passes}
     if settings.epoch_max == 3:  # two epochs everywhere: all still in range; the errored share bound is 20%
-        expected -= {name for name in expected if not validate_samples(
-            cases[name][0], settings, quarantine=cases[name][1]).success}
+        expected -= {
+            name
+            for name in expected
+            if not validate_samples(cases[name][0], settings, quarantine=cases[name][1]).success
+        }
     # every partition that passes alone and shares its columns and dtypes with another is vouched for
     shapes = {}
     for name in expected:
@@ -119,11 +133,16 @@ def test_a_batch_of_one_shape_is_one_gx_run(monkeypatch):
 
 # -- in the ingest pipeline (evalpipeline.steps.samples.PartitionValidator) ---------------------------------------
 
-def _landing(tmp_path, *, bad_epoch: bool) -> "Path":
+
+def _landing(tmp_path, *, bad_epoch: bool) -> Path:
     landing = tmp_path / "landing"
     landing.mkdir(exist_ok=True)
-    rows = [{"model": f"m{m}", "suite": f"s{s}", "item_id": f"q{i}", "epoch": 1, "score": float((i + m) % 2)}
-            for m in range(3) for s in range(2) for i in range(6)]
+    rows = [
+        {"model": f"m{m}", "suite": f"s{s}", "item_id": f"q{i}", "epoch": 1, "score": float((i + m) % 2)}
+        for m in range(3)
+        for s in range(2)
+        for i in range(6)
+    ]
     if bad_epoch:  # the last model's first suite gets a row GX rejects (epoch above epoch_max)
         rows.append({"model": "m2", "suite": "s0", "item_id": "q0", "epoch": 5000, "score": 1.0})
     pd.DataFrame(rows).to_parquet(landing / "scores.parquet")
@@ -244,8 +263,11 @@ def test_batches_hold_a_bounded_number_of_rows_and_a_large_partition_is_validate
     validator = partition_validator(lake, data_docs=False)
     batches = []
     original = validator.prepare
-    monkeypatch.setattr(validator, "prepare", lambda candidates: batches.append(
-        sorted((m, s) for _, _, m, s in candidates)) or original(candidates))
+    monkeypatch.setattr(
+        validator,
+        "prepare",
+        lambda candidates: batches.append(sorted((m, s) for _, _, m, s in candidates)) or original(candidates),
+    )
     landing = _landing(tmp_path, bad_epoch=True)  # m2 x s0 has 7 staged rows
     pairs = [(f"m{m}", f"s{s}") for m in range(3) for s in range(2)]
     frame = pd.read_parquet(landing / "scores.parquet")

@@ -50,24 +50,31 @@ def module(tmp_path, monkeypatch):
 
 def test_comments_docstrings_and_layout_do_not_change_the_version(module):
     before = module(MODULE)
-    edited = (MODULE.replace('"""A module docstring."""', '"""Another module docstring,\n\nlonger."""')
-              .replace("# a comment", "# why the scale is 2")
-              .replace('"""A class docstring."""', '"""Reworded."""')
-              .replace('"""A method docstring."""\n', "")
-              .replace('"An async docstring."', '"""Reworded too."""')
-              .replace("return -0.5 * (x / SCALE) ** 2 - math.log(SCALE)",
-                       "return (-0.5 * (x / SCALE) ** 2\n                - math.log(SCALE))")
-              .replace("\n\n\nclass", "\n\n\n\n# a new comment line\nclass"))
+    edited = (
+        MODULE.replace('"""A module docstring."""', '"""Another module docstring,\n\nlonger."""')
+        .replace("# a comment", "# why the scale is 2")
+        .replace('"""A class docstring."""', '"""Reworded."""')
+        .replace('"""A method docstring."""\n', "")
+        .replace('"An async docstring."', '"""Reworded too."""')
+        .replace(
+            "return -0.5 * (x / SCALE) ** 2 - math.log(SCALE)",
+            "return (-0.5 * (x / SCALE) ** 2\n                - math.log(SCALE))",
+        )
+        .replace("\n\n\nclass", "\n\n\n\n# a new comment line\nclass")
+    )
     assert edited != MODULE
     assert module(edited) == before
 
 
-@pytest.mark.parametrize("edit", [
-    ("SCALE = 2.0", "SCALE = 2.5"),                                  # a constant
-    ("(x / SCALE) ** 2", "(x / SCALE) ** 3"),                        # an expression
-    ('return "not a docstring"', 'return "another string"'),         # a string that is not a docstring
-    ('"""A method docstring."""', "x = abs(x)"),                     # a statement where the docstring was
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("SCALE = 2.0", "SCALE = 2.5"),  # a constant
+        ("(x / SCALE) ** 2", "(x / SCALE) ** 3"),  # an expression
+        ('return "not a docstring"', 'return "another string"'),  # a string that is not a docstring
+        ('"""A method docstring."""', "x = abs(x)"),  # a statement where the docstring was
+    ],
+)
 def test_a_change_to_the_code_changes_the_version(module, edit):
     before = module(MODULE)
     assert module(MODULE.replace(*edit)) != before

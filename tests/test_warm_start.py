@@ -20,8 +20,12 @@ def _out(chains=2):
     ``overall`` and ``model_mean_raw``."""
     position = np.array([[1.0, 2.0, 3.0, 9.0], [4.0, 5.0, 6.0, 9.0]])[:chains]
     return {
-        "last_z": {"model_rest_raw": position, "sigma_model": np.array([-1.0, -2.0])[:chains],
-                   "overall": np.array([0.5, 0.6])[:chains], "model_mean_raw": np.array([[0.1], [0.2]])[:chains]},
+        "last_z": {
+            "model_rest_raw": position,
+            "sigma_model": np.array([-1.0, -2.0])[:chains],
+            "overall": np.array([0.5, 0.6])[:chains],
+            "model_mean_raw": np.array([[0.1], [0.2]])[:chains],
+        },
         "inverse_mass": {
             "model_rest_raw|sigma_model": np.array([[0.1, 0.2, 0.3, 1.5, 0.7], [0.4, 0.5, 0.6, 1.5, 0.8]])[:chains],
             "overall|model_mean_raw": np.array([[[2.0, 0.5], [0.5, 3.0]], [[4.0, 1.0], [1.0, 5.0]]])[:chains],
@@ -39,8 +43,7 @@ def _axes(site):
 
 
 def _captured(labels=("a", "c", "d")):
-    return warm_start.capture(_out(), "suite_binomial", OPTIONS, SHAPES, BLOCK, _axes,
-                              lambda axis: list(labels))
+    return warm_start.capture(_out(), "suite_binomial", OPTIONS, SHAPES, BLOCK, _axes, lambda axis: list(labels))
 
 
 def test_a_captured_state_round_trips_through_json_and_keeps_real_coordinates_only():
@@ -63,18 +66,21 @@ def test_a_joining_llm_starts_at_its_sites_median_and_padded_slots_at_the_prior(
     state = _captured()
     shapes = dict(SHAPES, model_rest_raw=(6,))
     starts, diagonals, block_mass, step = warm_start.arguments(
-        state, "suite_binomial", OPTIONS, shapes, BLOCK, lambda axis: ["a", "b", "c", "d"], chains=2)
+        state, "suite_binomial", OPTIONS, shapes, BLOCK, lambda axis: ["a", "b", "c", "d"], chains=2
+    )
     np.testing.assert_allclose(starts["model_rest_raw"], [[1, 2, 2, 3, 0, 0], [4, 5, 5, 6, 0, 0]])
-    np.testing.assert_allclose(diagonals["model_rest_raw"], [[0.1, 0.2, 0.2, 0.3, 1, 1], [0.4, 0.5, 0.5, 0.6, 1, 1]],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        diagonals["model_rest_raw"], [[0.1, 0.2, 0.2, 0.3, 1, 1], [0.4, 0.5, 0.5, 0.6, 1, 1]], rtol=1e-6
+    )
     np.testing.assert_allclose(starts["sigma_model"], [-1.0, -2.0])
     np.testing.assert_allclose(diagonals["sigma_model"], [[0.7], [0.8]], rtol=1e-6)
     assert "overall" not in diagonals and "model_mean_raw" not in diagonals  # in the dense block
     np.testing.assert_allclose(block_mass, [[[2.0, 0.5], [0.5, 3.0]], [[4.0, 1.0], [1.0, 5.0]]])
     np.testing.assert_allclose(step, [0.25, 0.3])
     # an LLM that left ("a") is dropped; the others keep their values
-    starts, _, _, _ = warm_start.arguments(state, "suite_binomial", OPTIONS, SHAPES, BLOCK,
-                                           lambda axis: ["c", "d"], chains=2)
+    starts, _, _, _ = warm_start.arguments(
+        state, "suite_binomial", OPTIONS, SHAPES, BLOCK, lambda axis: ["c", "d"], chains=2
+    )
     np.testing.assert_allclose(starts["model_rest_raw"], [[2, 3, 0, 0], [5, 6, 0, 0]])
 
 
@@ -86,8 +92,9 @@ def test_pooled_tuning_gives_every_chain_the_mean_mass_matrix_and_step_size_and_
     shapes = dict(SHAPES, model_rest_raw=(6,))
     labels = lambda axis: ["a", "b", "c", "d"]  # noqa: E731
     own = warm_start.arguments(state, "suite_binomial", OPTIONS, shapes, BLOCK, labels, chains=2)
-    starts, diagonals, block_mass, step = warm_start.arguments(state, "suite_binomial", OPTIONS, shapes, BLOCK,
-                                                               labels, chains=2, pooled=True)
+    starts, diagonals, block_mass, step = warm_start.arguments(
+        state, "suite_binomial", OPTIONS, shapes, BLOCK, labels, chains=2, pooled=True
+    )
     for site in starts:
         np.testing.assert_array_equal(starts[site], own[0][site])
     np.testing.assert_allclose(diagonals["model_rest_raw"], [[0.25, 0.35, 0.35, 0.45, 1, 1]] * 2, rtol=1e-6)
@@ -106,28 +113,47 @@ def test_warm_tuning_must_be_pooled_or_per_chain():
         FitSettings(warm_tuning="mean")
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(name="suite_null"), "is of 'suite_binomial'"),
-    (dict(options={"group_mean_basis": False}), "structure changed .*group_mean_basis"),
-    (dict(chains=4), "2 chains, this fit runs 4"),
-    (dict(shapes={**SHAPES, "sigma_task": ()}), "sites changed"),
-    (dict(shapes={**SHAPES, "overall": (2,)}), "dense mass block"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(name="suite_null"), "is of 'suite_binomial'"),
+        (dict(options={"group_mean_basis": False}), "structure changed .*group_mean_basis"),
+        (dict(chains=4), "2 chains, this fit runs 4"),
+        (dict(shapes={**SHAPES, "sigma_task": ()}), "sites changed"),
+        (dict(shapes={**SHAPES, "overall": (2,)}), "dense mass block"),
+    ],
+)
 def test_a_state_that_cannot_start_the_fit_says_why(change, match):
     state = _captured()
     arguments = dict(name="suite_binomial", options=OPTIONS, shapes=SHAPES, block=BLOCK, chains=2) | change
     with pytest.raises(WarmStartMismatch, match=match):
-        warm_start.arguments(state, arguments["name"], arguments["options"], arguments["shapes"], arguments["block"],
-                             lambda axis: ["a", "c", "d"], arguments["chains"])
+        warm_start.arguments(
+            state,
+            arguments["name"],
+            arguments["options"],
+            arguments["shapes"],
+            arguments["block"],
+            lambda axis: ["a", "c", "d"],
+            arguments["chains"],
+        )
 
 
 def test_a_dense_block_over_padded_coordinates_is_not_captured():
     out = _out()
     out["last_z"]["model_mean_raw"] = np.zeros((2, 2))  # padded: 2 slots for 1 real one
     shapes = dict(SHAPES, model_mean_raw=(2,))
-    assert warm_start.capture(out, "suite_binomial", OPTIONS, shapes, BLOCK,
-                              lambda s: ("model",) if s in ("model_rest_raw", "model_mean_raw") else (),
-                              lambda axis: ["a"]) is None
+    assert (
+        warm_start.capture(
+            out,
+            "suite_binomial",
+            OPTIONS,
+            shapes,
+            BLOCK,
+            lambda s: ("model",) if s in ("model_rest_raw", "model_mean_raw") else (),
+            lambda axis: ["a"],
+        )
+        is None
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -139,9 +165,21 @@ def _suite_frame(models: int, items: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     ability, difficulty = rng.normal(0.0, 1.0, models), rng.normal(0.0, 1.0, items)
     p = 1.0 / (1.0 + np.exp(-(ability[:, None] - difficulty[None, :])))
-    rows = [{"model": f"m{m:02d}", "suite": "s", "domain": "d", "subdomain": f"sub{i % 3}", "item_id": f"q{i:03d}",
-             "epoch": 1, "score": float(rng.random() < p[m, i]), "error": None, "limit": None}
-            for m in range(models) for i in range(items)]
+    rows = [
+        {
+            "model": f"m{m:02d}",
+            "suite": "s",
+            "domain": "d",
+            "subdomain": f"sub{i % 3}",
+            "item_id": f"q{i:03d}",
+            "epoch": 1,
+            "score": float(rng.random() < p[m, i]),
+            "error": None,
+            "limit": None,
+        }
+        for m in range(models)
+        for i in range(items)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -157,8 +195,14 @@ def test_a_warm_refit_has_the_posterior_of_a_cold_refit():
     settings = FitSettings(num_warmup=400, num_samples=500)
     thresholds = DiagnosticThresholds(max_r_hat=1.02)  # cold fits of this size reach 1.013
     fitter = Fitter()
-    before = fit_glm("suite_binomial", GlmData.from_samples(frame[frame["model"] != "m06"]), settings, thresholds,
-                     seed_key="before", fitter=fitter)
+    before = fit_glm(
+        "suite_binomial",
+        GlmData.from_samples(frame[frame["model"] != "m06"]),
+        settings,
+        thresholds,
+        seed_key="before",
+        fitter=fitter,
+    )
     assert before.passed and before.metadata["start"] == "cold: no earlier fit to start from"
     assert before.metadata["options"]["group_mean_basis"] and before.warm_state.block is not None
     state = WarmStart.from_json(before.warm_state.to_json())
@@ -166,13 +210,17 @@ def test_a_warm_refit_has_the_posterior_of_a_cold_refit():
     cold = fit_glm("suite_binomial", data, settings, thresholds, seed_key="after", fitter=fitter)
     warm = fit_glm("suite_binomial", data, settings, thresholds, seed_key="after", fitter=fitter, warm=state)
     assert warm.metadata["start"] == "warm" and warm.passed
-    assert [a["start"] for a in warm.attempts] == ["warm (150 burn-in)"] and warm.attempts[0]["seed_key"] == "after|warm"
+    assert [a["start"] for a in warm.attempts] == ["warm (150 burn-in)"] and warm.attempts[0][
+        "seed_key"
+    ] == "after|warm"
     assert warm.idata.posterior.sizes["draw"] == 500
     # the pooled tuning (the default): one step size, the mean of the stored chains'
     steps = warm.idata.sample_stats["step_size"].values
     np.testing.assert_allclose(steps, np.mean(state.step_size), rtol=1e-6)
     effects = [f.idata.posterior["model"] for f in (cold, warm)]
-    shift = abs(effects[0].mean(("chain", "draw")) - effects[1].mean(("chain", "draw"))) / effects[0].std(("chain", "draw"))
+    shift = abs(effects[0].mean(("chain", "draw")) - effects[1].mean(("chain", "draw"))) / effects[0].std(
+        ("chain", "draw")
+    )
     assert float(shift.max()) < 0.3
     assert warm.warm_state is not None and warm.warm_state.sites["model_rest_raw"]["labels"][0][6] == "m06"
 
@@ -229,8 +277,10 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     # 500 draws: the cold refit below must pass its gates for the bookkeeping to be tested; with 300,
     # one seed in twelve failed tail ESS after its retry (30 items, 5 LLMs), before and after the
     # likelihood's custom gradient alike (12 of 12 and 11 of 12 passed)
-    config = GlmConfig(FitSettings(num_warmup=300, num_samples=500),
-                       DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05))
+    config = GlmConfig(
+        FitSettings(num_warmup=300, num_samples=500),
+        DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05),
+    )
     first = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1")
     assert first.passed and first.metadata["start"] == "cold: no earlier fit to start from"
     provenance = json.loads((first.directory / "provenance.json").read_text())
@@ -245,7 +295,9 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
     state, why = previous_warm_state(first.directory, wanted)
     assert why is None and state.to_json() == (first.directory / named).read_bytes()
     assert previous_warm_state(first.directory, {**wanted, "version": "v2"}) == (
-        None, "the previous fit was made by other code")
+        None,
+        "the previous fit was made by other code",
+    )
     # switching warm starts off or on changes no version: nothing is refitted for it
     off = dataclasses.replace(config, settings=dataclasses.replace(config.settings, warm_start=False))
     assert off.for_model("suite_binomial") == config.for_model("suite_binomial")
@@ -265,7 +317,9 @@ def test_a_suite_refit_starts_from_the_state_its_provenance_names(tmp_path):
 
     write_samples(lake, "m6", "quiz", planted_scores(rng, difficulty, 0.3))
     fourth = fit_suite_glm(lake, "quiz", "suite_binomial", off, version="v1")
-    assert fourth.status == "fitted" and fourth.metadata["start"] == "cold: warm starts are off ([glm] warm_start = false)"
+    assert (
+        fourth.status == "fitted" and fourth.metadata["start"] == "cold: warm starts are off ([glm] warm_start = false)"
+    )
     # where its chains ended is kept even so: switched back on, warm starts take effect at the next refit
     kept = json.loads((fourth.directory / "provenance.json").read_text())["warm_state"]
     assert [p.name for p in fourth.directory.glob("warm-*.json")] == [kept]
@@ -321,8 +375,15 @@ def test_room_for_another_llm_follows_the_padded_llm_axis_and_units():
     from evalpipeline.models import glm
 
     def data(models, units):
-        return SimpleNamespace(n_models=models, n_units=units, n_domains=1, n_subdomains=1, n_items=units // models,
-                               numeric_covariates=[], categorical_covariates={})
+        return SimpleNamespace(
+            n_models=models,
+            n_units=units,
+            n_domains=1,
+            n_subdomains=1,
+            n_items=units // models,
+            numeric_covariates=[],
+            categorical_covariates={},
+        )
 
     for models, room in ((7, False), (8, False), (9, True), (103, True), (104, False), (105, True)):  # exact up to 8
         grid = data(models, models * 200)
@@ -370,13 +431,19 @@ def test_a_sampler_prepared_from_one_llm_more_is_what_the_next_refit_loads(tmp_p
         write_samples(lake, f"m{index}", "quiz", planted_scores(rng, difficulty, rng.normal(0.0, 0.5)))
     # the plain basis: whether tasks are centred, which the group-mean basis follows, may flip with a
     # tenth LLM here, and a warm start needs the same structure (a cold start is tested elsewhere)
-    config = GlmConfig(FitSettings(num_warmup=300, num_samples=500, prepare_samplers_from=9, group_mean_basis=False),
-                       DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05))
+    config = GlmConfig(
+        FitSettings(num_warmup=300, num_samples=500, prepare_samplers_from=9, group_mean_basis=False),
+        DiagnosticThresholds(min_ess_bulk=100, min_ess_tail=100, max_r_hat=1.05),
+    )
     first = fit_suite_glm(lake, "quiz", "suite_binomial", config, version="v1", fitter=Fitter(program_cache=programs))
     assert first.passed and first.metadata["start"].startswith("cold")
     (request,) = preparation_requests(programs)  # the cold fit compiled no warm sampler
-    assert json.loads(request.read_text()) == {"suite": "quiz", "glm": "suite_binomial", "lake": str(lake.root.resolve()),
-                                               "reason": "its warm sampler for one LLM more is not compiled yet"}
+    assert json.loads(request.read_text()) == {
+        "suite": "quiz",
+        "glm": "suite_binomial",
+        "lake": str(lake.root.resolve()),
+        "reason": "its warm sampler for one LLM more is not compiled yet",
+    }
     assert preparation_requests(programs, lake.root) == [request] and not preparation_requests(programs, tmp_path)
     stored = set(programs.glob("nuts-*.zip"))
 
@@ -406,7 +473,9 @@ def test_a_sampler_prepared_from_one_llm_more_is_what_the_next_refit_loads(tmp_p
     # a request that no longer applies is dropped with the reason, and so is one that is not a request;
     # another lake's (lakes may share a cache) is left to that lake's job
     root = str(lake.root.resolve())
-    (programs / "requests" / "gone.json").write_text(json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": root}))
+    (programs / "requests" / "gone.json").write_text(
+        json.dumps({"suite": "gone", "glm": "suite_binomial", "lake": root})
+    )
     (programs / "requests" / "junk.json").write_text("{")
     other = programs / "requests" / "other.json"
     other.write_text(json.dumps({"suite": "quiz", "glm": "suite_binomial", "lake": str(tmp_path / "other")}))

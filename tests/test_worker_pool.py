@@ -30,8 +30,12 @@ def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path):
         "    pool.submit(time.sleep, 600)  # a long run in progress\n"
         "    time.sleep(600)\n"
     )
-    parent = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parent = subprocess.Popen(
+        [sys.executable, str(driver)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     worker = None
     try:
         worker = int(parent.stdout.readline())
@@ -73,9 +77,18 @@ def test_worker_pool_starts_fresh_workers_after_one_dies():
         pool.shutdown()
 
 
-@pytest.mark.parametrize("model_runs, profiles, workers", [
-    ([1], 101, 2), ([1], 7, 2), ([1, 1], 100, 2), ([3, 2], 100, 2), ([1], 100, 3), ([], 50, 2), ([1], 101, 1),
-])
+@pytest.mark.parametrize(
+    "model_runs, profiles, workers",
+    [
+        ([1], 101, 2),
+        ([1], 7, 2),
+        ([1, 1], 100, 2),
+        ([3, 2], 100, 2),
+        ([1], 100, 3),
+        ([], 50, 2),
+        ([1], 101, 1),
+    ],
+)
 def test_profile_runs_are_sized_so_that_the_workers_end_the_model_stage_together(model_runs, profiles, workers):
     """The model stage's profile-only runs: the pool hands the model runs out first, each to the first
     free worker, then the profile runs, largest first. Simulating that hand-out with the assumed costs,
@@ -119,8 +132,14 @@ def test_workers_fork_from_a_server_that_imported_the_code_location_before_the_f
         "    print(json.dumps({'job': os.getpid(), 'seen': seen}))\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, timeout=600, cwd=root,
-                          env={**os.environ, "PYTHONPATH": root})
+    done = subprocess.run(
+        [sys.executable, str(driver)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     seen = report["seen"]
@@ -184,8 +203,13 @@ def test_a_dying_worker_fails_its_own_run_and_the_sibling_run_it_took_down_is_re
     as it ended, not run again, the pool's other documented path. Alone, or under CPU hogs, the death
     was noticed at once in every try. Both paths keep the contract: the dying run fails, the sibling's
     succeeds once, nothing is left running."""
-    result = subprocess.run([sys.executable, "-m", "tests.helpers.pool_steps", str(tmp_path)], cwd=REPO,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.pool_steps", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     ran = json.loads(result.stdout.strip().splitlines()[-1])
     lines = ran["lines"]
@@ -218,8 +242,15 @@ def test_a_step_that_finished_before_a_sibling_worker_died_is_reported_as_it_end
     steps = [(1, "die", [str(tmp_path)], "dies", None), (2, "finish", [str(tmp_path)], "finishes", None)]
     pool = WorkerPool(2)
     try:
-        outcomes = run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
-                              on_lost_workers=lambda: None, block=finished_unsent)
+        outcomes = run_steps(
+            steps,
+            2,
+            lines.append,
+            pool=pool,
+            instance=types.SimpleNamespace(root_directory=""),
+            on_lost_workers=lambda: None,
+            block=finished_unsent,
+        )
     finally:
         pool.shutdown()
     assert [outcome.ok for outcome in outcomes] == [False, True], lines

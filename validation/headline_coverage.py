@@ -22,23 +22,38 @@ from evalpipeline.stats.coverage import DESIGNS, simulate_design_coverage, simul
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=int, default=2000, help="datasets per design (default 2000)")
-    parser.add_argument("--pairs", type=int, default=10000, help="planted pairs per interaction level (default 10000; ~15 min each on one core)")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=10000,
+        help="planted pairs per interaction level (default 10000; ~15 min each on one core)",
+    )
     args = parser.parse_args(argv)
     table = simulate_design_coverage(DESIGNS, n_datasets=args.datasets, seed=1)
-    print(f"| design | headline 95% HPDI | independent-attempts HPDI | mean design effect | ({args.datasets:,} "
-          "datasets each) |\n| --- | ---: | ---: | ---: | --- |")
+    print(
+        f"| design | headline 95% HPDI | independent-attempts HPDI | mean design effect | ({args.datasets:,} "
+        "datasets each) |\n| --- | ---: | ---: | ---: | --- |"
+    )
     for row in table.itertuples():
-        print(f"| {row.design} | {row.coverage:.3f} | {row.coverage_independent:.3f} | {row.mean_design_effect:.2f} "
-              f"| MC se {row.mc_se:.3f} |")
+        print(
+            f"| {row.design} | {row.coverage:.3f} | {row.coverage_independent:.3f} | {row.mean_design_effect:.2f} "
+            f"| MC se {row.mc_se:.3f} |"
+        )
     print()
     for interaction in (0.0, 0.7):
-        calibration = simulate_pair_calibration(n_pairs=args.pairs, n_items=30, epochs=5, interaction=interaction, seed=2)
+        calibration = simulate_pair_calibration(
+            n_pairs=args.pairs, n_items=30, epochs=5, interaction=interaction, seed=2
+        )
         print(f"Interaction sd {interaction:g} (logit scale), {args.pairs:,} pairs of 30 items x 5 epochs:\n")
-        print("| reported P(A > B) | pairs | mean reported | share truly better | difference |\n"
-              "| --- | ---: | ---: | ---: | ---: |")
+        print(
+            "| reported P(A > B) | pairs | mean reported | share truly better | difference |\n"
+            "| --- | ---: | ---: | ---: | ---: |"
+        )
         for row in calibration.itertuples():
-            print(f"| {row.bin} | {row.pairs} | {row.mean_reported:.3f} | {row.share_better:.3f} | "
-                  f"{row.share_better - row.mean_reported:+.3f} (MC se {row.mc_se:.3f}) |")
+            print(
+                f"| {row.bin} | {row.pairs} | {row.mean_reported:.3f} | {row.share_better:.3f} | "
+                f"{row.share_better - row.mean_reported:+.3f} (MC se {row.mc_se:.3f}) |"
+            )
         print()
     return 0
 

@@ -26,8 +26,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    simulated = simulate_iid_coverage(n_thetas=args.thetas, n_datasets=args.datasets, n_resamples=args.resamples,
-                                      seed=args.seed)
+    simulated = simulate_iid_coverage(
+        n_thetas=args.thetas, n_datasets=args.datasets, n_resamples=args.resamples, seed=args.seed
+    )
     for level, part in simulated.groupby("level"):
         print(f"\nsimulated coverage at nominal {level:.0%} ({args.thetas} thetas x {args.datasets} datasets per N)")
         print(part.pivot(index="method", columns="n", values="coverage").to_string(float_format="%.3f"))

@@ -43,55 +43,112 @@ def _value_map(text: str) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalpipeline", description="Ingest eval logs into the lake and run the "
-                                     "analysis (README.md, Command line).")
+    parser = argparse.ArgumentParser(
+        prog="evalpipeline",
+        description="Ingest eval logs into the lake and run the analysis (README.md, Command line).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="materialise the whole graph (Dagster, local persistent instance)")
-    run.add_argument("--only-changed", action="store_true",
-                     help="rerun only partitions with new or changed logs, and what is stale (an output missing, "
-                          "or made by other code or settings): the nightly behaviour")
-    run.add_argument("--partitions-per-run", type=_positive_int, default=60, metavar="N",
-                     help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
-                          "orchestration whatever it holds; a failed run is rerun, its failing partitions "
-                          "one per run")
-    run.add_argument("--workers", type=_worker_count, default=available_cores(), metavar="N",
-                     help="worker processes that execute a stage's runs side by side (default and most: the "
-                          f"cores available, {available_cores()} here); 1 runs everything in this process")
-    forget = sub.add_parser("forget", help="remove what logs gave the lake (or a model's, or a model x suite's), "
-                                           "then refresh what they fed, as `run --only-changed` does")
-    forget.add_argument("paths", nargs="*", metavar="LOG",
-                        help="a log as the lake records it (its log_path, e.g. data/inspect_logs/x.eval); it must no "
-                             "longer be in the landing folder, or the next run would ingest it again")
+    run.add_argument(
+        "--only-changed",
+        action="store_true",
+        help="rerun only partitions with new or changed logs, and what is stale (an output missing, "
+        "or made by other code or settings): the nightly behaviour",
+    )
+    run.add_argument(
+        "--partitions-per-run",
+        type=_positive_int,
+        default=60,
+        metavar="N",
+        help="partitions one Dagster run covers at most (default 60): a run costs seconds of "
+        "orchestration whatever it holds; a failed run is rerun, its failing partitions "
+        "one per run",
+    )
+    run.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=available_cores(),
+        metavar="N",
+        help="worker processes that execute a stage's runs side by side (default and most: the "
+        f"cores available, {available_cores()} here); 1 runs everything in this process",
+    )
+    forget = sub.add_parser(
+        "forget",
+        help="remove what logs gave the lake (or a model's, or a model x suite's), "
+        "then refresh what they fed, as `run --only-changed` does",
+    )
+    forget.add_argument(
+        "paths",
+        nargs="*",
+        metavar="LOG",
+        help="a log as the lake records it (its log_path, e.g. data/inspect_logs/x.eval); it must no "
+        "longer be in the landing folder, or the next run would ingest it again",
+    )
     forget.add_argument("--model", default=None, help="every log of this model (with --suite: of this model x suite)")
     forget.add_argument("--suite", default=None, help="with --model: only this suite's logs of the model")
-    forget.add_argument("--workers", type=_worker_count, default=available_cores(), metavar="N",
-                        help="as for run")
+    forget.add_argument("--workers", type=_worker_count, default=available_cores(), metavar="N", help="as for run")
     ingest = sub.add_parser("ingest", help="ingest a log file or folder into the lake and print the row accounting")
-    ingest.add_argument("path", help="a log or table (Inspect .eval/.json, lm-evaluation-harness results_*.json, "
-                                      "long .jsonl, long or wide .csv/.parquet), or a folder searched recursively for them")
+    ingest.add_argument(
+        "path",
+        help="a log or table (Inspect .eval/.json, lm-evaluation-harness results_*.json, "
+        "long .jsonl, long or wide .csv/.parquet), or a folder searched recursively for them",
+    )
     ingest.add_argument("--lake", default=None, help="lake root (default $EVALPIPELINE_LAKE or data/lake)")
-    ingest.add_argument("--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)")
+    ingest.add_argument(
+        "--config", default=None, help="configuration file (default $EVALPIPELINE_CONFIG or ./evalpipeline.toml)"
+    )
     ingest.add_argument("--format", choices=["auto", *FORMATS], default=None, help="source format (default: detect)")
-    ingest.add_argument("--map", type=_pairs, default=None, metavar="COLUMN=SOURCE,...",
-                        help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,answer=COL,target=COL,"
-                             "cov_<name>=COL,...")
-    ingest.add_argument("--metadata-map", type=_pairs, default=None, metavar="COLUMN=KEY,...",
-                        help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...; answer=KEY or "
-                             "target=KEY replace the scorer's answer or the sample's target")
-    ingest.add_argument("--suite", default=None,
-                        help="suite name for tables without a suite column (wide tables default to the file name's stem)")
+    ingest.add_argument(
+        "--map",
+        type=_pairs,
+        default=None,
+        metavar="COLUMN=SOURCE,...",
+        help="table columns: model=COL,suite=COL,item_id=COL,score=COL,epoch=COL,answer=COL,target=COL,"
+        "cov_<name>=COL,...",
+    )
+    ingest.add_argument(
+        "--metadata-map",
+        type=_pairs,
+        default=None,
+        metavar="COLUMN=KEY,...",
+        help="Inspect sample metadata: domain=KEY,subdomain=KEY,cov_<name>=KEY,...; answer=KEY or "
+        "target=KEY replace the scorer's answer or the sample's target",
+    )
+    ingest.add_argument(
+        "--suite",
+        default=None,
+        help="suite name for tables without a suite column (wide tables default to the file name's stem)",
+    )
     ingest.add_argument("--model", default=None, help="model name for tables without a model column")
-    ingest.add_argument("--scorer", default=None, help="scorer (Inspect) or metric (lm-eval) to read when a log has several (default: the first)")
+    ingest.add_argument(
+        "--scorer",
+        default=None,
+        help="scorer (Inspect) or metric (lm-eval) to read when a log has several (default: the first)",
+    )
     ingest.add_argument("--score-key", default=None, help="key to read from dict-valued scores")
     ingest.add_argument("--value-map", type=_value_map, default=None, help="letter grades, e.g. C=1,I=0,P=0.5,N=0")
-    ingest.add_argument("--numeric-range", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"),
-                        help="numeric scores are mapped linearly from this range to [0, 1] (default 0 1)")
-    ingest.add_argument("--no-validate", action="store_true",
-                        help="skip the Great Expectations validation of each partition (faster)")
-    ingest.add_argument("--accept-incomplete-logs", action="store_true", default=None,
-                        help="ingest completed samples of error/cancelled logs")
-    ingest.add_argument("--verbose", action="store_true",
-                        help="list every partition's row accounting (default: the first 20, the rest counted)")
+    ingest.add_argument(
+        "--numeric-range",
+        nargs=2,
+        type=float,
+        default=None,
+        metavar=("LOW", "HIGH"),
+        help="numeric scores are mapped linearly from this range to [0, 1] (default 0 1)",
+    )
+    ingest.add_argument(
+        "--no-validate", action="store_true", help="skip the Great Expectations validation of each partition (faster)"
+    )
+    ingest.add_argument(
+        "--accept-incomplete-logs",
+        action="store_true",
+        default=None,
+        help="ingest completed samples of error/cancelled logs",
+    )
+    ingest.add_argument(
+        "--verbose",
+        action="store_true",
+        help="list every partition's row accounting (default: the first 20, the rest counted)",
+    )
     from evalpipeline.cli.plan import add_plan_subcommand
 
     add_plan_subcommand(sub)
@@ -104,8 +161,10 @@ def _worker_count(text: str) -> int:
     own code location, samplers and data (~2 GB at peak in the 100-model scale benchmark)."""
     value, cores = _positive_int(text), available_cores()
     if value > cores:
-        raise argparse.ArgumentTypeError(f"must be at most the {cores} core(s) this process may use, got {text} "
-                                         "(more workers than cores only take turns, each with its own memory)")
+        raise argparse.ArgumentTypeError(
+            f"must be at most the {cores} core(s) this process may use, got {text} "
+            "(more workers than cores only take turns, each with its own memory)"
+        )
     return value
 
 
@@ -153,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
             print(note)
         if args.command == "forget":
             return _forget(args)
-        return run_main_job(only_changed=args.only_changed, partitions_per_run=args.partitions_per_run,
-                            workers=args.workers)
+        return run_main_job(
+            only_changed=args.only_changed, partitions_per_run=args.partitions_per_run, workers=args.workers
+        )
     if args.command == "plan":
         return args.handler(args)
     return _ingest(args)
@@ -190,15 +250,21 @@ def _forget(args) -> int:
         print(printable(f"evalpipeline forget: {exc}"), file=sys.stderr)
         return 2
     for (model, suite), records in sorted(found.records.items()):
-        what = (f"retired: no other log holds it ({found.retired[(model, suite)]} folder(s) removed)"
-                if (model, suite) in found.retired else "its other logs remain: consolidated again below")
-        print(printable(f"forgot {len(records)} ingest record(s), {found.rows[(model, suite)]} rows, of {model} x "
-                        f"{suite}: {what}"))
+        what = (
+            f"retired: no other log holds it ({found.retired[(model, suite)]} folder(s) removed)"
+            if (model, suite) in found.retired
+            else "its other logs remain: consolidated again below"
+        )
+        print(
+            printable(
+                f"forgot {len(records)} ingest record(s), {found.rows[(model, suite)]} rows, of {model} x "
+                f"{suite}: {what}"
+            )
+        )
     if found.other_records:
         print(f"forgot {found.other_records} record(s) of rows in no partition or of unreadable files")
     pairs = set(found.records)
-    return run_main_job(only_changed=True, workers=args.workers,
-                        left=({s for _, s in pairs}, {m for m, _ in pairs}))
+    return run_main_job(only_changed=True, workers=args.workers, left=({s for _, s in pairs}, {m for m, _ in pairs}))
 
 
 def _ingest(args) -> int:

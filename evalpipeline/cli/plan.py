@@ -41,6 +41,7 @@ def _positive(text: str) -> float:
 def _count(largest: int):
     """A whole number from 1 to ``largest``: beyond it the simulation's arrays would not fit in memory
     (``--trials 1e11`` asked numpy for 745 GiB)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -76,10 +77,20 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
 
     power = commands.add_parser("power", help="P(reaching the decision bar) by simulation, per gap and eval size")
     power.add_argument("--baseline", type=_rate, required=True, help="accuracy of the current model, e.g. 0.7")
-    power.add_argument("--gap", type=_number, action="append", required=True, help="true improvement to detect (repeatable)")
-    power.add_argument("--n", type=_count(MAX_QUESTIONS), nargs="+", default=[100, 200, 400, 800, 1600, 3200], help="questions per model")
+    power.add_argument(
+        "--gap", type=_number, action="append", required=True, help="true improvement to detect (repeatable)"
+    )
+    power.add_argument(
+        "--n",
+        type=_count(MAX_QUESTIONS),
+        nargs="+",
+        default=[100, 200, 400, 800, 1600, 3200],
+        help="questions per model",
+    )
     power.add_argument("--threshold", type=_rate, default=0.95, help="decision bar on P(B > A) (default 0.95)")
-    power.add_argument("--trials", type=_count(MAX_TRIALS), default=3000, help="simulated evals per cell (default 3000)")
+    power.add_argument(
+        "--trials", type=_count(MAX_TRIALS), default=3000, help="simulated evals per cell (default 3000)"
+    )
     power.add_argument("--seed", type=_seed, default=0)
     power.add_argument("--plot", metavar="FILE.png", help="also draw the power curves (power against n per gap) here")
     power.set_defaults(handler=_power)
@@ -95,10 +106,14 @@ def add_plan_subcommand(subparsers) -> argparse.ArgumentParser:
     size.set_defaults(handler=_sample_size)
 
     repeats = commands.add_parser("repeats", help="uncertainty of the overall accuracy as each question is re-asked")
-    repeats.add_argument("--questions", type=_count(MAX_QUESTIONS // 10), default=80, help="distinct questions (default 80)")
+    repeats.add_argument(
+        "--questions", type=_count(MAX_QUESTIONS // 10), default=80, help="distinct questions (default 80)"
+    )
     repeats.add_argument("--repeats", type=_count(MAX_REPEATS), nargs="+", default=[1, 2, 3, 5, 10, 30])
     repeats.add_argument("--mean", type=_rate, default=0.75, help="planted mean accuracy (default 0.75)")
-    repeats.add_argument("--concentration", type=_positive, default=6.0, help="planted question concentration (default 6)")
+    repeats.add_argument(
+        "--concentration", type=_positive, default=6.0, help="planted question concentration (default 6)"
+    )
     repeats.add_argument("--seed", type=_seed, default=21)
     repeats.set_defaults(handler=_repeats)
     return plan
@@ -128,21 +143,29 @@ def _power(args) -> int:
                 with tempfile.TemporaryFile(dir=plot.parent):
                     pass
             except OSError as exc:
-                raise ValueError(f"--plot {args.plot}: cannot write a file in {plot.parent} "
-                                 f"({exc.strerror or type(exc).__name__})") from exc
+                raise ValueError(
+                    f"--plot {args.plot}: cannot write a file in {plot.parent} ({exc.strerror or type(exc).__name__})"
+                ) from exc
         for gap in args.gap:
             if not 0 < args.baseline + gap < 1:
                 raise ValueError(f"baseline + gap must stay inside (0, 1), got {args.baseline} + {gap}")
-        table = power_table(args.baseline, args.gap, args.n, threshold=args.threshold, trials=args.trials, seed=args.seed)
-        text = table[["baseline", "gap", "n_questions", "threshold", "power", "power_se"]].to_string(index=False, float_format="%.3f")
+        table = power_table(
+            args.baseline, args.gap, args.n, threshold=args.threshold, trials=args.trials, seed=args.seed
+        )
+        text = table[["baseline", "gap", "n_questions", "threshold", "power", "power_se"]].to_string(
+            index=False, float_format="%.3f"
+        )
         if args.plot:
             from evalpipeline.plots import power_curve, save_png
 
             curves = table.rename(columns={"n_questions": "n"})[["gap", "n", "power"]].assign(
                 power_low=(table["power"] - 1.96 * table["power_se"]).clip(0, 1),
-                power_high=(table["power"] + 1.96 * table["power_se"]).clip(0, 1))
-            save_png(power_curve(curves, log_x=True, title=f"baseline {args.baseline}: P(B > A) >= {args.threshold}"),
-                     args.plot)
+                power_high=(table["power"] + 1.96 * table["power_se"]).clip(0, 1),
+            )
+            save_png(
+                power_curve(curves, log_x=True, title=f"baseline {args.baseline}: P(B > A) >= {args.threshold}"),
+                args.plot,
+            )
             text += f"\npower curves: {args.plot}"
         return text
 
@@ -153,11 +176,20 @@ def _sample_size(args) -> int:
     from evalpipeline.stats.planning import sample_size_for_power
 
     def build(args):
-        n = sample_size_for_power(args.baseline, args.gap, target_power=args.power, threshold=args.threshold,
-                                  trials=args.trials, max_n=args.max_n, seed=args.seed)
+        n = sample_size_for_power(
+            args.baseline,
+            args.gap,
+            target_power=args.power,
+            threshold=args.threshold,
+            trials=args.trials,
+            max_n=args.max_n,
+            seed=args.seed,
+        )
         answer = f"more than {args.max_n}" if n is None else str(n)
-        return (f"baseline {args.baseline}, gap {args.gap}, bar P(B > A) >= {args.threshold}, target power {args.power}: "
-                f"{answer} questions per model (unpaired design)")
+        return (
+            f"baseline {args.baseline}, gap {args.gap}, bar P(B > A) >= {args.threshold}, target power {args.power}: "
+            f"{answer} questions per model (unpaired design)"
+        )
 
     return _run(build, args)
 
@@ -166,8 +198,9 @@ def _repeats(args) -> int:
     from evalpipeline.stats.planning import repeats_versus_questions
 
     def build(args):
-        table = repeats_versus_questions(args.questions, args.repeats, mean=args.mean, concentration=args.concentration,
-                                         seed=args.seed)
+        table = repeats_versus_questions(
+            args.questions, args.repeats, mean=args.mean, concentration=args.concentration, seed=args.seed
+        )
         return table.to_string(index=False, float_format="%.4f")
 
     return _run(build, args)

@@ -164,12 +164,18 @@ class IngestReport:
             f"{len(self.file_errors)} unreadable",
             f"rows: {self.rows_read} read = {self.rows_ingested} ingested + {self.rows_quarantined} quarantined"
             + (f" ({self.rows_unplaced} of them in no partition)" if self.unplaced else "")
-            + (f"; and {sum(rows for rows, _ in self.not_consolidated.values())} staged in partitions NOT "
-               "CONSOLIDATED (below)" if self.not_consolidated else ""),
+            + (
+                f"; and {sum(rows for rows, _ in self.not_consolidated.values())} staged in partitions NOT "
+                "CONSOLIDATED (below)"
+                if self.not_consolidated
+                else ""
+            ),
         ]
         for (model, suite), (rows, why) in sorted(self.not_consolidated.items()):
-            lines.append(f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, its tables left as they were "
-                         f"(or absent): {why}")
+            lines.append(
+                f"  {model} x {suite}: NOT CONSOLIDATED, {rows} staged rows, its tables left as they were "
+                f"(or absent): {why}"
+            )
         accounts = sorted(self.partitions.items())
         hidden = accounts[partitions_shown:] if partitions_shown is not None else []
         for (model, suite), acc in accounts[:partitions_shown] if partitions_shown is not None else accounts:
@@ -181,15 +187,22 @@ class IngestReport:
                 failed = [c.name for c in acc.validation.failed_checks]
                 lines.append(
                     f"    validation: {'FAILED ' + ', '.join(failed) if failed else 'all checks passed'}"
-                    + (f"; {acc.rows_failed_validation} row(s) moved to quarantine" if acc.rows_failed_validation else "")
+                    + (
+                        f"; {acc.rows_failed_validation} row(s) moved to quarantine"
+                        if acc.rows_failed_validation
+                        else ""
+                    )
                 )
         if hidden:
             failed = sum(bool(acc.validation is not None and acc.validation.failed_checks) for _, acc in hidden)
-            lines.append(f"  ... and {len(hidden)} more partition(s) ({failed} failing validation): --verbose lists "
-                         "every one")
+            lines.append(
+                f"  ... and {len(hidden)} more partition(s) ({failed} failing validation): --verbose lists every one"
+            )
         for path, reasons in sorted(self.unplaced.items()):
-            lines.append(f"  {path}: {sum(reasons.values())} rows in no partition (kept in the lake's "
-                         f"{UNPLACED_FOLDER}/ folder): " + "; ".join(f"{n} x {r}" for r, n in sorted(reasons.items())))
+            lines.append(
+                f"  {path}: {sum(reasons.values())} rows in no partition (kept in the lake's "
+                f"{UNPLACED_FOLDER}/ folder): " + "; ".join(f"{n} x {r}" for r, n in sorted(reasons.items()))
+            )
         for (model, suite), folders in sorted(self.retired.items()):
             lines.append(f"  {model} x {suite}: retired, no log holds it any more ({folders} table folder(s) removed)")
         for reason, count in sorted(self.quarantine_reasons.items()):
@@ -207,8 +220,9 @@ def _written_summary(written: dict[tuple[str, str], int]) -> str:
     if len(written) <= PARTITIONS_NAMED:
         return ", ".join(f"{m} x {s}: {n} rows" for (m, s), n in sorted(written.items()))
     models, suites = {m for m, _ in written}, {s for _, s in written}
-    return (f"{sum(written.values())} rows in {len(written)} partitions ({len(models)} model(s) x "
-            f"{len(suites)} suite(s))")
+    return (
+        f"{sum(written.values())} rows in {len(written)} partitions ({len(models)} model(s) x {len(suites)} suite(s))"
+    )
 
 
 def find_log_files(path: Path | str) -> list[Path]:
@@ -350,8 +364,9 @@ def ingest_paths(
         touched.update(stale)
         summary = _written_summary(written)
         if unplaced:
-            report.unplaced[str(path)] = _reason_counts(pd.read_parquet(
-                unplaced_path(lake, source.path), columns=["reason", "item_id", "epoch"]))
+            report.unplaced[str(path)] = _reason_counts(
+                pd.read_parquet(unplaced_path(lake, source.path), columns=["reason", "item_id", "epoch"])
+            )
             for reason, count in report.unplaced[str(path)].items():
                 report.quarantine_reasons[reason] = report.quarantine_reasons.get(reason, 0) + count
             summary += f"{'; ' if summary else ''}{unplaced} rows in no partition"
@@ -359,20 +374,25 @@ def ingest_paths(
         for note in staged.notes:
             report.notes.append(f"{path}: {note}")
             say(f"[{number}/{len(paths)}] {path}: note: {note}")
-    prepare_validation(lake, [pair for pair in touched if any(lake.partition_dir("ingested", *pair).glob("*.parquet"))],
-                       validator)
+    prepare_validation(
+        lake, [pair for pair in touched if any(lake.partition_dir("ingested", *pair).glob("*.parquet"))], validator
+    )
     for model, suite in sorted(touched):
         if not any(lake.partition_dir("ingested", model, suite).glob("*.parquet")):
             with lake.partition_lock(model, suite):
                 removed = retire_partition(lake, model, suite)
             report.retired[(model, suite)] = len(removed)
-            say(f"{model} x {suite}: no log holds it any more (rewritten under another model or suite name): "
-                f"removed its {len(removed)} table folder(s)")
+            say(
+                f"{model} x {suite}: no log holds it any more (rewritten under another model or suite name): "
+                f"removed its {len(removed)} table folder(s)"
+            )
             continue
         try:
             account, reasons = consolidate_partition(lake, model, suite, validator)
         except SchemaError as exc:  # rows of several logs that fit no one table: the others go on
-            staged = sum(pq.read_metadata(f).num_rows for f in lake.partition_dir("ingested", model, suite).glob("*.parquet"))
+            staged = sum(
+                pq.read_metadata(f).num_rows for f in lake.partition_dir("ingested", model, suite).glob("*.parquet")
+            )
             report.not_consolidated[(model, suite)] = (staged, str(exc))
             say(f"{model} x {suite}: NOT CONSOLIDATED: {exc}")
             continue
@@ -402,8 +422,9 @@ def _unplaced_rows(chunk: Chunk, problem: str) -> pd.DataFrame:
         return existing if problem in existing else f"{existing}; {problem}"
 
     rows = chunk.rows.copy()
-    rows["reason"] = [reason(r, line, index)
-                      for r, line, index in zip(rows["reason"], rows["source_line"], rows["sample_index"])]
+    rows["reason"] = [
+        reason(r, line, index) for r, line, index in zip(rows["reason"], rows["source_line"], rows["sample_index"])
+    ]
     return rows.assign(model=chunk.model, suite=chunk.suite)
 
 
@@ -417,8 +438,12 @@ class _Staged:
 
 
 def _metadata_notes(options: IngestOptions, found: dict[str, bool]) -> list[str]:
-    return [f"metadata_map {column}={options.metadata_map[column]!r}: no sample has a value for that metadata key, "
-            f"so {column} is empty" for column, seen in found.items() if not seen]
+    return [
+        f"metadata_map {column}={options.metadata_map[column]!r}: no sample has a value for that metadata key, "
+        f"so {column} is empty"
+        for column, seen in found.items()
+        if not seen
+    ]
 
 
 def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> _Staged:
@@ -436,8 +461,11 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> _Staged
     reader = reader_for(source.format)
     fingerprint = {OPTIONS_METADATA_KEY: options.fingerprint().encode()}
     first_problem = None
-    metadata_found = {column: False for column, key in options.metadata_map.items()
-                      if source.format == "inspect" and DEFAULT_METADATA_MAP.get(column) != key}
+    metadata_found = {
+        column: False
+        for column, key in options.metadata_map.items()
+        if source.format == "inspect" and DEFAULT_METADATA_MAP.get(column) != key
+    }
     try:
         for chunk in reader.read(source, options):
             problem = placement_problem(chunk.model, chunk.suite)
@@ -463,7 +491,8 @@ def _stage_source(lake: Lake, source: Source, options: IngestOptions) -> _Staged
             writer.write(table.replace_schema_metadata({**(table.schema.metadata or {}), **fingerprint}))
         if unplaced.rows and not writers:
             raise SourceReadError(
-                source.path, f"no row can be placed in a model x suite partition ({unplaced.rows} rows; {first_problem})"
+                source.path,
+                f"no row can be placed in a model x suite partition ({unplaced.rows} rows; {first_problem})",
             )
     except SourceReadError:
         for writer in [*writers.values(), unplaced]:
@@ -517,8 +546,10 @@ def retire_partition(lake: Lake, model: str, suite: str) -> list[Path]:
     Each folder is first renamed to a temporary name of this process, then deleted: a reader sees
     the whole folder or none of it, and what a kill leaves is swept by the next write beside it."""
     model_key, suite_key = to_partition_key(model), to_partition_key(suite)
-    folders = [*lake.root.glob(f"*/model={model_key}/suite={suite_key}"),
-               *lake.root.glob(f"*/*/model={model_key}/suite={suite_key}")]
+    folders = [
+        *lake.root.glob(f"*/model={model_key}/suite={suite_key}"),
+        *lake.root.glob(f"*/*/model={model_key}/suite={suite_key}"),
+    ]
     names = []
     if not any(lake.root.glob(f"ingested/model={model_key}/suite=*/*.parquet")):
         folders += [*lake.root.glob(f"*/model={model_key}"), *lake.root.glob(f"*/*/model={model_key}")]
@@ -573,10 +604,13 @@ def _remove_stale_records(lake: Lake, source: Source, written: set[tuple[str, st
 def _made_by(record: Path, source: Source) -> bool:
     """Whether every row of ``record`` came from ``source`` under another name: the same file spelled
     otherwise, or the path it was moved from (gone now, same bytes)."""
-    origins = {(r["log_path"], r["log_sha256"]) for r in
-               pq.read_table(record, columns=["log_path", "log_sha256"]).to_pylist()}
-    return bool(origins) and all(_same_file(Path(path), Path(source.path)) or
-                                 (not Path(path).exists() and sha == source.sha256) for path, sha in origins)
+    origins = {
+        (r["log_path"], r["log_sha256"]) for r in pq.read_table(record, columns=["log_path", "log_sha256"]).to_pylist()
+    }
+    return bool(origins) and all(
+        _same_file(Path(path), Path(source.path)) or (not Path(path).exists() and sha == source.sha256)
+        for path, sha in origins
+    )
 
 
 def staged_partitions(lake: Lake, path: str | Path) -> dict[tuple[str, str], bool]:
@@ -602,7 +636,10 @@ class StagedRecords:
             owners = [r.stem.rsplit("-", 1)[1] if "-" in r.stem else None for r in folder.glob("*.parquet")]
             if not owners:
                 continue
-            pair = (from_partition_key(folder.parent.name.split("=", 1)[1]), from_partition_key(folder.name.split("=", 1)[1]))
+            pair = (
+                from_partition_key(folder.parent.name.split("=", 1)[1]),
+                from_partition_key(folder.name.split("=", 1)[1]),
+            )
             self._sources[pair] = owners
             for own in set(owners) - {None}:
                 self._partitions.setdefault(own, []).append(pair)
@@ -650,15 +687,19 @@ def _why_kept(kept: pd.Series, superseded_at, superseded_eval_id) -> str:
     of two runs created at the same time (Inspect records whole seconds) neither is."""
     kept_at = kept["created_at"]
     if pd.isna(kept_at) or pd.isna(superseded_at):
-        return ("by path order, not as newer: a row without a created_at sorts last, then eval_id and path "
-                "decide (map a created_at column to keep the newer)")
+        return (
+            "by path order, not as newer: a row without a created_at sorts last, then eval_id and path "
+            "decide (map a created_at column to keep the newer)"
+        )
     if kept_at > superseded_at:
         return "as the newer run"
     if pd.notna(kept["eval_id"]) and kept["eval_id"] == superseded_eval_id:
         return "as the later copy of the same run"
-    return (f"by eval_id and path order, not as newer: both runs were created at {kept_at.isoformat()} "
-            "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
-            "folder and `evalpipeline forget` it")
+    return (
+        f"by eval_id and path order, not as newer: both runs were created at {kept_at.isoformat()} "
+        "(Inspect records whole seconds); to keep this row instead, take the kept log out of the landing "
+        "folder and `evalpipeline forget` it"
+    )
 
 
 def consolidate_partition(
@@ -697,8 +738,9 @@ def prepare_validation(lake: Lake, pairs, validator: Validator | None) -> None:
         return
     batch, rows = [], 0
     for model, suite in pairs:
-        staged_rows = sum(pq.read_metadata(f).num_rows
-                          for f in lake.partition_dir("ingested", model, suite).glob("*.parquet"))
+        staged_rows = sum(
+            pq.read_metadata(f).num_rows for f in lake.partition_dir("ingested", model, suite).glob("*.parquet")
+        )
         if staged_rows > BATCH_VALIDATION_ROWS:
             continue  # alone: its rows cost more than a GX run does
         if batch and rows + staged_rows > BATCH_VALIDATION_ROWS:
@@ -842,8 +884,14 @@ def _same_path(a: str | Path, b: str | Path) -> bool:
     return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b)) or _same_file(Path(a), Path(b))
 
 
-def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = None, suite: str | None = None,
-           keep_if: Callable[[str], str | None] | None = None) -> Forgotten:
+def forget(
+    lake: Lake,
+    paths: Iterable[str | Path] = (),
+    *,
+    model: str | None = None,
+    suite: str | None = None,
+    keep_if: Callable[[str], str | None] | None = None,
+) -> Forgotten:
     """Remove from ``lake`` what the logs at ``paths`` gave it, or every log of ``model`` (x ``suite``):
     their ingest records, rows in no partition and unreadable-file records. A partition left with no
     record is retired (:func:`retire_partition`); one that keeps records of other logs is consolidated
@@ -860,8 +908,10 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
     chosen: dict[tuple[str, str], list[tuple[Path, set[str], int]]] = {}
     matched: set[str] = set()
     for record in sorted(lake.root.glob("ingested/model=*/suite=*/*.parquet")):
-        pair = (from_partition_key(record.parent.parent.name.split("=", 1)[1]),
-                from_partition_key(record.parent.name.split("=", 1)[1]))
+        pair = (
+            from_partition_key(record.parent.parent.name.split("=", 1)[1]),
+            from_partition_key(record.parent.name.split("=", 1)[1]),
+        )
         logs = _logs_of(record)
         if model is not None and (pair[0] != model or (suite is not None and pair[1] != suite)):
             continue
@@ -871,8 +921,10 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
         matched |= named
         chosen.setdefault(pair, []).append((record, logs, pq.read_metadata(record).num_rows))
     other, errors = [], []
-    for found_at, logs in [*((f, _logs_of(f)) for f in (lake.root / UNPLACED_FOLDER).glob("*.parquet")),
-                           *((f, {json.loads(f.read_text())["path"]}) for f in (lake.root / "file_errors").glob("*.json"))]:
+    for found_at, logs in [
+        *((f, _logs_of(f)) for f in (lake.root / UNPLACED_FOLDER).glob("*.parquet")),
+        *((f, {json.loads(f.read_text())["path"]}) for f in (lake.root / "file_errors").glob("*.json")),
+    ]:
         named = {p for p in paths if any(_same_path(log, p) for log in logs)}
         if named:
             matched |= named
@@ -880,10 +932,14 @@ def forget(lake: Lake, paths: Iterable[str | Path] = (), *, model: str | None = 
     unknown = [p for p in paths if p not in matched]
     if unknown or not (chosen or other or errors):
         what = ", ".join(unknown) if unknown else f"model {model!r}" + (f" x suite {suite!r}" if suite else "")
-        raise ValueError(f"the lake holds nothing of {what} (the log_path column of samples/ and quarantine/ "
-                         "names each row's log; file_errors/ the unreadable ones)")
-    found = Forgotten(logs={log for entries in chosen.values() for _r, logs, _n in entries for log in logs}
-                      | {log for _f, logs in [*other, *errors] for log in logs})
+        raise ValueError(
+            f"the lake holds nothing of {what} (the log_path column of samples/ and quarantine/ "
+            "names each row's log; file_errors/ the unreadable ones)"
+        )
+    found = Forgotten(
+        logs={log for entries in chosen.values() for _r, logs, _n in entries for log in logs}
+        | {log for _f, logs in [*other, *errors] for log in logs}
+    )
     refusals = [f"{log}: {why}" for log in sorted(found.logs) if keep_if and (why := keep_if(log))]
     if refusals:
         raise ValueError("; ".join(refusals))
@@ -933,4 +989,3 @@ def _sha_or_none(path: Path) -> str | None:
         return sha256_file(Path(path))
     except OSError:
         return None
-

@@ -66,7 +66,6 @@ METADATA_COLUMNS = ("domain", "subdomain", "cluster", "answer", "target")
 MAX_LABEL_CHARS = 1024
 
 
-
 class SourceReadError(Exception):
     """A source file that cannot be ingested at all; the message names the file."""
 

@@ -37,8 +37,12 @@ def open_source(path: Path | str, options: IngestOptions) -> Source:
     """Hash the file and settle its format (``options.format`` unless ``auto``)."""
     path = Path(path)
     if not path.is_file():
-        raise SourceReadError(path, "a symbolic link to no file (its target is missing, or it loops)"
-                              if path.is_symlink() else "file not found")
+        raise SourceReadError(
+            path,
+            "a symbolic link to no file (its target is missing, or it loops)"
+            if path.is_symlink()
+            else "file not found",
+        )
     if path.stat().st_size == 0:
         raise SourceReadError(path, "empty file (0 bytes)")
     fmt = options.format if options.format != "auto" else detect_format(path, options)

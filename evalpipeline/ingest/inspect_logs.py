@@ -320,8 +320,9 @@ def _guarded(summaries: Iterable, path: str) -> Iterator:
             raise
         except Exception as exc:  # parse and validation errors of many types: name the file and the sample
             after = f", after sample {last!r}" if last is not None else ""
-            raise LogReadError(path, f"cannot read samples: summary {read + 1}{after} ({type(exc).__name__}: "
-                                     f"{short_error(exc)})") from exc
+            raise LogReadError(
+                path, f"cannot read samples: summary {read + 1}{after} ({type(exc).__name__}: {short_error(exc)})"
+            ) from exc
         read, last = read + 1, getattr(summary, "id", None)
         yield summary
 
@@ -515,8 +516,11 @@ def _summary(item: Any):
     scores = item.get("scores")
     answers = {}
     if isinstance(scores, dict):
-        answers = {name: score["answer"] for name, score in scores.items()
-                   if isinstance(score, dict) and score.get("answer") is not None}
+        answers = {
+            name: score["answer"]
+            for name, score in scores.items()
+            if isinstance(score, dict) and score.get("answer") is not None
+        }
         scores = {
             name: {"value": score["value"]} if isinstance(score, dict) and "value" in score else score
             for name, score in scores.items()
@@ -838,7 +842,9 @@ class _EvalArchive:
             raise
         except Exception as exc:
             self.close()
-            raise LogReadError(path, f"cannot read Inspect log header ({type(exc).__name__}: {short_error(exc)})") from exc
+            raise LogReadError(
+                path, f"cannot read Inspect log header ({type(exc).__name__}: {short_error(exc)})"
+            ) from exc
 
     def __enter__(self) -> "_EvalArchive":
         return self
@@ -958,10 +964,13 @@ class _EvalArchive:
         # Rows come from summaries.json alone: a sample file it does not list would be lost unseen
         # (a summaries list cut short, or a duplicate summaries.json member hiding the full one).
         if self.sample_entries > listed and (files := self.sample_files()) > listed:
-            raise LogReadError(self.path, f"{SUMMARIES_JSON} lists {listed} sample(s) but the archive holds {files} "
-                                          f"sample files (samples/*.json): the log is inconsistent, and its "
-                                          f"{files - listed} unlisted sample(s) would be lost, so none is ingested; "
-                                          "re-run the eval or rewrite the log with inspect_ai")
+            raise LogReadError(
+                self.path,
+                f"{SUMMARIES_JSON} lists {listed} sample(s) but the archive holds {files} "
+                f"sample files (samples/*.json): the log is inconsistent, and its "
+                f"{files - listed} unlisted sample(s) would be lost, so none is ingested; "
+                "re-run the eval or rewrite the log with inspect_ai",
+            )
 
 
 def _inspect_eval_header(path: Path, digest: str) -> LogHeader:

@@ -101,8 +101,19 @@ LOG_FORMAT = "lm-eval"
 MODEL_ARG_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")
 #: Keys of a samples line that are not metric values (for old files without a ``metrics`` list).
 FIXED_LINE_KEYS = frozenset(
-    {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
-     "doc_hash", "prompt_hash", "target_hash"}
+    {
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "filter",
+        "metrics",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+    }
 )
 #: Keys of a ``results`` task entry that are not ``metric,filter`` values.
 NON_METRIC_RESULT_KEYS = frozenset({"name", "alias", "sample_len", "sample_count"})
@@ -190,9 +201,7 @@ def read_run(results_path: Path | str) -> LmEvalRun:
         for member in members if isinstance(members, list) else []:
             if isinstance(member, str) and member != group:
                 domains.setdefault(member, group)
-    scorers = {
-        task: tuple(_metric_keys(entry)) for task, entry in results.items() if isinstance(entry, dict)
-    }
+    scorers = {task: tuple(_metric_keys(entry)) for task, entry in results.items() if isinstance(entry, dict)}
     return LmEvalRun(
         results_path=path,
         timestamp=timestamp,
@@ -272,8 +281,9 @@ def _run_and_tasks(path: Path) -> tuple[LmEvalRun, list[str]]:
                 f"(results_{timestamp}.json); the results file is needed for the model name",
             )
         run = read_run(results)
-        run = LmEvalRun(run.results_path, run.timestamp, run.model, run.created_at, {task: path},
-                        run.domains, run.scorers)
+        run = LmEvalRun(
+            run.results_path, run.timestamp, run.model, run.created_at, {task: path}, run.domains, run.scorers
+        )
         tasks = [task]
     elif path.suffix.lower() == ".jsonl":
         raise SourceReadError(path, "not an lm-eval samples file name (expected samples_<task>_<timestamp>.jsonl)")
@@ -418,8 +428,9 @@ class _ScorerChoice:
 # -- rows -------------------------------------------------------------------------------
 
 
-def _line_row(raw: bytes, number: int, context: dict, domain: str | None, choice: _ScorerChoice,
-              options: IngestOptions) -> dict:
+def _line_row(
+    raw: bytes, number: int, context: dict, domain: str | None, choice: _ScorerChoice, options: IngestOptions
+) -> dict:
     try:
         line = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError

@@ -69,9 +69,7 @@ class ScoreNormalisation:
         if isinstance(value, str):
             if value in self.value_map:
                 return Normalised(float(self.value_map[value]), raw)
-            return Normalised(
-                None, raw, f"unknown score value {value!r} (value_map knows {sorted(self.value_map)})"
-            )
+            return Normalised(None, raw, f"unknown score value {value!r} (value_map knows {sorted(self.value_map)})")
         if isinstance(value, (int, float)):
             try:
                 number = float(value)

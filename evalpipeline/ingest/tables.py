@@ -64,8 +64,19 @@ from evalpipeline.ingest.base import (
 from evalpipeline.ingest.scores import Normalised, ScoreNormalisation, binary_reading
 
 REQUIRED_LONG = ("model", "suite", "item_id", "score")
-OPTIONAL_LONG = ("epoch", "domain", "subdomain", "answer", "target", "scorer", "cluster", "error", "limit", "run_id",
-                 "created_at")
+OPTIONAL_LONG = (
+    "epoch",
+    "domain",
+    "subdomain",
+    "answer",
+    "target",
+    "scorer",
+    "cluster",
+    "error",
+    "limit",
+    "run_id",
+    "created_at",
+)
 #: Long-table columns whose whole numbers stay whole (see :func:`iter_table`): names, ids and labels.
 EXACT_LONG = ("model", "suite", "item_id", "answer", "target")
 ITEM_COLUMN_NAMES = ("item_id", "question_id", "id", "item")
@@ -101,7 +112,9 @@ def table_columns(path: Path) -> list[str]:
     except SourceReadError:
         raise
     except (ValueError, OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise SourceReadError(path, f"cannot read the table's columns ({type(exc).__name__}: {short_error(exc)})") from exc
+        raise SourceReadError(
+            path, f"cannot read the table's columns ({type(exc).__name__}: {short_error(exc)})"
+        ) from exc
     _refuse_repeated_columns(path, columns)
     return columns
 
@@ -150,11 +163,14 @@ def _check_closed_quotes(path: Path, start: int, text: str) -> None:
             pass
     except csv.Error as exc:
         if "unexpected end of data" in str(exc):
-            raise SourceReadError(path, f"line {start}: a quoted field is not closed before the end of the file") from None
+            raise SourceReadError(
+                path, f"line {start}: a quoted field is not closed before the end of the file"
+            ) from None
 
 
-def iter_table(path: Path, chunk_rows: int, columns: list[str] | None = None,
-               exact: tuple[str, ...] = ()) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+def iter_table(
+    path: Path, chunk_rows: int, columns: list[str] | None = None, exact: tuple[str, ...] = ()
+) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
     """Yield (frame, 1-based source line or null) chunks; CSV/JSONL cells come as strings/JSON values.
     ``columns`` limits a Parquet file's frames to those columns (a text file is parsed whole anyway).
     ``exact``: columns whose whole numbers must stay whole numbers (names and ids): pandas makes a
@@ -236,8 +252,9 @@ def _iter_jsonl(path: Path, chunk_rows: int, exact: tuple[str, ...] = ()) -> Ite
         frame = pd.DataFrame.from_records(records)
         for name in exact:  # the JSON values themselves where pandas made a column float (see iter_table)
             if name in frame.columns and frame[name].dtype.kind == "f":
-                frame[name] = pd.Series([r.get(name) if isinstance(r, dict) else None for r in records],
-                                        index=frame.index, dtype=object)
+                frame[name] = pd.Series(
+                    [r.get(name) if isinstance(r, dict) else None for r in records], index=frame.index, dtype=object
+                )
         return frame
 
     records, lines = [], []
@@ -298,11 +315,29 @@ def normalise_cell(value: Any, normalisation: ScoreNormalisation) -> Normalised:
 
 def _base_row(source: Source, index: int, line) -> dict[str, Any]:
     return {
-        "domain": None, "subdomain": None, "item_id": None, "epoch": 1, "scorer": None, "score": None,
-        "correct": None, "score_raw": None, "answer": None, "target": None, "cluster": None, "error": None, "limit": None,
-        "metadata_json": None, "scores_json": None, "run_id": None, "eval_id": None,
-        "log_path": source.path, "log_sha256": source.sha256, "log_format": source.format,
-        "sample_index": index, "source_line": None if pd.isna(line) else int(line), "created_at": None,
+        "domain": None,
+        "subdomain": None,
+        "item_id": None,
+        "epoch": 1,
+        "scorer": None,
+        "score": None,
+        "correct": None,
+        "score_raw": None,
+        "answer": None,
+        "target": None,
+        "cluster": None,
+        "error": None,
+        "limit": None,
+        "metadata_json": None,
+        "scores_json": None,
+        "run_id": None,
+        "eval_id": None,
+        "log_path": source.path,
+        "log_sha256": source.sha256,
+        "log_format": source.format,
+        "sample_index": index,
+        "source_line": None if pd.isna(line) else int(line),
+        "created_at": None,
         "reason": None,
     }
 
@@ -339,7 +374,7 @@ def _clip(value, limit: int = 40) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # a JSONL column of integers with gaps comes as floats
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 #: What ``pd.Timestamp`` reads as the moment of reading: a log's rows would beat every real run's
@@ -428,8 +463,10 @@ class LongTableReader:
             pairs |= _placed_pairs(models, suites)
             rows += len(frame)
         if rows and not pairs:  # no partition would ever read the file: it is reported as unreadable
-            raise SourceReadError(path, f"no row can be placed in a model x suite partition ({rows} rows; "
-                                        "none names both a model and a suite)")
+            raise SourceReadError(
+                path,
+                f"no row can be placed in a model x suite partition ({rows} rows; none names both a model and a suite)",
+            )
         return [SourcePartition(m, s, TABLE_SOURCE_ID) for m, s in sorted(pairs)]
 
     def read(self, source: Source, options: IngestOptions) -> Iterator[Chunk]:
@@ -460,12 +497,16 @@ class LongTableReader:
                         seen[key] = (where, row["scorer"], row["reason"] is None)
                     elif row["reason"] is None:
                         first_at, first_scorer, first_usable = first
-                        row["reason"] = (f"{where}: duplicate (model, suite, item_id {row['item_id']!r}, "
-                                         f"epoch {row['epoch']}) in the file; first at {first_at}")
+                        row["reason"] = (
+                            f"{where}: duplicate (model, suite, item_id {row['item_id']!r}, "
+                            f"epoch {row['epoch']}) in the file; first at {first_at}"
+                        )
                         if row["scorer"] != first_scorer:
                             fate = "kept" if first_usable else "quarantined there"
-                            row["reason"] += (f" (scorer {first_scorer!r}, {fate}; this row's scorer is "
-                                              f"{row['scorer']!r}: choose one with --scorer)")
+                            row["reason"] += (
+                                f" (scorer {first_scorer!r}, {fate}; this row's scorer is "
+                                f"{row['scorer']!r}: choose one with --scorer)"
+                            )
                 groups.setdefault((model, suite), []).append(row)
                 index += 1
             for (model, suite), rows in groups.items():
@@ -527,7 +568,9 @@ class LongTableReader:
             return True
         chosen = options.normalisation.scorer
         if chosen is not None and "scorer" in mapping and row["scorer"] != chosen:
-            row["reason"] = f"{sample_label(row['item_id'], row['epoch'])}: scorer {row['scorer']!r} not chosen (--scorer {chosen})"
+            row["reason"] = (
+                f"{sample_label(row['item_id'], row['epoch'])}: scorer {row['scorer']!r} not chosen (--scorer {chosen})"
+            )
             return False
         value = record.get(mapping["score"])
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -566,8 +609,11 @@ class WideTableReader:
             by_name.setdefault(_model_name(column), []).append(column)
         clashing = [columns for name, columns in by_name.items() if name and len(columns) > 1]
         if clashing:
-            raise SourceReadError(path, f"model columns {clashing[0]} name one model once stripped of spaces and in Unicode NFC "
-                                        "form; rename them")
+            raise SourceReadError(
+                path,
+                f"model columns {clashing[0]} name one model once stripped of spaces and in Unicode NFC "
+                "form; rename them",
+            )
         return item, labels, models
 
     def _suite(self, path: Path, options: IngestOptions) -> str:
@@ -614,8 +660,11 @@ class WideTableReader:
                         if outcome.reason:
                             row["reason"] = f"{where}: {sample_label(item, 1)} model {model!r}: {outcome.reason}"
                     if problems[model]:  # named here, where the table's row is known
-                        row["reason"] = (f"{where}: {problems[model]}" if row["reason"] is None
-                                         else f"{row['reason']}; {problems[model]}")
+                        row["reason"] = (
+                            f"{where}: {problems[model]}"
+                            if row["reason"] is None
+                            else f"{row['reason']}; {problems[model]}"
+                        )
                     per_model[model].append(row)
                 row_number += 1
             for model, rows in per_model.items():

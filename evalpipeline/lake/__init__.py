@@ -257,7 +257,11 @@ class SummaryCache:
         self.hits = self.misses = 0
         try:
             record = json.loads(self.path.read_text())
-            if isinstance(record, dict) and record.get("version") == version and isinstance(record.get("entries"), dict):
+            if (
+                isinstance(record, dict)
+                and record.get("version") == version
+                and isinstance(record.get("entries"), dict)
+            ):
                 self._stored = record["entries"]
         except (OSError, ValueError):
             pass
@@ -349,15 +353,18 @@ class AtomicParquetWriter:
             self._tmp.unlink(missing_ok=True)
 
 
-
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with the columns of ``schema``, in its order and types (null where it lacks one); a
     column ``schema`` lacks is an error, as a value of the wrong type is."""
     extra = [name for name in table.schema.names if name not in schema.names]
     if extra:
         raise ValueError(f"columns {extra} are not in the file's schema")
-    columns = [table.column(field.name).cast(field.type) if field.name in table.schema.names
-               else pa.nulls(table.num_rows, field.type) for field in schema]
+    columns = [
+        table.column(field.name).cast(field.type)
+        if field.name in table.schema.names
+        else pa.nulls(table.num_rows, field.type)
+        for field in schema
+    ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -480,18 +487,23 @@ class Lake:
                     )
         return found
 
-    def sample_tables(self, *, model: str | None = None, suite: str | None = None,
-                      include_failed: bool = False) -> list[tuple[str, str, Path]]:
+    def sample_tables(
+        self, *, model: str | None = None, suite: str | None = None, include_failed: bool = False
+    ) -> list[tuple[str, str, Path]]:
         """(model, suite, path) of the partitions' sample tables, sorted, optionally of one model or
         suite. Tables that failed a blocking validation check (:meth:`failed_validation`) are left
         out unless ``include_failed``: what compares, ranks or pools partitions reads only these, so
         data the validation rejected reaches no leaderboard, profile, suite fit or reliability."""
-        pattern = (f"samples/model={'*' if model is None else to_partition_key(model)}/"
-                   f"suite={'*' if suite is None else to_partition_key(suite)}/samples.parquet")
+        pattern = (
+            f"samples/model={'*' if model is None else to_partition_key(model)}/"
+            f"suite={'*' if suite is None else to_partition_key(suite)}/samples.parquet"
+        )
         found = []
         for path in sorted(self.root.glob(pattern)):
-            names = (from_partition_key(path.parent.parent.name.split("=", 1)[1]),
-                     from_partition_key(path.parent.name.split("=", 1)[1]))
+            names = (
+                from_partition_key(path.parent.parent.name.split("=", 1)[1]),
+                from_partition_key(path.parent.name.split("=", 1)[1]),
+            )
             if include_failed or not self.failed_validation(*names):
                 found.append((*names, path))
         return found
@@ -516,7 +528,8 @@ class Lake:
         if failed:
             raise RejectedSamplesError(
                 f"{model!r} x {suite!r}: the sample table failed validation ({', '.join(failed)}); nothing is "
-                "computed from rejected rows. Fix or replace the log, then materialise eval_samples again")
+                "computed from rejected rows. Fix or replace the log, then materialise eval_samples again"
+            )
 
     def record_partition_names(self, dimension: str, names: set[str] | list[str]) -> None:
         """Store key -> display name for ``dimension``: one small file per key, so that runs

@@ -39,8 +39,7 @@ def to_partition_key(name: str) -> str:
         key = "%2E" + key[1:]
     if len(key) > MAX_KEY_LENGTH:
         raise PartitionKeyError(
-            f"name {name[:60]!r}... encodes to a {len(key)}-character partition key; "
-            f"the limit is {MAX_KEY_LENGTH}"
+            f"name {name[:60]!r}... encodes to a {len(key)}-character partition key; the limit is {MAX_KEY_LENGTH}"
         )
     return key
 

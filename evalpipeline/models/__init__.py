@@ -27,8 +27,20 @@ from evalpipeline.models.fit import (  # noqa: E402
 from evalpipeline.models.glm import MODELS, PARTITION_MODELS, SUITE_MODELS, applicability  # noqa: E402
 
 __all__ = [
-    "GlmData", "FitSettings", "DiagnosticThresholds", "Fitter", "GlmFit", "configure_jax", "diagnose", "fit_glm",
-    "read_fit", "write_fit", "seed_from_key", "MODELS", "PARTITION_MODELS", "SUITE_MODELS", "applicability",
+    "GlmData",
+    "FitSettings",
+    "DiagnosticThresholds",
+    "Fitter",
+    "GlmFit",
+    "configure_jax",
+    "diagnose",
+    "fit_glm",
+    "read_fit",
+    "write_fit",
+    "seed_from_key",
+    "MODELS",
+    "PARTITION_MODELS",
+    "SUITE_MODELS",
+    "applicability",
     "compare_fits",
 ]
-

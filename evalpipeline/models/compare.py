@@ -83,9 +83,16 @@ class PointwiseCriteria:
     def waic(self) -> ELPDData:
         n = self.n_units
         return ELPDData(
-            data=[float(self.waic_i.sum()), float((n * np.var(self.waic_i)) ** 0.5), float(self.p_waic_i.sum()),
-                  self.n_samples, n, bool(np.any(self.p_waic_i > 0.4)), xr.DataArray(self.waic_i, dims=["unit"],
-                                                                                      name="waic_i"), "log"],
+            data=[
+                float(self.waic_i.sum()),
+                float((n * np.var(self.waic_i)) ** 0.5),
+                float(self.p_waic_i.sum()),
+                self.n_samples,
+                n,
+                bool(np.any(self.p_waic_i > 0.4)),
+                xr.DataArray(self.waic_i, dims=["unit"], name="waic_i"),
+                "log",
+            ],
             index=["elpd_waic", "se", "p_waic", "n_samples", "n_data_points", "warning", "waic_i", "scale"],
         )
 
@@ -93,23 +100,46 @@ class PointwiseCriteria:
         n, good_k = self.n_units, min(1 - 1 / np.log10(self.n_samples), 0.7)
         elpd = float(self.loo_i.sum())
         return ELPDData(
-            data=[elpd, float((n * np.var(self.loo_i)) ** 0.5), float(self.lppd_i.sum()) - elpd, self.n_samples, n,
-                  bool(np.any(self.pareto_k > good_k)), xr.DataArray(self.loo_i, dims=["unit"], name="loo_i"),
-                  xr.DataArray(self.pareto_k, dims=["unit"], name="pareto_k"), "log", good_k],
-            index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning", "loo_i", "pareto_k", "scale",
-                   "good_k"],
+            data=[
+                elpd,
+                float((n * np.var(self.loo_i)) ** 0.5),
+                float(self.lppd_i.sum()) - elpd,
+                self.n_samples,
+                n,
+                bool(np.any(self.pareto_k > good_k)),
+                xr.DataArray(self.loo_i, dims=["unit"], name="loo_i"),
+                xr.DataArray(self.pareto_k, dims=["unit"], name="pareto_k"),
+                "log",
+                good_k,
+            ],
+            index=[
+                "elpd_loo",
+                "se",
+                "p_loo",
+                "n_samples",
+                "n_data_points",
+                "warning",
+                "loo_i",
+                "pareto_k",
+                "scale",
+                "good_k",
+            ],
         )
 
     def to_table(self) -> pa.Table:
         columns = {name: getattr(self, name) for name in CRITERIA_COLUMNS}
         meta = {"n_samples": self.n_samples, "observed_total": self.observed_total}
-        return pa.table({k: pa.array(np.asarray(v, dtype=np.float64)) for k, v in columns.items()},
-                        metadata={b"criteria": json.dumps(meta).encode()})
+        return pa.table(
+            {k: pa.array(np.asarray(v, dtype=np.float64)) for k, v in columns.items()},
+            metadata={b"criteria": json.dumps(meta).encode()},
+        )
 
     @classmethod
     def from_table(cls, table: pa.Table) -> "PointwiseCriteria":
         meta = json.loads((table.schema.metadata or {})[b"criteria"])
-        columns = {name: table.column(name).to_numpy() for name in ("waic_i", "p_waic_i", "loo_i", "lppd_i", "pareto_k")}
+        columns = {
+            name: table.column(name).to_numpy() for name in ("waic_i", "p_waic_i", "loo_i", "lppd_i", "pareto_k")
+        }
         return cls(**columns, n_samples=int(meta["n_samples"]), observed_total=meta["observed_total"])
 
 
@@ -126,8 +156,13 @@ def pointwise_criteria(idata: az.InferenceData, var_name: str = "obs") -> Pointw
         p_waic_i[start : start + psis.CHUNK_UNITS] = values[start : start + psis.CHUNK_UNITS].var(axis=1)
     observed = idata.observed_data[var_name].values if "observed_data" in idata.groups() else None
     return PointwiseCriteria(
-        waic_i=loo.lppd_i - p_waic_i, p_waic_i=p_waic_i, loo_i=loo.loo_i, lppd_i=loo.lppd_i, pareto_k=loo.pareto_k,
-        n_samples=values.shape[1], observed_total=None if observed is None else float(np.nansum(observed)),
+        waic_i=loo.lppd_i - p_waic_i,
+        p_waic_i=p_waic_i,
+        loo_i=loo.loo_i,
+        lppd_i=loo.lppd_i,
+        pareto_k=loo.pareto_k,
+        n_samples=values.shape[1],
+        observed_total=None if observed is None else float(np.nansum(observed)),
     )
 
 
@@ -151,28 +186,30 @@ def compare_fits(fits: dict, *, pareto_k_threshold: float = 0.7) -> pd.DataFrame
     rows = []
     for name, c in criteria.items():
         high = int(np.sum(c.pareto_k > pareto_k_threshold))
-        rows.append({
-            "model": name,
-            "waic_rank": int(waic.loc[name, "rank"]),
-            "elpd_waic": float(waic.loc[name, "elpd_waic"]),
-            "waic_se": float(waic.loc[name, "se"]),
-            "p_waic": float(waic.loc[name, "p_waic"]),
-            "d_waic": float(waic.loc[name, "elpd_diff"]),
-            "waic_dse": float(waic.loc[name, "dse"]),
-            "waic_weight": float(waic.loc[name, "weight"]),
-            "waic_warning": bool(waic.loc[name, "warning"]),
-            "loo_rank": int(loo.loc[name, "rank"]),
-            "elpd_loo": float(loo.loc[name, "elpd_loo"]),
-            "loo_se": float(loo.loc[name, "se"]),
-            "p_loo": float(loo.loc[name, "p_loo"]),
-            "d_loo": float(loo.loc[name, "elpd_diff"]),
-            "loo_dse": float(loo.loc[name, "dse"]),
-            "loo_weight": float(loo.loc[name, "weight"]),
-            "n_pareto_k_high": high,
-            "pareto_k_threshold": pareto_k_threshold,
-            "loo_warning": high > 0,
-            "n_units": c.n_units,
-        })
+        rows.append(
+            {
+                "model": name,
+                "waic_rank": int(waic.loc[name, "rank"]),
+                "elpd_waic": float(waic.loc[name, "elpd_waic"]),
+                "waic_se": float(waic.loc[name, "se"]),
+                "p_waic": float(waic.loc[name, "p_waic"]),
+                "d_waic": float(waic.loc[name, "elpd_diff"]),
+                "waic_dse": float(waic.loc[name, "dse"]),
+                "waic_weight": float(waic.loc[name, "weight"]),
+                "waic_warning": bool(waic.loc[name, "warning"]),
+                "loo_rank": int(loo.loc[name, "rank"]),
+                "elpd_loo": float(loo.loc[name, "elpd_loo"]),
+                "loo_se": float(loo.loc[name, "se"]),
+                "p_loo": float(loo.loc[name, "p_loo"]),
+                "d_loo": float(loo.loc[name, "elpd_diff"]),
+                "loo_dse": float(loo.loc[name, "dse"]),
+                "loo_weight": float(loo.loc[name, "weight"]),
+                "n_pareto_k_high": high,
+                "pareto_k_threshold": pareto_k_threshold,
+                "loo_warning": high > 0,
+                "n_units": c.n_units,
+            }
+        )
     table = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
     return table.sort_values(["waic_rank", "model"]).reset_index(drop=True)
 
@@ -183,13 +220,33 @@ def single_fit_criteria(name: str, fit, *, pareto_k_threshold: float = 0.7) -> p
     c = _criteria(name, fit)
     waic, loo = c.waic(), c.loo()
     high = int(np.sum(c.pareto_k > pareto_k_threshold))
-    return pd.DataFrame([{
-        "model": name, "waic_rank": 0, "elpd_waic": float(waic["elpd_waic"]), "waic_se": float(waic["se"]),
-        "p_waic": float(waic["p_waic"]), "d_waic": 0.0, "waic_dse": 0.0, "waic_weight": 1.0,
-        "waic_warning": bool(waic["warning"]), "loo_rank": 0, "elpd_loo": float(loo["elpd_loo"]), "loo_se": float(loo["se"]),
-        "p_loo": float(loo["p_loo"]), "d_loo": 0.0, "loo_dse": 0.0, "loo_weight": 1.0, "n_pareto_k_high": high,
-        "pareto_k_threshold": pareto_k_threshold, "loo_warning": high > 0, "n_units": c.n_units,
-    }], columns=list(COMPARE_COLUMNS))
+    return pd.DataFrame(
+        [
+            {
+                "model": name,
+                "waic_rank": 0,
+                "elpd_waic": float(waic["elpd_waic"]),
+                "waic_se": float(waic["se"]),
+                "p_waic": float(waic["p_waic"]),
+                "d_waic": 0.0,
+                "waic_dse": 0.0,
+                "waic_weight": 1.0,
+                "waic_warning": bool(waic["warning"]),
+                "loo_rank": 0,
+                "elpd_loo": float(loo["elpd_loo"]),
+                "loo_se": float(loo["se"]),
+                "p_loo": float(loo["p_loo"]),
+                "d_loo": 0.0,
+                "loo_dse": 0.0,
+                "loo_weight": 1.0,
+                "n_pareto_k_high": high,
+                "pareto_k_threshold": pareto_k_threshold,
+                "loo_warning": high > 0,
+                "n_units": c.n_units,
+            }
+        ],
+        columns=list(COMPARE_COLUMNS),
+    )
 
 
 def _criteria(name: str, fit) -> PointwiseCriteria:

@@ -117,7 +117,7 @@ def _valid(x: np.ndarray, min_chains: int) -> np.ndarray:
 
 def _split_chains(x: np.ndarray) -> np.ndarray:
     half = x.shape[2] // 2
-    return np.concatenate([x[:, :, :half], x[:, :, x.shape[2] - half:]], axis=1)
+    return np.concatenate([x[:, :, :half], x[:, :, x.shape[2] - half :]], axis=1)
 
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
@@ -169,7 +169,7 @@ def _ess(x: np.ndarray) -> np.ndarray:
     # arviz's loop visits pair j = 1, 2, ... while 2j - 1 < draws - 3 and pair j - 1's sum is > 0
     # (pair 0 is 1 + rho_1), so the last pair it computes is J = min(last_pair, first pair not > 0)
     last_pair = max(0, (draws - 3) // 2)
-    sums = rho[:, 0: 2 * last_pair + 2: 2] + rho[:, 1: 2 * last_pair + 2: 2]
+    sums = rho[:, 0 : 2 * last_pair + 2 : 2] + rho[:, 1 : 2 * last_pair + 2 : 2]
     not_positive = ~(sums > 0)  # NaN stops the loop too
     first = np.where(not_positive.any(axis=1), not_positive.argmax(axis=1), last_pair + 1)
     last = np.minimum(first, last_pair)

@@ -159,9 +159,7 @@ class GlmData:
         keys = ["model", "domain", "subdomain", "item_id", *cov_columns]
         # an item's domain/subdomain is part of its key: items are nested in subdomains
         units = (
-            frame.groupby(keys, sort=True, dropna=False)
-            .agg(k=("_success", "sum"), n=("_attempt", "sum"))
-            .reset_index()
+            frame.groupby(keys, sort=True, dropna=False).agg(k=("_success", "sum"), n=("_attempt", "sum")).reset_index()
         )
         meta = {
             "graded": graded,
@@ -228,7 +226,9 @@ class GlmData:
             elif column in categorical or not pd.api.types.is_numeric_dtype(frame[column]):
                 levels = tuple(sorted(frame[column].astype(str).unique()))
                 cats[column] = levels
-                frame[f"{column}_idx"] = frame[column].astype(str).map({v: i for i, v in enumerate(levels)}).astype(np.int32)
+                frame[f"{column}_idx"] = (
+                    frame[column].astype(str).map({v: i for i, v in enumerate(levels)}).astype(np.int32)
+                )
             else:
                 numeric.append(column)
         parent = np.array([domains.index(d) for d, _ in pairs], dtype=np.int32)

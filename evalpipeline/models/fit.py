@@ -148,7 +148,9 @@ class FitSettings:
         if self.warm_tuning not in ("pooled", "per_chain"):
             raise ValueError(f"FitSettings.warm_tuning must be pooled or per_chain, not {self.warm_tuning!r}")
         if self.chain_method not in ("vectorized", "parallel", "sequential"):
-            raise ValueError(f"FitSettings.chain_method must be vectorized, parallel or sequential, not {self.chain_method!r}")
+            raise ValueError(
+                f"FitSettings.chain_method must be vectorized, parallel or sequential, not {self.chain_method!r}"
+            )
         if self.centring not in ("auto", "centred", "non_centred"):
             raise ValueError(f"FitSettings.centring must be auto, centred or non_centred, not {self.centring!r}")
         unknown = set(self.retry_on) - set(DIAGNOSTICS)
@@ -183,7 +185,11 @@ SAMPLING_DIAGNOSTICS = ("divergences", "r_hat", "ess_bulk", "ess_tail", "bfmi")
 def gating_failures(diagnostics: pd.DataFrame) -> list[str]:
     """Gating diagnostics that failed (``diagnose``'s ``gates`` column; tables written before it
     existed gate on the sampling diagnostics)."""
-    gates = diagnostics["gates"].astype(bool) if "gates" in diagnostics else diagnostics["diagnostic"].isin(SAMPLING_DIAGNOSTICS)
+    gates = (
+        diagnostics["gates"].astype(bool)
+        if "gates" in diagnostics
+        else diagnostics["diagnostic"].isin(SAMPLING_DIAGNOSTICS)
+    )
     return diagnostics.loc[gates & ~diagnostics["passed"].astype(bool), "diagnostic"].tolist()
 
 
@@ -194,8 +200,13 @@ def seed_from_key(key: str) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
 
 
-def configure_jax(*, host_devices: int | None = None, compilation_cache_dir: str | os.PathLike | None = None,
-                  cache_max_bytes: int | None = None, intra_op_threads: int | None = None) -> dict:
+def configure_jax(
+    *,
+    host_devices: int | None = None,
+    compilation_cache_dir: str | os.PathLike | None = None,
+    cache_max_bytes: int | None = None,
+    intra_op_threads: int | None = None,
+) -> dict:
     """Set JAX process options; call before anything runs a JAX computation.
 
     ``host_devices`` (for ``chain_method="parallel"``) only takes effect before
@@ -427,15 +438,17 @@ class Fitter:
         runner.uses -= 1  # prepared, not used
         data_spec = {k: _spec(v) for k, v in design.arrays.items()}
         chain_keys = jax.eval_shape(lambda: random.split(random.PRNGKey(0), settings.num_chains))
-        runner.run.lower(chain_keys, data_spec, jax.ShapeDtypeStruct((), jnp.float32),
-                         *_warm_specs(runner, settings.num_chains)).compile()
-        runner.prior_draws.lower(jax.eval_shape(lambda: random.PRNGKey(0)),
-                                 {k: v for k, v in data_spec.items() if k != "k_obs"}).compile()
+        runner.run.lower(
+            chain_keys, data_spec, jax.ShapeDtypeStruct((), jnp.float32), *_warm_specs(runner, settings.num_chains)
+        ).compile()
+        runner.prior_draws.lower(
+            jax.eval_shape(lambda: random.PRNGKey(0)), {k: v for k, v in data_spec.items() if k != "k_obs"}
+        ).compile()
         return {"stored": already, "seconds": round(time.perf_counter() - started, 3)}
 
-
-    def sample_batch(self, name: str, datasets: list[GlmData], settings: FitSettings, seed_key: str,
-                     *, priors: dict | None = None) -> list[dict]:
+    def sample_batch(
+        self, name: str, datasets: list[GlmData], settings: FitSettings, seed_key: str, *, priors: dict | None = None
+    ) -> list[dict]:
         """Fit ``name`` to many data sets of one design in one compiled program (no retry, no summary).
 
         Each data set gets its own chains and its own warmup adaptation, so each
@@ -463,14 +476,22 @@ class Fitter:
             if reason:
                 raise ValueError(f"model {name!r} is not applicable: {reason}")
             used = {lvl: sc for lvl, sc in entry.level_scales if _level_used(lvl, opts, name)}
-            centring = glm.choose_centring(d, used, mode=settings.centring, threshold=settings.centring_threshold,
-                                           shared_items=name in glm.CROSSED_MODELS)
+            centring = glm.choose_centring(
+                d,
+                used,
+                mode=settings.centring,
+                threshold=settings.centring_threshold,
+                shared_items=name in glm.CROSSED_MODELS,
+            )
             stacked.append(glm.build_arrays(d, layout, centring))
         if name in glm.CROSSED_MODELS:  # one program for the batch: the basis of the first data set
-            first_centring = glm.choose_centring(datasets[0], used, mode=settings.centring,
-                                                 threshold=settings.centring_threshold, shared_items=True)
+            first_centring = glm.choose_centring(
+                datasets[0], used, mode=settings.centring, threshold=settings.centring_threshold, shared_items=True
+            )
             same_groups = len({d.n_subdomains for d in datasets}) == 1  # the basis's arrays must stack
-            opts["group_mean_basis"] = same_groups and glm.use_group_mean_basis(settings.group_mean_basis, first_centring)
+            opts["group_mean_basis"] = same_groups and glm.use_group_mean_basis(
+                settings.group_mean_basis, first_centring
+            )
             if opts["group_mean_basis"]:
                 for d, a in zip(datasets, stacked):
                     a.update(glm.crossed_arrays(d, layout))
@@ -481,8 +502,17 @@ class Fitter:
         shapes = tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch_arrays.items()))
         # "sequential": every chain of every data set one after another; otherwise all in lockstep (vmap)
         method = "sequential" if settings.chain_method == "sequential" else "vectorized"
-        key = ("batch", name, tuple(sorted(opts.items())), shapes, settings.num_warmup, settings.num_samples,
-               settings.num_chains, settings.max_tree_depth, method)
+        key = (
+            "batch",
+            name,
+            tuple(sorted(opts.items())),
+            shapes,
+            settings.num_warmup,
+            settings.num_samples,
+            settings.num_chains,
+            settings.max_tree_depth,
+            method,
+        )
         runner = self._runners.get(key)
         if runner is None:
             runner = _build_runner(entry.fn, opts, stacked[0], settings, method, batch=True)
@@ -506,8 +536,9 @@ class Fitter:
         return results
 
 
-def curvature_inverse_mass(potential, z: dict, key, block: tuple[str, ...] = (), *, steps: int = 300,
-                           rate: float = 0.05, probes: int = 32):
+def curvature_inverse_mass(
+    potential, z: dict, key, block: tuple[str, ...] = (), *, steps: int = 300, rate: float = 0.05, probes: int = 32
+):
     """A starting inverse mass matrix for NUTS: 1 / the potential's curvature per coordinate near its mode.
 
     NUTS starts warmup with the identity; where the posterior's scales differ by 10-100x (a 20,000-unit
@@ -554,12 +585,15 @@ def curvature_inverse_mass(potential, z: dict, key, block: tuple[str, ...] = (),
     per_site, positions, offset = {}, {}, 0
     for site in sorted(z):
         size = int(np.prod(jnp.shape(z[site])))
-        per_site[site], positions[site] = inverse[offset: offset + size], np.arange(offset, offset + size)
+        per_site[site], positions[site] = inverse[offset : offset + size], np.arange(offset, offset + size)
         offset += size
     others = tuple(sorted(set(z) - set(block)))
-    return {tuple(block): _block_inverse_hessian(grad, mode, np.concatenate([positions[s] for s in block]),
-                                                 jnp.concatenate([per_site[s] for s in block])),
-            others: jnp.concatenate([per_site[s] for s in others])}
+    return {
+        tuple(block): _block_inverse_hessian(
+            grad, mode, np.concatenate([positions[s] for s in block]), jnp.concatenate([per_site[s] for s in block])
+        ),
+        others: jnp.concatenate([per_site[s] for s in others]),
+    }
 
 
 def _block_inverse_hessian(grad, mode, index: np.ndarray, diagonal):
@@ -609,8 +643,16 @@ def _runner_key(name: str, options: dict, arrays: dict, settings: FitSettings, w
     """What decides a runner: the model, its static options, the arrays' shapes and types, the sampler
     settings; a warm runner also its burn-in."""
     shapes = tuple(sorted((k, np.shape(v), str(np.asarray(v).dtype)) for k, v in arrays.items()))
-    key = (name, tuple(sorted(options.items())), shapes, settings.num_warmup, settings.num_samples,
-           settings.num_chains, settings.max_tree_depth, _effective_chain_method(settings))
+    key = (
+        name,
+        tuple(sorted(options.items())),
+        shapes,
+        settings.num_warmup,
+        settings.num_samples,
+        settings.num_chains,
+        settings.max_tree_depth,
+        _effective_chain_method(settings),
+    )
     if warm:  # a key of the old form for cold runners: their stored programs stay valid
         key = key + ("warm", settings.warm_burn_in)
     return key
@@ -669,8 +711,9 @@ def _load_runner(path: Path, chain_method: str, warm: bool) -> _Runner | None:
     return _Runner(run, prior_draws, sites, chain_method, shapes=shapes, block=block, warm=warm)
 
 
-def _store_runner(runner: _Runner, path: Path, runner_key: tuple, arrays: dict, num_chains: int,
-                  max_bytes: int | None = None) -> _Runner:
+def _store_runner(
+    runner: _Runner, path: Path, runner_key: tuple, arrays: dict, num_chains: int, max_bytes: int | None = None
+) -> _Runner:
     """Export ``runner``'s programs (``jax.export``, StableHLO) and store them at ``path`` for
     :func:`_load_runner`; returns the runner calling the exported programs, as the processes that
     load it will (one compiled program for all of them in the compilation cache). With ``max_bytes``
@@ -682,11 +725,19 @@ def _store_runner(runner: _Runner, path: Path, runner_key: tuple, arrays: dict, 
     key_spec = jax.eval_shape(lambda: random.PRNGKey(0))
     data_spec = {k: _spec(v) for k, v in arrays.items()}
     extra = _warm_specs(runner, num_chains) if runner.warm else ()
-    sampler = export.export(runner.run)(jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
-                                        data_spec, jax.ShapeDtypeStruct((), jnp.float32), *extra)
+    sampler = export.export(runner.run)(
+        jax.eval_shape(lambda: random.split(random.PRNGKey(0), num_chains)),
+        data_spec,
+        jax.ShapeDtypeStruct((), jnp.float32),
+        *extra,
+    )
     prior_draws = export.export(runner.prior_draws)(key_spec, {k: v for k, v in data_spec.items() if k != "k_obs"})
-    described = {"sites": list(runner.sites), "shapes": {s: list(runner.shapes[s]) for s in runner.sites},
-                 "block": list(runner.block), "key": repr(runner_key)}
+    described = {
+        "sites": list(runner.sites),
+        "shapes": {s: list(runner.shapes[s]) for s in runner.sites},
+        "block": list(runner.block),
+        "key": repr(runner_key),
+    }
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         archive.writestr(_STORED_SAMPLER, bytes(sampler.serialize()))
@@ -698,8 +749,15 @@ def _store_runner(runner: _Runner, path: Path, runner_key: tuple, arrays: dict, 
     return dataclasses.replace(runner, run=jax.jit(sampler.call), prior_draws=jax.jit(prior_draws.call))
 
 
-def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, chain_method: str,
-                  batch: bool = False, warm: bool = False) -> _Runner:
+def _build_runner(
+    model_fn,
+    options: dict,
+    arrays: dict,
+    settings: FitSettings,
+    chain_method: str,
+    batch: bool = False,
+    warm: bool = False,
+) -> _Runner:
     """The compiled sampler. Cold: each chain draws its start and adapts step size and mass matrix
     over ``num_warmup`` iterations. ``warm`` (:class:`WarmStart`): ``run`` takes four more arguments,
     per chain (leading axis): ``starts`` {site: position}, ``diagonals`` {site: inverse mass of each
@@ -744,10 +802,19 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
             inverse_mass = {(site,): diagonals[site] for site in diagonals}
             if block:
                 inverse_mass[block] = block_mass
-            state = init_kernel(start, burn, step_size=step_size, inverse_mass_matrix=inverse_mass,
-                                adapt_step_size=False, adapt_mass_matrix=False, dense_mass=[block] if block else [],
-                                target_accept_prob=target_accept, max_tree_depth=settings.max_tree_depth,
-                                model_args=(sampled,), rng_key=run_key)
+            state = init_kernel(
+                start,
+                burn,
+                step_size=step_size,
+                inverse_mass_matrix=inverse_mass,
+                adapt_step_size=False,
+                adapt_mass_matrix=False,
+                dense_mass=[block] if block else [],
+                target_accept_prob=target_accept,
+                max_tree_depth=settings.max_tree_depth,
+                model_args=(sampled,),
+                rng_key=run_key,
+            )
         else:
             keys = random.split(init_key, len(sites))
             # init_to_uniform(radius=2) on the unconstrained scale, as numpyro's default
@@ -755,14 +822,28 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
             inverse_mass = None
             if dense_mass:  # the group-mean basis's suites: measured there (curvature_inverse_mass)
                 inverse_mass = curvature_inverse_mass(potential_gen(sampled), z0, random.fold_in(init_key, 1), block)
-            state = init_kernel(z0, num_warmup, target_accept_prob=target_accept,
-                                max_tree_depth=settings.max_tree_depth, dense_mass=dense_mass,
-                                inverse_mass_matrix=inverse_mass, model_args=(sampled,), rng_key=run_key)
+            state = init_kernel(
+                z0,
+                num_warmup,
+                target_accept_prob=target_accept,
+                max_tree_depth=settings.max_tree_depth,
+                dense_mass=dense_mass,
+                inverse_mass_matrix=inverse_mass,
+                model_args=(sampled,),
+                rng_key=run_key,
+            )
 
         def step(state, _):
             state = sample_kernel(state, model_args=(sampled,))
-            return state, (state.z, state.potential_energy, state.energy, state.diverging, state.num_steps,
-                           state.accept_prob, state.adapt_state.step_size)
+            return state, (
+                state.z,
+                state.potential_energy,
+                state.energy,
+                state.diverging,
+                state.num_steps,
+                state.accept_prob,
+                state.adapt_state.step_size,
+            )
 
         # one scan over warmup and sampling: the NUTS kernel is traced and compiled once, not twice
         last, trace = lax.scan(step, state, None, length=burn + num_samples)
@@ -772,21 +853,34 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         adapted = last.adapt_state.inverse_mass_matrix
         if not isinstance(adapted, dict):  # one diagonal (or dense) matrix over all sites, sorted
             adapted = {sites: adapted}
-        return {"samples": constrained, "log_likelihood": loglik, "lp": -potential, "energy": energy,
-                "diverging": diverging, "n_steps": steps, "acceptance_rate": accept, "step_size": step_size,
-                "last_z": last.z, "inverse_mass": {"|".join(k): v for k, v in adapted.items()},
-                "final_step_size": last.adapt_state.step_size}
+        return {
+            "samples": constrained,
+            "log_likelihood": loglik,
+            "lp": -potential,
+            "energy": energy,
+            "diverging": diverging,
+            "n_steps": steps,
+            "acceptance_rate": accept,
+            "step_size": step_size,
+            "last_z": last.z,
+            "inverse_mass": {"|".join(k): v for k, v in adapted.items()},
+            "final_step_size": last.adapt_state.step_size,
+        }
 
     if warm and (batch or chain_method == "parallel"):
         raise ValueError("warm starts run sequential or vectorized chains of one data set")
     if warm and chain_method == "sequential":
-        run = jax.jit(lambda keys, data, ta, starts, diagonals, block_mass, step_size: lax.map(
-            lambda c: one_chain(c[0], data, ta, *c[1:]), (keys, starts, diagonals, block_mass, step_size)))
+        run = jax.jit(
+            lambda keys, data, ta, starts, diagonals, block_mass, step_size: lax.map(
+                lambda c: one_chain(c[0], data, ta, *c[1:]), (keys, starts, diagonals, block_mass, step_size)
+            )
+        )
     elif warm:
         run = jax.jit(jax.vmap(one_chain, in_axes=(0, None, None, 0, 0, 0, 0)))
     elif batch and chain_method == "sequential":  # independent data sets x chains, one chain after another
-        run = jax.jit(lambda keys, data, ta: lax.map(
-            lambda kd: lax.map(lambda k: one_chain(k, kd[1], ta), kd[0]), (keys, data)))
+        run = jax.jit(
+            lambda keys, data, ta: lax.map(lambda kd: lax.map(lambda k: one_chain(k, kd[1], ta), kd[0]), (keys, data))
+        )
     elif batch:  # independent data sets x chains in lockstep, each chain adapting on its own data set
         run = jax.jit(jax.vmap(jax.vmap(one_chain, in_axes=(0, None, None)), in_axes=(0, 0, None)))
     elif chain_method == "vectorized":
@@ -807,19 +901,30 @@ def _build_runner(model_fn, options: dict, arrays: dict, settings: FitSettings, 
         sites = ["p", "phi"] if "phi" in prototype else ["p"]
         return Predictive(model, num_samples=settings.predictive_draws, return_sites=sites)(rng_key, data)
 
-    return _Runner(run, prior_draws, sites, chain_method, shapes={s: tuple(prototype[s].shape) for s in sites},
-                   block=block, warm=warm)
+    return _Runner(
+        run,
+        prior_draws,
+        sites,
+        chain_method,
+        shapes={s: tuple(prototype[s].shape) for s in sites},
+        block=block,
+        warm=warm,
+    )
 
 
 def _warm_specs(runner: _Runner, chains: int) -> tuple:
     """Shapes of a warm runner's extra arguments (for exporting it)."""
+
     def spec(*shape):
         return jax.ShapeDtypeStruct((chains,) + tuple(shape), jnp.float32)
 
     size = sum(int(np.prod(runner.shapes[s])) for s in runner.block)
-    return ({s: spec(*runner.shapes[s]) for s in runner.sites},
-            {s: spec(int(np.prod(runner.shapes[s]))) for s in runner.sites if s not in runner.block},
-            spec(size, size), spec())
+    return (
+        {s: spec(*runner.shapes[s]) for s in runner.sites},
+        {s: spec(int(np.prod(runner.shapes[s]))) for s in runner.sites if s not in runner.block},
+        spec(size, size),
+        spec(),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -894,7 +999,13 @@ def fit_glm(
     fitter = fitter or Fitter()
     entry = glm.MODELS[name]
     design = _design(name, data, settings, priors)
-    options, centring, layout, arrays, cells = design.options, design.centring, design.layout, design.arrays, design.cells
+    options, centring, layout, arrays, cells = (
+        design.options,
+        design.centring,
+        design.layout,
+        design.arrays,
+        design.cells,
+    )
     level_scales = dict(entry.level_scales)
     started = time.perf_counter()
     attempts: list[dict] = []
@@ -907,9 +1018,16 @@ def fit_glm(
                 raise WarmStartMismatch("chain_method parallel starts cold")
             # its shapes and block; the warm runner, the one the first attempt needs (the cold one may never be)
             prototype = fitter.runner(name, options, arrays, settings, warm=True)
-            warm_args = warm_arguments(warm, name, options, prototype.shapes, prototype.block,
-                                       functools.partial(_axis_labels, data), settings.num_chains,
-                                       pooled=settings.warm_tuning == "pooled")
+            warm_args = warm_arguments(
+                warm,
+                name,
+                options,
+                prototype.shapes,
+                prototype.block,
+                functools.partial(_axis_labels, data),
+                settings.num_chains,
+                pooled=settings.warm_tuning == "pooled",
+            )
             start = "warm"
         except WarmStartMismatch as exc:
             start = f"cold: {exc}"
@@ -930,11 +1048,19 @@ def fit_glm(
         chain_stats = convergence(idata.posterior)  # shared by the diagnostics and the summary
         diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k, stats=chain_stats)
         failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
-        attempts.append({"attempt": len(attempts) + 1, "target_accept": target, "seed_key": attempt_key, "seed": seed,
-                         "passed": not gating_failures(diagnostics), "failed": failed,
-                         "seconds": round(time.perf_counter() - t0, 3),
-                         "compiled": fitter.compilations > compilations,
-                         "start": f"warm ({settings.warm_burn_in} burn-in)" if is_warm else "cold"})
+        attempts.append(
+            {
+                "attempt": len(attempts) + 1,
+                "target_accept": target,
+                "seed_key": attempt_key,
+                "seed": seed,
+                "passed": not gating_failures(diagnostics),
+                "failed": failed,
+                "seconds": round(time.perf_counter() - t0, 3),
+                "compiled": fitter.compilations > compilations,
+                "start": f"warm ({settings.warm_burn_in} burn-in)" if is_warm else "cold",
+            }
+        )
         if not failed or cold_attempts == 2 or not set(failed) & set(settings.retry_on):
             break
         if not is_warm:
@@ -945,15 +1071,19 @@ def fit_glm(
     passed = not gating_failures(diagnostics)
     warm_state = None
     if passed:
-        warm_state = capture_warm_start(ended, name, options, runner.shapes, runner.block, glm.site_axes,
-                                        functools.partial(_axis_labels, data))
+        warm_state = capture_warm_start(
+            ended, name, options, runner.shapes, runner.block, glm.site_axes, functools.partial(_axis_labels, data)
+        )
     metadata = {
         "model": name,
         "description": entry.description,
         "scope": entry.scope,
         "parameterisation": {lvl: centring.get(lvl, "not in model") for lvl in level_scales}
-        | {"intercept": "paper mu_bar = mu_overall + sigma_overall * z_overall" if settings.paper_form
-           else "identified (single intercept)"},
+        | {
+            "intercept": "paper mu_bar = mu_overall + sigma_overall * z_overall"
+            if settings.paper_form
+            else "identified (single intercept)"
+        },
         "options": {k: v for k, v in options.items()},
         "settings": dataclasses.asdict(settings),
         "thresholds": dataclasses.asdict(thresholds),
@@ -971,14 +1101,29 @@ def fit_glm(
     idata.posterior.attrs.clear()
     for group in idata.groups():
         idata[group].attrs.pop("created_at", None)
-    idata.posterior.attrs["glm_metadata"] = json.dumps({k: v for k, v in metadata.items() if k != "runtime_seconds"},
-                                                       sort_keys=True, default=str)
+    idata.posterior.attrs["glm_metadata"] = json.dumps(
+        {k: v for k, v in metadata.items() if k != "runtime_seconds"}, sort_keys=True, default=str
+    )
     warm_key = _runner_key(name, options, arrays, settings, True)
     warm_program = fitter._stored_path(warm_key, runner.chain_method)
-    ready = None if warm_program is None else (
-        glm.room_for_another_llm(data, layout, grid=bool(options.get("unit_grid"))) and warm_program.exists())
-    return GlmFit(name, idata, summary, diagnostics, passed, attempts, metadata, criteria, warm_state,
-                  ready, "" if warm_program is None else _program_key(warm_key))
+    ready = (
+        None
+        if warm_program is None
+        else (glm.room_for_another_llm(data, layout, grid=bool(options.get("unit_grid"))) and warm_program.exists())
+    )
+    return GlmFit(
+        name,
+        idata,
+        summary,
+        diagnostics,
+        passed,
+        attempts,
+        metadata,
+        criteria,
+        warm_state,
+        ready,
+        "" if warm_program is None else _program_key(warm_key),
+    )
 
 
 @dataclass(frozen=True)
@@ -1003,8 +1148,13 @@ def _design(name: str, data: GlmData, settings: FitSettings, priors: dict | None
             raise ValueError(f"unknown prior argument(s) {sorted(unknown)} for model {name!r}")
         options.update(priors)
     used_levels = {lvl: s for lvl, s in entry.level_scales if _level_used(lvl, options, name)}
-    centring = glm.choose_centring(data, used_levels, mode=settings.centring, threshold=settings.centring_threshold,
-                                   shared_items=name in glm.CROSSED_MODELS)
+    centring = glm.choose_centring(
+        data,
+        used_levels,
+        mode=settings.centring,
+        threshold=settings.centring_threshold,
+        shared_items=name in glm.CROSSED_MODELS,
+    )
     if name in glm.CROSSED_MODELS:
         options["group_mean_basis"] = glm.use_group_mean_basis(settings.group_mean_basis, centring)
     grid = glm.unit_grid(data) if settings.unit_grid and name in glm.CROSSED_MODELS else None
@@ -1036,8 +1186,11 @@ def prior_arguments(name: str) -> set[str]:
     and of the binomial and suite_binomial functions it passes them on to."""
     import inspect
 
-    return (set(inspect.signature(glm.MODELS[name].fn).parameters) | set(inspect.signature(glm.binomial).parameters)
-            | set(inspect.signature(glm.suite_binomial).parameters))
+    return (
+        set(inspect.signature(glm.MODELS[name].fn).parameters)
+        | set(inspect.signature(glm.binomial).parameters)
+        | set(inspect.signature(glm.suite_binomial).parameters)
+    )
 
 
 def _level_used(level: str, options: dict, name: str) -> bool:
@@ -1053,18 +1206,42 @@ def _level_used(level: str, options: dict, name: str) -> bool:
 def _real_sizes(data: GlmData) -> dict[str, int]:
     cats = data.categorical_covariates
     first = len(next(iter(cats.values()))) if cats else 1
-    return {"model": data.n_models, "domain": data.n_domains, "subdomain": data.n_subdomains, "item": data.n_items,
-            "unit": data.n_units, "numeric": len(data.numeric_covariates), "categorical": len(cats),
-            "level": max((len(v) for v in cats.values()), default=1), "slope_group": data.n_models * first}
+    return {
+        "model": data.n_models,
+        "domain": data.n_domains,
+        "subdomain": data.n_subdomains,
+        "item": data.n_items,
+        "unit": data.n_units,
+        "numeric": len(data.numeric_covariates),
+        "categorical": len(cats),
+        "level": max((len(v) for v in cats.values()), default=1),
+        "slope_group": data.n_models * first,
+    }
 
 
-DIM_NAMES = {"model": "llm", "domain": "domain_label", "subdomain": "subdomain_label", "item": "item_label",
-             "unit": "unit", "numeric": "covariate", "categorical": "categorical_covariate", "level": "level",
-             "slope_group": "slope_group"}
+DIM_NAMES = {
+    "model": "llm",
+    "domain": "domain_label",
+    "subdomain": "subdomain_label",
+    "item": "item_label",
+    "unit": "unit",
+    "numeric": "covariate",
+    "categorical": "categorical_covariate",
+    "level": "level",
+    "slope_group": "slope_group",
+}
 
 
-def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSettings, seed: int, target: float,
-            warm_args: tuple | None = None):
+def _sample(
+    runner: _Runner,
+    arrays,
+    data: GlmData,
+    layout,
+    settings: FitSettings,
+    seed: int,
+    target: float,
+    warm_args: tuple | None = None,
+):
     """Run the sampler; returns the InferenceData and where the chains ended (the runner's
     ``last_z``, ``inverse_mass`` and ``final_step_size``, for :func:`capture_warm_start`)."""
     key = random.PRNGKey(seed)
@@ -1104,8 +1281,9 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
     post_pred = glm.simulate_counts(rng, n_units, p_post[take], phi_post)
     no_obs = {k: v for k, v in device_arrays.items() if k != "k_obs"}
     prior = jax.device_get(runner.prior_draws(prior_key, no_obs))
-    prior_pred = glm.simulate_counts(rng, n_units, np.asarray(prior["p"])[:, : data.n_units],
-                                     np.asarray(prior["phi"]) if "phi" in prior else None)
+    prior_pred = glm.simulate_counts(
+        rng, n_units, np.asarray(prior["p"])[:, : data.n_units], np.asarray(prior["phi"]) if "phi" in prior else None
+    )
     observed = data.units["k"].to_numpy(float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1127,8 +1305,13 @@ def _sample(runner: _Runner, arrays, data: GlmData, layout, settings: FitSetting
 # diagnostics and summary
 
 
-def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = None, *,
-             pareto_k: np.ndarray | None = None, stats: Convergence | None = None) -> pd.DataFrame:
+def diagnose(
+    idata: az.InferenceData,
+    thresholds: DiagnosticThresholds | None = None,
+    *,
+    pareto_k: np.ndarray | None = None,
+    stats: Convergence | None = None,
+) -> pd.DataFrame:
     """One row per diagnostic: value, threshold, comparison, passed, and whether it gates.
 
     r-hat is the rank-normalised split r-hat (Vehtari et al. 2021) maximised over
@@ -1141,7 +1324,11 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
     thresholds = thresholds or DiagnosticThresholds()
     posterior = idata.posterior
     stats = stats or convergence(posterior)
-    r_hat, ess_bulk, ess_tail = stats.extreme("r_hat", max), stats.extreme("ess_bulk", min), stats.extreme("ess_tail", min)
+    r_hat, ess_bulk, ess_tail = (
+        stats.extreme("r_hat", max),
+        stats.extreme("ess_bulk", min),
+        stats.extreme("ess_tail", min),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bfmi = float(np.min(az.bfmi(idata))) if posterior.sizes["draw"] > 1 else float("nan")
@@ -1156,7 +1343,9 @@ def diagnose(idata: az.InferenceData, thresholds: DiagnosticThresholds | None = 
         ("pareto_k", pareto_k, thresholds.max_pareto_k, "<="),
     ]
     table = pd.DataFrame(rows, columns=["diagnostic", "value", "threshold", "comparison"])
-    ok = np.where(table["comparison"] == "<=", table["value"] <= table["threshold"], table["value"] >= table["threshold"])
+    ok = np.where(
+        table["comparison"] == "<=", table["value"] <= table["threshold"], table["value"] >= table["threshold"]
+    )
     table["passed"] = ok & table["value"].notna()
     table["gates"] = table["diagnostic"].isin(thresholds.gating())
     return table
@@ -1169,7 +1358,7 @@ def hpdi(draws: np.ndarray, mass: float) -> tuple[np.ndarray, np.ndarray]:
     width = max(1, int(math.ceil(mass * n)))
     if width >= n:
         return x[0], x[-1]
-    spans = x[width - 1:] - x[: n - width + 1]
+    spans = x[width - 1 :] - x[: n - width + 1]
     start = np.argmin(spans, axis=0)
     cols = np.arange(x.shape[1])
     return x[start, cols], x[start + width - 1, cols]
@@ -1212,8 +1401,9 @@ SUMMARY_COLUMNS = {
 }
 
 
-def summarise(idata: az.InferenceData, data: GlmData, settings: FitSettings, *,
-              stats: Convergence | None = None) -> pd.DataFrame:
+def summarise(
+    idata: az.InferenceData, data: GlmData, settings: FitSettings, *, stats: Convergence | None = None
+) -> pd.DataFrame:
     """Tidy summary: one row per element of each named posterior quantity (``*_raw`` helpers left out).
     ``stats``: :func:`convergence` of the posterior when already computed."""
     posterior = idata.posterior
@@ -1311,8 +1501,10 @@ def write_fit(fit: GlmFit, directory: str | os.PathLike, *, log_likelihood: bool
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     sweep_orphaned_temporaries(directory)  # a fit killed while writing its posterior
-    paths = {name: directory / name
-             for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "criteria.parquet", "fit.json")}
+    paths = {
+        name: directory / name
+        for name in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "criteria.parquet", "fit.json")
+    }
     # host and pid in the name, so that the sweep can tell a killed writer's file from a live one's
     tmp = new_temporary(directory)
     try:
@@ -1348,9 +1540,11 @@ def _write_netcdf(idata: az.InferenceData, path: str, *, skip: tuple[str, ...] =
             continue
         data = getattr(idata, group)
         groups["/" + group] = data
-        encoding["/" + group] = {name: {"zlib": True, "complevel": 1, "shuffle": True}
-                                 for name, values in data.variables.items()
-                                 if values.dtype.kind in "biufc" and values.size > 1}
+        encoding["/" + group] = {
+            name: {"zlib": True, "complevel": 1, "shuffle": True}
+            for name, values in data.variables.items()
+            if values.dtype.kind in "biufc" and values.size > 1
+        }
     tree = xr.DataTree.from_dict(groups)
     tree.attrs.update(idata.attrs)
     tree.to_netcdf(path, mode="w", engine="netcdf4", encoding=encoding)
@@ -1359,7 +1553,11 @@ def _write_netcdf(idata: az.InferenceData, path: str, *, skip: tuple[str, ...] =
 def read_fit(directory: str | os.PathLike) -> GlmFit:
     """Read a fit written by :func:`write_fit`."""
     directory = Path(directory)
-    missing = [n for n in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json") if not (directory / n).exists()]
+    missing = [
+        n
+        for n in ("posterior.nc", "summary.parquet", "diagnostics.parquet", "fit.json")
+        if not (directory / n).exists()
+    ]
     if missing:
         raise ValueError(f"{directory} is not a written fit: missing {missing}")
     record = json.loads((directory / "fit.json").read_text())
@@ -1369,8 +1567,16 @@ def read_fit(directory: str | os.PathLike) -> GlmFit:
     for column in ("model", "domain", "subdomain", "item", "covariate", "level"):  # as summarise() makes them
         summary[column] = summary[column].astype(object).where(summary[column].notna(), None)
     diagnostics = pd.read_parquet(directory / "diagnostics.parquet")
-    return GlmFit(record["name"], idata, summary, diagnostics, bool(record["passed"]), record["attempts"], record["metadata"],
-                  read_criteria(directory))
+    return GlmFit(
+        record["name"],
+        idata,
+        summary,
+        diagnostics,
+        bool(record["passed"]),
+        record["attempts"],
+        record["metadata"],
+        read_criteria(directory),
+    )
 
 
 def read_criteria(directory: str | os.PathLike) -> PointwiseCriteria | None:

@@ -164,8 +164,15 @@ def layout_for(data: GlmData, *, pad: bool = True, grid: bool = False) -> Layout
     first_levels = len(next(iter(cats.values()))) if cats else 1
     if not pad:
         return Layout(
-            data.n_units, data.n_domains, data.n_subdomains, data.n_items, data.n_models,
-            len(data.numeric_covariates), len(cats), levels, data.n_models * first_levels,
+            data.n_units,
+            data.n_domains,
+            data.n_subdomains,
+            data.n_items,
+            data.n_models,
+            len(data.numeric_covariates),
+            len(cats),
+            levels,
+            data.n_models * first_levels,
         )
     # coarse buckets: a compilation costs 10-60 s (once: kept on disk), a padded unit a few ns per leapfrog
     # step; the first bucket holds a typical partition (<= 512 items), so most share one sampler. A padded
@@ -230,8 +237,12 @@ def group_information(data: GlmData, level: str, *, shared_items: bool = False) 
 
 
 #: Which groups a level's groups deviate from (Eq. 2/3 nesting; items sit in subdomains).
-_PARENTS = {"model": [], "domain": ["model_idx"], "subdomain": ["model_idx", "domain_idx"],
-            "item": ["model_idx", "subdomain_idx"]}
+_PARENTS = {
+    "model": [],
+    "domain": ["model_idx"],
+    "subdomain": ["model_idx", "domain_idx"],
+    "item": ["model_idx", "subdomain_idx"],
+}
 
 
 def group_spread(data: GlmData, level: str, *, shared_items: bool = False) -> float:
@@ -258,8 +269,9 @@ def group_spread(data: GlmData, level: str, *, shared_items: bool = False) -> fl
     return float(np.sqrt(max(total_low - float(np.mean(1.0 / info)), 0.0)))
 
 
-def choose_centring(data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0,
-                    shared_items: bool = False) -> dict[str, str]:
+def choose_centring(
+    data: GlmData, scales: dict[str, float], *, mode: str = "auto", threshold: float = 1.0, shared_items: bool = False
+) -> dict[str, str]:
     """Centred or non-centred per level.
 
     Centred when the median group's data information about its logit, times the
@@ -331,8 +343,9 @@ def build_arrays(data: GlmData, layout: Layout, centring: dict[str, str]) -> dic
     # 0..G-1 for the beta-binomial's rising factorials (empty: fractional counts or n > 256)
     max_n = int(u["n"].max())
     integral = bool(np.all(np.equal(np.mod(u["k"].to_numpy(float), 1.0), 0.0)))
-    arrays["count_grid"] = (np.arange(bucket(max_n, 4), dtype=np.float32) if integral and max_n <= 256
-                            else np.zeros(0, np.float32))
+    arrays["count_grid"] = (
+        np.arange(bucket(max_n, 4), dtype=np.float32) if integral and max_n <= 256 else np.zeros(0, np.float32)
+    )
     # shape carriers for the covariate blocks (always non-centred: slopes and effects are few)
     arrays["c_slope"] = np.zeros(layout.slope_groups, np.float32)
     arrays["c_category"] = np.zeros((layout.categorical, layout.levels), np.float32)
@@ -351,8 +364,11 @@ CELL_SUMMED_ARRAYS = ("k_obs", "n", "log_choose")
 def samples_on_cells(name: str, options: dict) -> bool:
     """Whether model ``name`` with ``options`` may be sampled on likelihood cells (:func:`cell_arrays`):
     a binomial likelihood whose linear predictor has no per-item term."""
-    return (name in ("binomial", "null", "suite_nested") and options.get("likelihood", "binomial") == "binomial"
-            and options.get("item_sd_concentration") is None)
+    return (
+        name in ("binomial", "null", "suite_nested")
+        and options.get("likelihood", "binomial") == "binomial"
+        and options.get("item_sd_concentration") is None
+    )
 
 
 def padded_cells(size: int) -> int:
@@ -397,7 +413,7 @@ def potential_arrays(arrays: dict) -> dict:
     """The arrays a sampler's potential reads: ``arrays`` with the cells' arrays (:func:`cell_arrays`)
     in place of the units' when it has them. (The pointwise log-likelihood, ``p`` and the predictive
     draws read the unit arrays.)"""
-    cells = {name[len(CELL_PREFIX):]: values for name, values in arrays.items() if name.startswith(CELL_PREFIX)}
+    cells = {name[len(CELL_PREFIX) :]: values for name, values in arrays.items() if name.startswith(CELL_PREFIX)}
     return {**arrays, **cells} if cells else arrays
 
 
@@ -544,8 +560,9 @@ def _grouped_effects(name: str, loc, scale, centred, real, group, first, size):
     w = (unit - real / root[group]) * real
     groups = size.shape[0]
     norm2 = jax.ops.segment_sum(w * w, group, num_segments=groups)
-    coef = jnp.where(norm2 > 1e-6, 2.0 * jax.ops.segment_sum(w * v, group, num_segments=groups)
-                     / jnp.maximum(norm2, 1e-6), 0.0)
+    coef = jnp.where(
+        norm2 > 1e-6, 2.0 * jax.ops.segment_sum(w * v, group, num_segments=groups) / jnp.maximum(norm2, 1e-6), 0.0
+    )
     return v - w * coef[group]
 
 
@@ -568,8 +585,9 @@ def _intercept(paper_form: bool, mu_overall_sd: float, sigma_overall_scale: floa
     return numpyro.sample("overall", dist.Normal(0.0, sd))
 
 
-def _covariates(arrays, eta, slope_sd, slope_sigma_scale, category_sigma_scale, paper_form: bool = False,
-                slopes: bool = True):
+def _covariates(
+    arrays, eta, slope_sd, slope_sigma_scale, category_sigma_scale, paper_form: bool = False, slopes: bool = True
+):
     """Numeric slopes per slope group (LLM x level of the first categorical covariate) and categorical effects.
 
     Eq. 4's gamma_{i,d} = mu_reasoning_{i,d} + sigma_reasoning z_{i,d} with a
@@ -698,7 +716,11 @@ def _observe(arrays, eta, likelihood: str, phi_concentration: float, phi_rate: f
     n = arrays["n"]
     k = arrays.get("k_obs")
     if likelihood == "binomial":
-        fn = _BinomialLogits(eta, n, arrays["log_choose"]) if "log_choose" in arrays else dist.Binomial(total_count=n, logits=eta)
+        fn = (
+            _BinomialLogits(eta, n, arrays["log_choose"])
+            if "log_choose" in arrays
+            else dist.Binomial(total_count=n, logits=eta)
+        )
     else:
         phi = numpyro.sample("phi", dist.Gamma(phi_concentration, phi_rate))
         fn = _BetaBinomial(p * phi, (1.0 - p) * phi, n, arrays["count_grid"])
@@ -708,7 +730,9 @@ def _observe(arrays, eta, likelihood: str, phi_concentration: float, phi_rate: f
         numpyro.sample("obs", fn, obs=k)
 
 
-def simulate_counts(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi: np.ndarray | None = None) -> np.ndarray:
+def simulate_counts(
+    rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi: np.ndarray | None = None
+) -> np.ndarray:
     """Replicated counts (draws, units) from per-draw success probabilities p (draws, units).
 
     With ``phi`` (draws,) each unit first draws theta ~ Beta(p phi, (1 - p) phi)
@@ -733,7 +757,9 @@ def simulate_counts(rng: np.random.Generator, n: np.ndarray, p: np.ndarray, phi:
     return rng.binomial(np.broadcast_to(n, p.shape), p).astype(counts)
 
 
-def _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, use_model, use_domain, use_subdomain):
+def _nested(
+    arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, use_model, use_domain, use_subdomain
+):
     """Eq. 3's chain model_i -> domain_{i,j} -> subdomain_{i,j,k}; returns subdomain logits (M, S)."""
     n_models = arrays["c_model"].shape[0]
     if use_model:
@@ -790,7 +816,9 @@ def binomial(
     sigma ~ HalfNormal(0.1) as diff_difficulty (Eq. 4-6).
     """
     overall = _intercept(paper_form, mu_overall_sd, sigma_overall_scale)
-    subdomain = _nested(arrays, overall, 0.0, sigma_domain_scale, sigma_subdomain_scale, False, use_domain, use_subdomain)
+    subdomain = _nested(
+        arrays, overall, 0.0, sigma_domain_scale, sigma_subdomain_scale, False, use_domain, use_subdomain
+    )
     eta = subdomain[arrays["model_idx"], arrays["subdomain_idx"]]
     if item_sd_concentration is not None:
         sd = numpyro.sample("sigma_item", dist.Gamma(item_sd_concentration, item_sd_rate))
@@ -811,16 +839,30 @@ def beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: float = 0
     binomial(arrays, likelihood="beta_binomial", phi_concentration=phi_concentration, phi_rate=phi_rate, **priors)
 
 
-def null(arrays, *, mu_overall_sd: float = 1.0, sigma_overall_scale: float = 0.5, sigma_domain_scale: float = 0.1,
-         use_domain: bool = True, paper_form: bool = False):
+def null(
+    arrays,
+    *,
+    mu_overall_sd: float = 1.0,
+    sigma_overall_scale: float = 0.5,
+    sigma_domain_scale: float = 0.1,
+    use_domain: bool = True,
+    paper_form: bool = False,
+):
     """Null GLM: overall (-> domain) only, no subdomain structure and no covariates.
 
     Plays the role of the HiBayES paper Eq. 6 in the comparison of Figure 8
     (the hypothesis that the finer structure does not matter); priors of Eq. 2.
     """
-    binomial(arrays, mu_overall_sd=mu_overall_sd, sigma_overall_scale=sigma_overall_scale,
-             sigma_domain_scale=sigma_domain_scale, use_domain=use_domain, use_subdomain=False,
-             use_covariates=False, paper_form=paper_form)
+    binomial(
+        arrays,
+        mu_overall_sd=mu_overall_sd,
+        sigma_overall_scale=sigma_overall_scale,
+        sigma_domain_scale=sigma_domain_scale,
+        use_domain=use_domain,
+        use_subdomain=False,
+        use_covariates=False,
+        paper_form=paper_form,
+    )
 
 
 def item_difficulty(arrays, *, item_sd_concentration: float = 2.0, item_sd_rate: float = 2.0, **priors):
@@ -838,16 +880,26 @@ def item_difficulty(arrays, *, item_sd_concentration: float = 2.0, item_sd_rate:
 # per-suite models
 
 
-def suite_nested(arrays, *, mu_overall_sd: float = 1.0, sigma_model_scale: float = 0.1, sigma_domain_scale: float = 0.1,
-                 sigma_subdomain_scale: float = 0.1, use_domain: bool = True, use_subdomain: bool = True,
-                 paper_form: bool = False):
+def suite_nested(
+    arrays,
+    *,
+    mu_overall_sd: float = 1.0,
+    sigma_model_scale: float = 0.1,
+    sigma_domain_scale: float = 0.1,
+    sigma_subdomain_scale: float = 0.1,
+    use_domain: bool = True,
+    use_subdomain: bool = True,
+    paper_form: bool = False,
+):
     """The HiBayES paper Eq. 3: model_i = mu_overall + sigma_model z_i, domain_{i,j} = model_i + sigma_domain z,
     subdomain_{i,j,k} = domain_{i,j} + sigma_subdomain z; all sigmas HalfNormal(0.1), mu_overall ~ N(0, 1).
 
     (Eq. 3 has no mu_bar; ``paper_form`` is accepted for a uniform interface and ignored.)
     """
     overall = numpyro.sample("overall", dist.Normal(0.0, mu_overall_sd))
-    subdomain = _nested(arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, True, use_domain, use_subdomain)
+    subdomain = _nested(
+        arrays, overall, sigma_model_scale, sigma_domain_scale, sigma_subdomain_scale, True, use_domain, use_subdomain
+    )
     _observe(arrays, subdomain[arrays["model_idx"], arrays["subdomain_idx"]], "binomial", 1.0, 0.1)
 
 
@@ -905,9 +957,19 @@ def suite_binomial(
     sigma_model = numpyro.sample("sigma_model", dist.HalfNormal(sigma_model_scale))
     if group_mean_basis:
         one = jnp.zeros(1, jnp.int32)
-        model = numpyro.deterministic("model", _grouped_effects(
-            "model", jnp.reshape(overall, (1,)), sigma_model, arrays["c_model"], arrays["model_real"],
-            jnp.zeros(arrays["c_model"].shape, jnp.int32), one, jnp.sum(arrays["model_real"], keepdims=True)))
+        model = numpyro.deterministic(
+            "model",
+            _grouped_effects(
+                "model",
+                jnp.reshape(overall, (1,)),
+                sigma_model,
+                arrays["c_model"],
+                arrays["model_real"],
+                jnp.zeros(arrays["c_model"].shape, jnp.int32),
+                one,
+                jnp.sum(arrays["model_real"], keepdims=True),
+            ),
+        )
     else:
         model = _varying("model", overall, sigma_model, arrays["c_model"])
     item_terms = []  # (values, level): per-task terms, indexed by the task's level group (None: the task)
@@ -922,7 +984,9 @@ def suite_binomial(
     subdomain = None
     if use_subdomain:
         sigma_subdomain = numpyro.sample("sigma_subdomain", dist.HalfNormal(sigma_subdomain_scale))
-        subdomain = _varying("subdomain_dev", domain[arrays["subdomain_parent"]], sigma_subdomain, arrays["c_subdomain"][0])
+        subdomain = _varying(
+            "subdomain_dev", domain[arrays["subdomain_parent"]], sigma_subdomain, arrays["c_subdomain"][0]
+        )
         if not nest:
             item_terms.append((subdomain, "subdomain"))
     elif use_domain:
@@ -930,14 +994,32 @@ def suite_binomial(
     if use_task:
         sigma_task = numpyro.sample("sigma_task", dist.HalfNormal(sigma_task_scale))
         if nest:
-            logit = _grouped_effects("task", subdomain, sigma_task, arrays["c_item"], arrays["item_real"],
-                                     arrays["item_group"], arrays["group_first"], arrays["group_size"])
+            logit = _grouped_effects(
+                "task",
+                subdomain,
+                sigma_task,
+                arrays["c_item"],
+                arrays["item_real"],
+                arrays["item_group"],
+                arrays["group_first"],
+                arrays["group_size"],
+            )
             numpyro.deterministic("task", logit - subdomain[arrays["item_group"]])
             item_terms.append((logit, None))
         elif group_mean_basis:
-            task = numpyro.deterministic("task", _grouped_effects(
-                "task_all", jnp.zeros(1), sigma_task, arrays["c_item"], arrays["item_real"],
-                jnp.zeros(arrays["c_item"].shape, jnp.int32), jnp.zeros(1, jnp.int32), jnp.sum(arrays["item_real"], keepdims=True)))
+            task = numpyro.deterministic(
+                "task",
+                _grouped_effects(
+                    "task_all",
+                    jnp.zeros(1),
+                    sigma_task,
+                    arrays["c_item"],
+                    arrays["item_real"],
+                    jnp.zeros(arrays["c_item"].shape, jnp.int32),
+                    jnp.zeros(1, jnp.int32),
+                    jnp.sum(arrays["item_real"], keepdims=True),
+                ),
+            )
             item_terms.append((task, None))
         else:
             task = _varying("task", 0.0, sigma_task, arrays["c_item"])
@@ -953,8 +1035,9 @@ def suite_beta_binomial(arrays, *, phi_concentration: float = 1.0, phi_rate: flo
     suite_binomial(arrays, likelihood="beta_binomial", phi_concentration=phi_concentration, phi_rate=phi_rate, **priors)
 
 
-def suite_null(arrays, *, sigma_model_scale: float = 1.0, use_difficulty: bool = False, paper_form: bool = False,
-               **priors):
+def suite_null(
+    arrays, *, sigma_model_scale: float = 1.0, use_difficulty: bool = False, paper_form: bool = False, **priors
+):
     """The HiBayES paper Eq. 6: mod_model_i [+ diff_difficulty_d] + eta_task_j (sigma_model ~ HalfNormal(1)).
 
     The paper contradicts itself here: its text calls the null GLM one "that does
@@ -965,8 +1048,16 @@ def suite_null(arrays, *, sigma_model_scale: float = 1.0, use_difficulty: bool =
     ``use_difficulty=True`` (``[glm.priors.suite_null] use_difficulty = true``)
     is Eq. 6 as printed: categorical covariate effects kept, numeric slopes dropped.
     """
-    suite_binomial(arrays, sigma_model_scale=sigma_model_scale, use_domain=False, use_subdomain=False,
-                   use_covariates=use_difficulty, use_slopes=False, paper_form=paper_form, **priors)
+    suite_binomial(
+        arrays,
+        sigma_model_scale=sigma_model_scale,
+        use_domain=False,
+        use_subdomain=False,
+        use_covariates=use_difficulty,
+        use_slopes=False,
+        paper_form=paper_form,
+        **priors,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -1025,26 +1116,51 @@ def _unidentified_overdispersion(data: GlmData) -> str | None:
     attempts = units.groupby(["model_idx", "item_idx"])["n"].sum()
     if (attempts > 1).any():  # covariates that vary between an item's attempts split it into units
         unit += " at one set of covariate values"
-    return (f"every {unit} has one countable attempt: the beta-binomial's overdispersion phi is not identified "
-            "(its posterior would be its prior) and its likelihood equals the binomial's")
+    return (
+        f"every {unit} has one countable attempt: the beta-binomial's overdispersion phi is not identified "
+        "(its posterior would be its prior) and its likelihood equals the binomial's"
+    )
 
 
 MODELS: dict[str, ModelEntry] = {
-    "binomial": ModelEntry("binomial", binomial, "partition", "Eq. 2/3 for one LLM",
-                           (("domain", 0.1), ("subdomain", 0.1))),
-    "beta_binomial": ModelEntry("beta_binomial", beta_binomial, "partition", "Eq. 4 likelihood, per-item theta",
-                                (("domain", 0.1), ("subdomain", 0.1))),
+    "binomial": ModelEntry(
+        "binomial", binomial, "partition", "Eq. 2/3 for one LLM", (("domain", 0.1), ("subdomain", 0.1))
+    ),
+    "beta_binomial": ModelEntry(
+        "beta_binomial",
+        beta_binomial,
+        "partition",
+        "Eq. 4 likelihood, per-item theta",
+        (("domain", 0.1), ("subdomain", 0.1)),
+    ),
     "null": ModelEntry("null", null, "partition", "no subdomain structure, no covariates", (("domain", 0.1),)),
-    "item_difficulty": ModelEntry("item_difficulty", item_difficulty, "partition", "slides Model 3 (IRT)",
-                                  (("domain", 0.1), ("subdomain", 0.1), ("item", 1.0))),
-    "suite_nested": ModelEntry("suite_nested", suite_nested, "suite", "Eq. 3",
-                               (("model", 0.1), ("domain", 0.1), ("subdomain", 0.1))),
-    "suite_binomial": ModelEntry("suite_binomial", suite_binomial, "suite", "Eq. 5 + shared subdomains",
-                                 (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
-    "suite_beta_binomial": ModelEntry("suite_beta_binomial", suite_beta_binomial, "suite", "Eq. 4 + shared subdomains",
-                                      (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5))),
-    "suite_null": ModelEntry("suite_null", suite_null, "suite", "Eq. 6: LLM + task effects only",
-                             (("model", 1.0), ("item", 0.5))),
+    "item_difficulty": ModelEntry(
+        "item_difficulty",
+        item_difficulty,
+        "partition",
+        "slides Model 3 (IRT)",
+        (("domain", 0.1), ("subdomain", 0.1), ("item", 1.0)),
+    ),
+    "suite_nested": ModelEntry(
+        "suite_nested", suite_nested, "suite", "Eq. 3", (("model", 0.1), ("domain", 0.1), ("subdomain", 0.1))
+    ),
+    "suite_binomial": ModelEntry(
+        "suite_binomial",
+        suite_binomial,
+        "suite",
+        "Eq. 5 + shared subdomains",
+        (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5)),
+    ),
+    "suite_beta_binomial": ModelEntry(
+        "suite_beta_binomial",
+        suite_beta_binomial,
+        "suite",
+        "Eq. 4 + shared subdomains",
+        (("model", 0.5), ("domain", 0.1), ("subdomain", 0.1), ("item", 0.5)),
+    ),
+    "suite_null": ModelEntry(
+        "suite_null", suite_null, "suite", "Eq. 6: LLM + task effects only", (("model", 1.0), ("item", 0.5))
+    ),
 }
 #: Models with LLM x task crossed effects: tasks shared by all LLMs, sampled in the group-mean basis.
 CROSSED_MODELS = ("suite_binomial", "suite_beta_binomial", "suite_null")
@@ -1193,23 +1309,50 @@ def success_rate_check(data: GlmData, simulated_k: np.ndarray, *, bins: int = 10
     def shares(bin_index: np.ndarray) -> np.ndarray:
         return np.stack([(bin_index == b).mean(axis=-1) for b in range(bins)], axis=-1)
 
-    looked_up = (_count_bins(simulated_k, data.units["n"].to_numpy(), bin_of)
-                 if np.issubdtype(simulated_k.dtype, np.integer) else None)
+    looked_up = (
+        _count_bins(simulated_k, data.units["n"].to_numpy(), bin_of)
+        if np.issubdtype(simulated_k.dtype, np.integer)
+        else None
+    )
     obs_share = shares(bin_of(observed))
     sim_share = shares(bin_of(simulated) if looked_up is None else looked_up)
     low_q, high_q = (1 - mass) / 2, 1 - (1 - mass) / 2
     rows = []
     for b in range(bins):
         lo, hi = np.quantile(sim_share[:, b], [low_q, high_q])
-        rows.append({"stat": "bin_share", "bin_low": edges[b], "bin_high": edges[b + 1], "observed": obs_share[b],
-                     "simulated_mean": sim_share[:, b].mean(), "simulated_low": lo, "simulated_high": hi,
-                     "inside": bool(lo <= obs_share[b] <= hi), "p_value": float((sim_share[:, b] >= obs_share[b]).mean())})
+        rows.append(
+            {
+                "stat": "bin_share",
+                "bin_low": edges[b],
+                "bin_high": edges[b + 1],
+                "observed": obs_share[b],
+                "simulated_mean": sim_share[:, b].mean(),
+                "simulated_low": lo,
+                "simulated_high": hi,
+                "inside": bool(lo <= obs_share[b] <= hi),
+                "p_value": float((sim_share[:, b] >= obs_share[b]).mean()),
+            }
+        )
     for stat, obs_value, sim_values in (
-        ("share_at_0_or_1", np.mean((observed == 0) | (observed == 1)), np.mean((simulated == 0) | (simulated == 1), axis=1)),
+        (
+            "share_at_0_or_1",
+            np.mean((observed == 0) | (observed == 1)),
+            np.mean((simulated == 0) | (simulated == 1), axis=1),
+        ),
         ("sd_rate", observed.std(), simulated.std(axis=1)),
     ):
         lo, hi = np.quantile(sim_values, [low_q, high_q])
-        rows.append({"stat": stat, "bin_low": np.nan, "bin_high": np.nan, "observed": float(obs_value),
-                     "simulated_mean": float(sim_values.mean()), "simulated_low": lo, "simulated_high": hi,
-                     "inside": bool(lo <= obs_value <= hi), "p_value": float((sim_values >= obs_value).mean())})
+        rows.append(
+            {
+                "stat": stat,
+                "bin_low": np.nan,
+                "bin_high": np.nan,
+                "observed": float(obs_value),
+                "simulated_mean": float(sim_values.mean()),
+                "simulated_low": lo,
+                "simulated_high": hi,
+                "inside": bool(lo <= obs_value <= hi),
+                "p_value": float((sim_values >= obs_value).mean()),
+            }
+        )
     return pd.DataFrame(rows)

@@ -83,8 +83,14 @@ def loo_from_log_likelihood(log_lik: np.ndarray, reff: float) -> LooResult:
     lppd = float(lppd_i.sum())
     elpd = float(loo_i.sum())
     return LooResult(
-        elpd_loo=elpd, se=float(math.sqrt(units * np.var(loo_i))), p_loo=lppd - elpd, loo_i=loo_i,
-        pareto_k=pareto_k, lppd_i=lppd_i, good_k=min(1 - 1 / math.log10(samples), 0.7), n_samples=samples,
+        elpd_loo=elpd,
+        se=float(math.sqrt(units * np.var(loo_i))),
+        p_loo=lppd - elpd,
+        loo_i=loo_i,
+        pareto_k=pareto_k,
+        lppd_i=lppd_i,
+        good_k=min(1 - 1 / math.log10(samples), 0.7),
+        n_samples=samples,
     )
 
 

@@ -55,8 +55,17 @@ class WarmStart:
         return len(self.step_size)
 
     def to_json(self) -> bytes:
-        return json.dumps({"format": FORMAT, "glm": self.glm, "options": self.options, "step_size": self.step_size,
-                           "sites": self.sites, "block": self.block}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "glm": self.glm,
+                "options": self.options,
+                "step_size": self.step_size,
+                "sites": self.sites,
+                "block": self.block,
+            },
+            sort_keys=True,
+        ).encode()
 
     @classmethod
     def from_json(cls, raw: bytes, source: str = "warm-start state") -> "WarmStart":
@@ -64,8 +73,13 @@ class WarmStart:
             record = json.loads(raw)
             if record.get("format") != FORMAT:
                 raise WarmStartMismatch(f"{source}: format {record.get('format')!r}, this code reads {FORMAT}")
-            return cls(str(record["glm"]), dict(record["options"]), [float(x) for x in record["step_size"]],
-                       dict(record["sites"]), record["block"])
+            return cls(
+                str(record["glm"]),
+                dict(record["options"]),
+                [float(x) for x in record["step_size"]],
+                dict(record["sites"]),
+                record["block"],
+            )
         except WarmStartMismatch:
             raise
         except (ValueError, KeyError, TypeError) as exc:
@@ -80,11 +94,18 @@ def _real_region(axes, real_sizes: dict, padded_shape) -> tuple:
     """The index of a site's real coordinates in its padded array (the leading ones of each labelled axis)."""
     if not axes:
         return tuple(slice(None) for _ in padded_shape)
-    return tuple(slice(0, real_sizes[a]) for a in axes) + tuple(slice(None) for _ in padded_shape[len(axes):])
+    return tuple(slice(0, real_sizes[a]) for a in axes) + tuple(slice(None) for _ in padded_shape[len(axes) :])
 
 
-def capture(out: dict, name: str, options: dict, shapes: dict, block: tuple[str, ...],
-            axes_of: Callable[[str], tuple], labels_of: Callable[[str], list]) -> WarmStart | None:
+def capture(
+    out: dict,
+    name: str,
+    options: dict,
+    shapes: dict,
+    block: tuple[str, ...],
+    axes_of: Callable[[str], tuple],
+    labels_of: Callable[[str], list],
+) -> WarmStart | None:
     """The warm-start state of a sampler's output (``fit._build_runner``'s ``last_z``, ``inverse_mass``
     and ``final_step_size``, on the host). ``shapes``: each site's padded shape; ``axes_of``: a site's
     labelled axes (``glm.site_axes``); ``labels_of``: an axis's real labels. None when the output has
@@ -102,8 +123,13 @@ def capture(out: dict, name: str, options: dict, shapes: dict, block: tuple[str,
             real_sizes[a] = len(names)
         region = _real_region(axes, real_sizes, shape)
         real = np.asarray(out["last_z"][site])[(slice(None),) + region]
-        sites[site] = {"axes": list(axes), "labels": labels, "shape": list(real.shape[1:]),
-                       "position": real.reshape(real.shape[0], -1).astype(float).tolist(), "inverse_mass": None}
+        sites[site] = {
+            "axes": list(axes),
+            "labels": labels,
+            "shape": list(real.shape[1:]),
+            "position": real.reshape(real.shape[0], -1).astype(float).tolist(),
+            "inverse_mass": None,
+        }
     chains = len(np.asarray(out["final_step_size"]))
     block_record = None
     for key, values in out["inverse_mass"].items():
@@ -118,18 +144,31 @@ def capture(out: dict, name: str, options: dict, shapes: dict, block: tuple[str,
         for site in members:
             shape = shapes[site]
             size = int(np.prod(shape))
-            padded = values[:, offset: offset + size].reshape((chains,) + tuple(shape))
+            padded = values[:, offset : offset + size].reshape((chains,) + tuple(shape))
             offset += size
             record = sites[site]
             region = _real_region(record["axes"], {a: len(l) for a, l in zip(record["axes"], record["labels"])}, shape)
             record["inverse_mass"] = padded[(slice(None),) + region].reshape(chains, -1).astype(float).tolist()
-    if any(r["inverse_mass"] is None and (block_record is None or s not in block_record["sites"]) for s, r in sites.items()):
+    if any(
+        r["inverse_mass"] is None and (block_record is None or s not in block_record["sites"]) for s, r in sites.items()
+    ):
         return None
-    return WarmStart(name, _options_json(options), np.asarray(out["final_step_size"], float).tolist(), sites, block_record)
+    return WarmStart(
+        name, _options_json(options), np.asarray(out["final_step_size"], float).tolist(), sites, block_record
+    )
 
 
-def arguments(state: WarmStart, name: str, options: dict, shapes: dict, block: tuple[str, ...],
-              labels_of: Callable[[str], list], chains: int, *, pooled: bool = False):
+def arguments(
+    state: WarmStart,
+    name: str,
+    options: dict,
+    shapes: dict,
+    block: tuple[str, ...],
+    labels_of: Callable[[str], list],
+    chains: int,
+    *,
+    pooled: bool = False,
+):
     """The warm runner's extra arguments (``fit._build_runner``): ``starts``, ``diagonals``,
     ``block_mass`` and ``step_size``, each with a leading chain axis, laid out for this fit (its
     labels and padded shapes). Raises :class:`WarmStartMismatch` when the state cannot start it.
@@ -142,13 +181,18 @@ def arguments(state: WarmStart, name: str, options: dict, shapes: dict, block: t
     if state.glm != name:
         raise WarmStartMismatch(f"the stored state is of {state.glm!r}, not {name!r}")
     if state.options != _options_json(options):
-        changed = sorted(k for k in set(state.options) | set(_options_json(options))
-                         if state.options.get(k) != _options_json(options).get(k))
+        changed = sorted(
+            k
+            for k in set(state.options) | set(_options_json(options))
+            if state.options.get(k) != _options_json(options).get(k)
+        )
         raise WarmStartMismatch(f"the model's structure changed since the stored state ({', '.join(changed)})")
     if state.chains != chains:
         raise WarmStartMismatch(f"the stored state has {state.chains} chains, this fit runs {chains}")
     if set(state.sites) != set(shapes):
-        raise WarmStartMismatch(f"the model's sites changed since the stored state: {sorted(set(state.sites) ^ set(shapes))}")
+        raise WarmStartMismatch(
+            f"the model's sites changed since the stored state: {sorted(set(state.sites) ^ set(shapes))}"
+        )
     if (state.block["sites"] if state.block else []) != list(block):
         raise WarmStartMismatch("the dense mass block changed since the stored state")
     step = np.asarray(state.step_size, np.float64)
@@ -163,12 +207,15 @@ def arguments(state: WarmStart, name: str, options: dict, shapes: dict, block: t
         position = np.asarray(record["position"], np.float64).reshape((chains,) + old_shape)
         if site in block:
             if [list(map(str, l)) for l in record["labels"]] != new_labels or old_shape != tuple(shape):
-                raise WarmStartMismatch(f"the labels of {site!r}, in the dense mass block, changed since the stored state")
+                raise WarmStartMismatch(
+                    f"the labels of {site!r}, in the dense mass block, changed since the stored state"
+                )
             starts[site] = position.astype(np.float32)
             continue
         mass = np.asarray(record["inverse_mass"], np.float64).reshape((chains,) + old_shape)
-        starts[site], inverse = _relabel(site, position, mass, axes, record["labels"], new_labels, old_shape,
-                                         tuple(shape), chains)
+        starts[site], inverse = _relabel(
+            site, position, mass, axes, record["labels"], new_labels, old_shape, tuple(shape), chains
+        )
         diagonals[site] = inverse.reshape(chains, -1)  # numpyro's per-site diagonal: a vector, also for a scalar
     block_mass = np.zeros((chains, 0, 0), np.float32)
     if block:
@@ -204,11 +251,13 @@ def _relabel(site, position, mass, axes, old_labels, new_labels, old_shape, shap
         if old_shape != shape:
             raise WarmStartMismatch(f"site {site!r} changed shape since the stored state: {old_shape} -> {shape}")
         return position.astype(np.float32), mass.astype(np.float32)
-    trailing = old_shape[len(axes):]
-    if trailing != shape[len(axes):] or any(len(n) > s for n, s in zip(new_labels, shape)):
+    trailing = old_shape[len(axes) :]
+    if trailing != shape[len(axes) :] or any(len(n) > s for n, s in zip(new_labels, shape)):
         raise WarmStartMismatch(f"site {site!r} changed shape since the stored state")
-    index = [np.array([{str(l): i for i, l in enumerate(old)}.get(l, -1) for l in new], np.int64)
-             for old, new in zip(old_labels, new_labels)]
+    index = [
+        np.array([{str(l): i for i, l in enumerate(old)}.get(l, -1) for l in new], np.int64)
+        for old, new in zip(old_labels, new_labels)
+    ]
     known = np.ones(tuple(len(i) for i in index), bool)
     for axis, i in enumerate(index):
         known &= (i >= 0).reshape((1,) * axis + (-1,) + (1,) * (len(index) - axis - 1))

@@ -5,10 +5,22 @@ atomically with deterministic bytes. Each function's docstring lists its
 input columns; bad input raises a ValueError naming what is wrong.
 """
 
-from evalpipeline.plots._common import (PNG_DPI, PREVIEW_COLORS, close_figure, figure_png_bytes, png_preview, save_png,
-                                        save_png_of)
-from evalpipeline.plots.comparison import (HEATMAP_LABEL_LIMIT, leaderboard_plot, pairwise_heatmap, pairwise_matrix,
-                                           waic_comparison_plot)
+from evalpipeline.plots._common import (
+    PNG_DPI,
+    PREVIEW_COLORS,
+    close_figure,
+    figure_png_bytes,
+    png_preview,
+    save_png,
+    save_png_of,
+)
+from evalpipeline.plots.comparison import (
+    HEATMAP_LABEL_LIMIT,
+    leaderboard_plot,
+    pairwise_heatmap,
+    pairwise_matrix,
+    waic_comparison_plot,
+)
 from evalpipeline.plots.diagnostics import trace_rank_plot
 from evalpipeline.plots.forest import forest_plot, nest_inside
 from evalpipeline.plots.planning import power_curve

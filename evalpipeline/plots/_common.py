@@ -70,7 +70,9 @@ def numeric_column(frame: pd.DataFrame, column: str, what: str, *, allow_nan: bo
     return values
 
 
-def require_ordered(low: np.ndarray, high: np.ndarray, labels: Sequence[str], low_name: str, high_name: str, what: str) -> None:
+def require_ordered(
+    low: np.ndarray, high: np.ndarray, labels: Sequence[str], low_name: str, high_name: str, what: str
+) -> None:
     """Refuse rows where ``low > high`` (NaN pairs are left to the caller)."""
     bad = np.flatnonzero(low > high + 1e-12)
     if bad.size:
@@ -161,8 +163,9 @@ def save_png(figure: Figure, path: Path | str, *, dpi: int = PNG_DPI, text: dict
 INPUTS_CHUNK = "evalpipeline-inputs"
 
 
-def save_png_of(inputs, path: Path | str, make_figure: Callable[[], Figure], *, code: Sequence[str] = (),
-                dpi: int = PNG_DPI) -> bool:
+def save_png_of(
+    inputs, path: Path | str, make_figure: Callable[[], Figure], *, code: Sequence[str] = (), dpi: int = PNG_DPI
+) -> bool:
     """:func:`save_png` of ``make_figure()``, unless the PNG at ``path`` was drawn from equal ``inputs``
     (JSON-able: everything the figure shows) by the same code (``evalpipeline.plots`` and the modules
     named in ``code``, which build the figure), matplotlib version and dpi; then nothing is drawn.
@@ -174,7 +177,9 @@ def save_png_of(inputs, path: Path | str, make_figure: Callable[[], Figure], *, 
     replaced in one atomic write: a killed or concurrent run cannot leave one without the other.
     """
     path = Path(path)
-    key = hashlib.sha256(json.dumps([_plotting_code(), _source_of(tuple(code)), dpi, inputs], default=str).encode()).hexdigest()
+    key = hashlib.sha256(
+        json.dumps([_plotting_code(), _source_of(tuple(code)), dpi, inputs], default=str).encode()
+    ).hexdigest()
     path.with_name(path.name + ".inputs").unlink(missing_ok=True)  # the separate record an earlier version kept
     if _png_text(path).get(INPUTS_CHUNK) == key:
         return False

@@ -54,8 +54,9 @@ def waic_comparison_plot(comparison: pd.DataFrame, *, title: str | None = None) 
         missing.append("elpd_diff (or d_waic/d_loo)")
     missing += [c for c in ("se", "dse") if c not in comparison.columns]
     if missing:
-        raise ValueError(f"{what}: missing column(s) {', '.join(missing)}; "
-                         f"the table has {', '.join(map(str, comparison.columns))}")
+        raise ValueError(
+            f"{what}: missing column(s) {', '.join(missing)}; the table has {', '.join(map(str, comparison.columns))}"
+        )
     names = [str(n) for n in (comparison["model"] if "model" in comparison.columns else comparison.index)]
     elpd = numeric_column(comparison, elpd_column, what)
     se = numeric_column(comparison, "se", what)
@@ -78,8 +79,15 @@ def waic_comparison_plot(comparison: pd.DataFrame, *, title: str | None = None) 
         # ArviZ draws the difference relative to the best model's ELPD.
         sign = 1.0 if scale == "log" else -1.0
         position = elpd[best] - sign * np.abs(diff[others])
-        axes.errorbar(position, y[1:] + 0.25, xerr=dse[others], fmt="^", color="#777777", capsize=3,
-                      label="difference from best ± SE")
+        axes.errorbar(
+            position,
+            y[1:] + 0.25,
+            xerr=dse[others],
+            fmt="^",
+            color="#777777",
+            capsize=3,
+            label="difference from best ± SE",
+        )
     axes.axvline(elpd[best], color="#777777", linestyle="--", linewidth=1.0)
     axes.set_yticks(y, [names[i] for i in order])
     axes.set_ylim(y[-1] - 0.6, 0.8)
@@ -93,8 +101,9 @@ def waic_comparison_plot(comparison: pd.DataFrame, *, title: str | None = None) 
     return figure
 
 
-def pairwise_matrix(pairs: pd.DataFrame, *, row: str = "model_a", column: str = "model_b",
-                    value: str = "p_a_better") -> pd.DataFrame:
+def pairwise_matrix(
+    pairs: pd.DataFrame, *, row: str = "model_a", column: str = "model_b", value: str = "p_a_better"
+) -> pd.DataFrame:
     """Pivot a long pairwise table (one row per ordered pair) into a square matrix.
 
     Models missing a pair get NaN; both orders are filled when only one is
@@ -127,9 +136,13 @@ def pairwise_matrix(pairs: pd.DataFrame, *, row: str = "model_a", column: str = 
 HEATMAP_LABEL_LIMIT = 25
 
 
-def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
-                     value_label: str = "P(row model > column model)",
-                     label_limit: int = HEATMAP_LABEL_LIMIT) -> Figure:
+def pairwise_heatmap(
+    matrix: pd.DataFrame,
+    *,
+    title: str | None = None,
+    value_label: str = "P(row model > column model)",
+    label_limit: int = HEATMAP_LABEL_LIMIT,
+) -> Figure:
     """Heatmap of a square table of P(A > B): rows A, columns B, diagonal NaN.
 
     ``matrix`` index and columns are the same model names in the same order
@@ -143,8 +156,10 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
     rows = [str(m) for m in matrix.index]
     columns = [str(m) for m in matrix.columns]
     if rows != columns:
-        raise ValueError(f"{what}: the table must be square with the same models as rows and columns "
-                         f"in the same order (rows {rows}, columns {columns})")
+        raise ValueError(
+            f"{what}: the table must be square with the same models as rows and columns "
+            f"in the same order (rows {rows}, columns {columns})"
+        )
     try:
         values = matrix.to_numpy(dtype=float, na_value=np.nan)
     except (TypeError, ValueError) as error:
@@ -167,10 +182,18 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
             for j in range(size):
                 if not np.isnan(values[i, j]):
                     dark = abs(values[i, j] - 0.5) > 0.3
-                    axes.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                              color="white" if dark else "black")
-    axes.set_xticks(range(size), columns, rotation=30 if labelled else 90, ha="right" if labelled else "center",
-                    fontsize=tick_size)
+                    axes.text(
+                        j,
+                        i,
+                        f"{values[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if dark else "black",
+                    )
+    axes.set_xticks(
+        range(size), columns, rotation=30 if labelled else 90, ha="right" if labelled else "center", fontsize=tick_size
+    )
     axes.set_yticks(range(size), rows, fontsize=tick_size)
     axes.set_xlabel("model B")
     axes.set_ylabel("model A")
@@ -180,8 +203,15 @@ def pairwise_heatmap(matrix: pd.DataFrame, *, title: str | None = None,
     return figure
 
 
-LEADERBOARD_REQUIRED = ("model", "posterior_mean", "hpdi_low", "hpdi_high", "observed_mean",
-                        "conventional_low", "conventional_high")
+LEADERBOARD_REQUIRED = (
+    "model",
+    "posterior_mean",
+    "hpdi_low",
+    "hpdi_high",
+    "observed_mean",
+    "conventional_low",
+    "conventional_high",
+)
 
 
 def leaderboard_plot(
@@ -233,8 +263,7 @@ def leaderboard_plot(
     if p_best is not None:
         for yi, p in zip(y, p_best):
             if not np.isnan(p):
-                axes.text(1.01, yi, f"P(best) {p:.2f}", transform=axes.get_yaxis_transform(),
-                          va="center", fontsize=8)
+                axes.text(1.01, yi, f"P(best) {p:.2f}", transform=axes.get_yaxis_transform(), va="center", fontsize=8)
     axes.set_yticks(y, models)
     axes.set_ylim(y[-1] - 0.6, 0.6)
     axes.set_xlabel(xlabel)

@@ -51,7 +51,9 @@ def trace_rank_plot(
         var_names = [str(name) for name in var_names]
         missing = [name for name in var_names if name not in available]
         if missing:
-            raise ValueError(f"{what}: variable(s) {', '.join(missing)} not in the posterior (has {', '.join(available)})")
+            raise ValueError(
+                f"{what}: variable(s) {', '.join(missing)} not in the posterior (has {', '.join(available)})"
+            )
     if not var_names:
         raise ValueError(f"{what}: the posterior has no variables")
     if max_components < 1 or rank_bins < 2:
@@ -78,8 +80,13 @@ def trace_rank_plot(
         rank_edges = np.linspace(0.5, n_chains * n_draws + 0.5, rank_bins + 1)
         for chain in range(n_chains):
             counts, _ = np.histogram(pooled_ranks[chain], bins=rank_edges)
-            rank_axes.stairs(counts, rank_edges, color=COMPONENT_COLORS[chain % len(COMPONENT_COLORS)],
-                             linewidth=1.2, label=f"chain {chain}")
+            rank_axes.stairs(
+                counts,
+                rank_edges,
+                color=COMPONENT_COLORS[chain % len(COMPONENT_COLORS)],
+                linewidth=1.2,
+                label=f"chain {chain}",
+            )
         rank_axes.axhline(n_draws * n_components / rank_bins, color="#888888", linestyle="--", linewidth=0.8)
         shown = f"{name} (first {n_components} of {total})" if n_components < total else name
         density_axes.set_title(shown, fontsize=9, loc="left")
@@ -101,8 +108,10 @@ def _posterior_dataset(idata, what):
         if hasattr(idata, "data_vars"):
             posterior = idata
         else:
-            raise ValueError(f"{what}: expected an InferenceData with a posterior group or an xarray Dataset, "
-                             f"got {type(idata).__name__}")
+            raise ValueError(
+                f"{what}: expected an InferenceData with a posterior group or an xarray Dataset, "
+                f"got {type(idata).__name__}"
+            )
     missing = [dim for dim in ("chain", "draw") if dim not in posterior.dims]
     if missing:
         raise ValueError(f"{what}: the posterior lacks dimension(s) {', '.join(missing)}")

@@ -133,14 +133,28 @@ def forest_plot(
         for color, rows in ((OVERALL_EMPIRICAL_COLOR, shown & overall), (EMPIRICAL_COLOR, shown & ~overall)):
             if rows.any():
                 axes.errorbar(
-                    emp_mean[rows], positions[rows] - offset, xerr=sem[rows], fmt="s", color=color,
-                    markersize=5, capsize=3, linewidth=1.5,
+                    emp_mean[rows],
+                    positions[rows] - offset,
+                    xerr=sem[rows],
+                    fmt="s",
+                    color=color,
+                    markersize=5,
+                    capsize=3,
+                    linewidth=1.5,
                 )
         handles.append(Line2D([], [], color=EMPIRICAL_COLOR, marker="s", label="empirical mean ± SEM"))
 
     for title_y, group in group_titles:
-        axes.text(0.005, -title_y, group, transform=axes.get_yaxis_transform(), fontweight="bold",
-                  va="center", ha="left", fontsize=9)
+        axes.text(
+            0.005,
+            -title_y,
+            group,
+            transform=axes.get_yaxis_transform(),
+            fontweight="bold",
+            va="center",
+            ha="left",
+            fontsize=9,
+        )
         if title_y > 0:
             axes.axhline(-title_y + 0.5, color="#cccccc", linewidth=0.8)
     if reference is not None:

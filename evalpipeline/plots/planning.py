@@ -59,8 +59,15 @@ def power_curve(
         power_high = numeric_column(curves, "power_high", what)
         labels = [f"gap {g}, n {v:g}" for g, v in zip(curves["gap"], n)]
         require_ordered(power_low, power_high, labels, "power_low", "power_high", what)
-    frame = pd.DataFrame({"gap": curves["gap"].to_numpy(), "n": n, "power": power,
-                          "low": power_low if has_band else np.nan, "high": power_high if has_band else np.nan})
+    frame = pd.DataFrame(
+        {
+            "gap": curves["gap"].to_numpy(),
+            "n": n,
+            "power": power,
+            "low": power_low if has_band else np.nan,
+            "high": power_high if has_band else np.nan,
+        }
+    )
 
     figure = new_figure(6.5, 4.2)
     axes = figure.add_subplot()
@@ -74,9 +81,17 @@ def power_curve(
         if not reached.empty:
             first = float(reached["n"].iloc[0])
             axes.axvline(first, color=color, linestyle=":", linewidth=1.0)
-            axes.annotate(f"n = {first:g}", (first, target_power), xytext=(3, -12), textcoords="offset points",
-                          fontsize=7, color=color)
-    axes.axhline(target_power, color=TARGET_COLOR, linestyle="--", linewidth=1.0, label=f"target power {target_power:g}")
+            axes.annotate(
+                f"n = {first:g}",
+                (first, target_power),
+                xytext=(3, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+            )
+    axes.axhline(
+        target_power, color=TARGET_COLOR, linestyle="--", linewidth=1.0, label=f"target power {target_power:g}"
+    )
     if log_x:
         axes.set_xscale("log")
     axes.set_ylim(0.0, 1.02)

@@ -43,8 +43,9 @@ def success_rate_distribution(
     if predicted is not None:
         predicted = _rates(predicted, "predicted", what)
         if predicted.ndim != 2 or predicted.shape[1] != observed.size or predicted.shape[0] < 1:
-            raise ValueError(f"{what}: predicted must have shape (n_draws, {observed.size}) to match observed, "
-                             f"got {predicted.shape}")
+            raise ValueError(
+                f"{what}: predicted must have shape (n_draws, {observed.size}) to match observed, got {predicted.shape}"
+            )
     if not 0 < band < 1:
         raise ValueError(f"{what}: band must be in (0, 1), got {band}")
     if n_trials is not None:
@@ -59,18 +60,25 @@ def success_rate_distribution(
     figure = new_figure(6.5, 4.0)
     axes = figure.add_subplot()
     counts, _ = np.histogram(observed, bins=edges)
-    axes.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color=EMPIRICAL_COLOR,
-             edgecolor="white", alpha=0.85)
+    axes.bar(
+        edges[:-1], counts, width=np.diff(edges), align="edge", color=EMPIRICAL_COLOR, edgecolor="white", alpha=0.85
+    )
     handles = [Patch(color=EMPIRICAL_COLOR, label=f"observed ({observed.size} items)")]
     if predicted is not None:
         replicated = np.stack([np.histogram(draw, bins=edges)[0] for draw in predicted])
         tail = (1.0 - band) / 2.0
         lower, median, upper = np.quantile(replicated, [tail, 0.5, 1.0 - tail], axis=0)
         centres = (edges[:-1] + edges[1:]) / 2.0
-        axes.errorbar(centres, median, yerr=[median - lower, upper - median], fmt="o", color=POSTERIOR_COLOR,
-                      capsize=3)
-        handles.append(Line2D([], [], color=POSTERIOR_COLOR, marker="o",
-                              label=f"posterior predictive median, {band:.0%} band ({len(predicted)} draws)"))
+        axes.errorbar(centres, median, yerr=[median - lower, upper - median], fmt="o", color=POSTERIOR_COLOR, capsize=3)
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=POSTERIOR_COLOR,
+                marker="o",
+                label=f"posterior predictive median, {band:.0%} band ({len(predicted)} draws)",
+            )
+        )
     axes.set_xlim(edges[0], edges[-1])
     axes.set_xlabel("success rate per item (mean over repeats)")
     axes.set_ylabel("number of items")

@@ -70,8 +70,9 @@ def reliability_cdf_envelopes(
     if ncols < 1:
         raise ValueError(f"{what}: ncols must be >= 1")
     series = envelopes["series"].astype(str).to_numpy()
-    frame = pd.DataFrame({"panel": envelopes["panel"].astype(str).to_numpy(), "series": series,
-                          "x": x, "lower": lower, "upper": upper})
+    frame = pd.DataFrame(
+        {"panel": envelopes["panel"].astype(str).to_numpy(), "series": series, "x": x, "lower": lower, "upper": upper}
+    )
     crowded = len(set(series)) > len(SERIES_COLORS) and "group" in envelopes.columns
     # the colour (and legend entry) of each row: its series, or its group when the series are too many
     frame["key"] = envelopes["group"].astype(str).to_numpy() if crowded else series
@@ -88,8 +89,15 @@ def reliability_cdf_envelopes(
         for (_, key), curve in part.groupby(["series", "key"], sort=False):
             curve = curve.sort_values("x", kind="stable")
             # one polygon with the two CDFs as its edge (straight segments: the CDFs come on a grid)
-            band = axes.fill_between(curve["x"], curve["lower"], curve["upper"], facecolor=to_rgba(colors[key], 0.3),
-                                     edgecolor=colors[key], linewidth=0.8, label=key)
+            band = axes.fill_between(
+                curve["x"],
+                curve["lower"],
+                curve["upper"],
+                facecolor=to_rgba(colors[key], 0.3),
+                edgecolor=colors[key],
+                linewidth=0.8,
+                label=key,
+            )
             handles.setdefault(key, band)
         axes.set_title(panel, fontsize=9)
         axes.set_ylim(0.0, 1.02)
@@ -101,9 +109,16 @@ def reliability_cdf_envelopes(
         if len(handles) <= len(SERIES_COLORS):
             axes.legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", **legend)
         else:
-            axes.legend(handles.values(), handles.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                        ncols=-(-len(handles) // 24), **legend)
-    for axes in grid.flat[len(panels):]:
+            axes.legend(
+                handles.values(),
+                handles.keys(),
+                fontsize=6,
+                loc="upper left",
+                bbox_to_anchor=(1.02, 1.0),
+                ncols=-(-len(handles) // 24),
+                **legend,
+            )
+    for axes in grid.flat[len(panels) :]:
         axes.set_visible(False)
     if title:
         figure.suptitle(title)
@@ -138,13 +153,22 @@ def expected_reliability_plot(curves: pd.DataFrame, *, title: str | None = None)
     require_probabilities(upper, "expected_upper", what)
     bad = np.flatnonzero(lower > upper + 1e-9)
     if bad.size:
-        raise ValueError(f"{what}: expected_lower exceeds expected_upper at {bad.size} row(s), first at n = {n[bad[0]]:.0f}")
+        raise ValueError(
+            f"{what}: expected_lower exceeds expected_upper at {bad.size} row(s), first at n = {n[bad[0]]:.0f}"
+        )
     point = None
     if "expected" in curves.columns:
         point = numeric_column(curves, "expected", what, allow_nan=True)
         require_probabilities(point, "expected", what)
-    frame = pd.DataFrame({"series": curves["series"].astype(str).to_numpy(), "n": n, "lower": lower, "upper": upper,
-                          "point": point if point is not None else np.nan})
+    frame = pd.DataFrame(
+        {
+            "series": curves["series"].astype(str).to_numpy(),
+            "n": n,
+            "lower": lower,
+            "upper": upper,
+            "point": point if point is not None else np.nan,
+        }
+    )
     series_names = list(dict.fromkeys(frame["series"]))
 
     figure = new_figure(11.0, 4.2)

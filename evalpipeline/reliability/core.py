@@ -132,7 +132,9 @@ def validate_counts(counts: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["domain", "subdomain"], kind="stable").reset_index(drop=True)
 
 
-def hyperparameter_configurations(box: HyperBox, n_configurations: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def hyperparameter_configurations(
+    box: HyperBox, n_configurations: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """K configurations (rows a, b, c, d) from the box: its distinct corners, then a Latin hypercube.
 
     Returns (configurations, is_corner). Duplicate rows (degenerate intervals)
@@ -377,7 +379,9 @@ def beta_mixture_cdf(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x
         a, b = alpha[smooth], beta[smooth]
         half = width / 2
         nodes = ((x[:-1] + x[1:]) / 2)[:, None] + half[:, None] * _CDF_NODES[None, :]  # (T - 1, nodes)
-        nodes = np.clip(nodes, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg).ravel()  # edge intervals' nodes are unused
+        nodes = np.clip(
+            nodes, np.finfo(float).tiny, 1.0 - np.finfo(float).epsneg
+        ).ravel()  # edge intervals' nodes are unused
         coefficients = np.stack([a - 1.0, b - 1.0, -special.betaln(a, b)], axis=1)
         powers = np.stack([np.log(nodes), np.log1p(-nodes), np.ones(nodes.size)])
         pieces = np.empty((smooth.size, x.size - 1))
@@ -394,7 +398,7 @@ def beta_mixture_cdf(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x
         for anchor, start, stop in zip(anchors.T, bounds[:-1], bounds[1:]):
             # from the anchor at ``start``, integrate intervals start+1 .. stop-1
             rows[:, start] = anchor
-            rows[:, start + 1:stop] = anchor[:, None] + np.cumsum(pieces[:, start:stop - 1], axis=1)
+            rows[:, start + 1 : stop] = anchor[:, None] + np.cumsum(pieces[:, start : stop - 1], axis=1)
         table[smooth] = rows
     return weights @ table
 
@@ -429,8 +433,9 @@ def _legendre_analysis(n: int) -> tuple[np.ndarray, np.ndarray]:
 _QUANTILE_X, _QUANTILE_ANALYSIS = _legendre_analysis(_QUANTILE_NODES)
 
 
-def mixture_quantiles(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x: np.ndarray, cdf: np.ndarray,
-                      quantiles) -> np.ndarray:
+def mixture_quantiles(
+    weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, x: np.ndarray, cdf: np.ndarray, quantiles
+) -> np.ndarray:
     """Quantiles (R, Q) of the Beta mixtures ``weights @ Beta(alpha, beta)`` (``weights`` (R, G)) whose
     CDFs ``cdf`` (R, T) are tabulated on the ascending grid ``x`` (:func:`beta_mixture_cdf`).
 
@@ -477,8 +482,16 @@ def mixture_quantiles(weights: np.ndarray, alpha: np.ndarray, beta: np.ndarray, 
         if not split.any():
             break
         k, mid = int(split.sum()), (ua[split] + ub[split]) / 2
-        halves = _piece_coefficients(weights, alpha, beta, np.tile(cell_of[split], 2), np.tile(side[split], 2),
-                                     np.concatenate([ua[split], mid]), np.concatenate([mid, ub[split]]), has_pair)
+        halves = _piece_coefficients(
+            weights,
+            alpha,
+            beta,
+            np.tile(cell_of[split], 2),
+            np.tile(side[split], 2),
+            np.concatenate([ua[split], mid]),
+            np.concatenate([mid, ub[split]]),
+            has_pair,
+        )
         # each split piece is replaced by its left and right halves, so pieces stay in x order
         origin = np.concatenate([np.flatnonzero(~split), np.flatnonzero(split), np.flatnonzero(split)])
         order = np.lexsort((np.arange(origin.size) >= origin.size - k, origin))
@@ -559,15 +572,15 @@ def _piece_coefficients(weights, alpha, beta, cell_of, side, ua, ub, has_pair) -
     order = np.argsort(cell_of, kind="stable")
     per_block = max(1, _CHUNK_ELEMENTS // (alpha.size * n))  # pieces per block: memory stays flat in G
     for begin in range(0, order.size, per_block):
-        block = order[begin:begin + per_block]
+        block = order[begin : begin + per_block]
         density = powers[block].reshape(-1, 4) @ coefficients.T  # (pieces * n, G)
         np.maximum(density, _LOG_NEGLIGIBLE, out=density)
         np.exp(density, out=density)
         block_cells, starts, counts = np.unique(cell_of[block], return_index=True, return_counts=True)
         for cell, i, m in zip(block_cells, starts, counts):  # block is sorted by cell
             rows = np.flatnonzero(has_pair[:, cell])
-            mixed = weights[rows] @ density[i * n:(i + m) * n].T
-            out[rows[:, None], block[None, i:i + m]] = mixed.reshape(rows.size, m, n) @ _QUANTILE_ANALYSIS.T
+            mixed = weights[rows] @ density[i * n : (i + m) * n].T
+            out[rows[:, None], block[None, i : i + m]] = mixed.reshape(rows.size, m, n) @ _QUANTILE_ANALYSIS.T
     return out
 
 
@@ -653,11 +666,23 @@ class _Envelopes:
 
 def _envelopes(unit: _Unit, settings) -> _Envelopes:
     horizons = list(settings.horizons)
-    return _Envelopes(unit.level, unit.domain, unit.subdomain, unit.method, SubdomainEnvelopes(
-        x=unit.x, cdf_lower=unit.cdf.min(axis=0), cdf_upper=unit.cdf.max(axis=0),
-        quantile_lower=unit.quantiles.min(axis=0), quantile_upper=unit.quantiles.max(axis=0),
-        expected_lower=unit.moments[:, horizons].min(axis=0), expected_upper=unit.moments[:, horizons].max(axis=0),
-        target_lower=unit.target.min(axis=0), target_upper=unit.target.max(axis=0)))
+    return _Envelopes(
+        unit.level,
+        unit.domain,
+        unit.subdomain,
+        unit.method,
+        SubdomainEnvelopes(
+            x=unit.x,
+            cdf_lower=unit.cdf.min(axis=0),
+            cdf_upper=unit.cdf.max(axis=0),
+            quantile_lower=unit.quantiles.min(axis=0),
+            quantile_upper=unit.quantiles.max(axis=0),
+            expected_lower=unit.moments[:, horizons].min(axis=0),
+            expected_upper=unit.moments[:, horizons].max(axis=0),
+            target_lower=unit.target.min(axis=0),
+            target_upper=unit.target.max(axis=0),
+        ),
+    )
 
 
 @dataclass
@@ -749,8 +774,12 @@ TABLE_COLUMNS = {
 # --------------------------------------------------------------------------- main
 
 
-def assess_reliability(counts: pd.DataFrame, settings: ReliabilitySettings | None = None, *,
-                       known_subdomains: Mapping[str, Sequence[SubdomainEnvelopes]] | None = None) -> ReliabilityResult:
+def assess_reliability(
+    counts: pd.DataFrame,
+    settings: ReliabilitySettings | None = None,
+    *,
+    known_subdomains: Mapping[str, Sequence[SubdomainEnvelopes]] | None = None,
+) -> ReliabilityResult:
     """HIP-LLM posterior envelopes at subdomain, domain and LLM level (Theorems 1-6).
 
     ``counts``: one row per (domain, subdomain) with n trials and k successes.
@@ -798,8 +827,9 @@ def _domain_rng(settings: ReliabilitySettings, domain: str, index: int, stream: 
     return np.random.default_rng([settings.seed, stream, index])
 
 
-def _assess_domain(domain, index, cells, settings, n_max, thresholds,
-                   known=None) -> tuple[_DomainState, list[_Envelopes], bool]:
+def _assess_domain(
+    domain, index, cells, settings, n_max, thresholds, known=None
+) -> tuple[_DomainState, list[_Envelopes], bool]:
     successes = cells["k"].to_numpy(dtype=float)
     trials = cells["n"].to_numpy(dtype=float)
     omega = cells["omega"].to_numpy(dtype=float)
@@ -817,10 +847,17 @@ def _assess_domain(domain, index, cells, settings, n_max, thresholds,
     moments = [w @ moments_g for moments_g in grid_moments]
     xs = [np.linspace(*_span(m), settings.cdf_points) for m in moments]
     horizons = list(settings.horizons)
-    usable = (known is not None and len(subdomains) > 1 and len(known) == len(subdomains)
-              and all(np.array_equal(k.x, x) and np.array_equal(k.expected_lower, m[:, horizons].min(axis=0))
-                      and np.array_equal(k.expected_upper, m[:, horizons].max(axis=0))
-                      for k, x, m in zip(known, xs, moments)))
+    usable = (
+        known is not None
+        and len(subdomains) > 1
+        and len(known) == len(subdomains)
+        and all(
+            np.array_equal(k.x, x)
+            and np.array_equal(k.expected_lower, m[:, horizons].min(axis=0))
+            and np.array_equal(k.expected_upper, m[:, horizons].max(axis=0))
+            for k, x, m in zip(known, xs, moments)
+        )
+    )
     sub_units, sub_rows = [], []
     for j, subdomain in enumerate(subdomains):
         if usable:
@@ -954,7 +991,9 @@ def _result(rows: list[_Envelopes], states: list[_DomainState], frame, settings,
             q_rows.append((r.level, r.domain, r.subdomain, q, v.quantile_lower[qi], v.quantile_upper[qi], r.method))
         for hi, n in enumerate(settings.horizons):
             e_rows.append((r.level, r.domain, r.subdomain, n, v.expected_lower[hi], v.expected_upper[hi], "exact"))
-            t_rows.append((r.level, r.domain, r.subdomain, n, settings.target, v.target_lower[hi], v.target_upper[hi], r.method))
+            t_rows.append(
+                (r.level, r.domain, r.subdomain, n, settings.target, v.target_lower[hi], v.target_upper[hi], r.method)
+            )
     order = {SUBDOMAIN: 0, DOMAIN: 1, LLM: 2}
 
     def tidy(df: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
@@ -965,7 +1004,17 @@ def _result(rows: list[_Envelopes], states: list[_DomainState], frame, settings,
     for st in states:
         for k, (a, b, c, d) in enumerate(st.configs):
             config_rows.append(
-                (st.name, k, a, b, c, d, bool(st.is_corner[k]), st.unit.moments[k, 1], st.unit.quantiles[k, _median_index(settings)])
+                (
+                    st.name,
+                    k,
+                    a,
+                    b,
+                    c,
+                    d,
+                    bool(st.is_corner[k]),
+                    st.unit.moments[k, 1],
+                    st.unit.quantiles[k, _median_index(settings)],
+                )
             )
     configurations = pd.DataFrame(
         config_rows, columns=["domain", "config", "a", "b", "c", "d", "is_corner", "posterior_mean", "posterior_median"]
@@ -1008,7 +1057,9 @@ def _median_index(settings: ReliabilitySettings) -> int:
     return int(np.argmin(np.abs(np.array(settings.quantiles) - 0.5)))
 
 
-def conjugate_envelope(k: int, n: int, a_range: tuple[float, float], b_range: tuple[float, float], horizons=(1,)) -> pd.DataFrame:
+def conjugate_envelope(
+    k: int, n: int, a_range: tuple[float, float], b_range: tuple[float, float], horizons=(1,)
+) -> pd.DataFrame:
     """Non-hierarchical Beta-Binomial with an imprecise Beta(a, b) prior (Table 2, Section 3.1).
 
     theta | data ~ Beta(a + k, b + n - k); E[theta**h] = B(a + k + h, b + n - k) / B(a + k, b + n - k).
@@ -1020,6 +1071,7 @@ def conjugate_envelope(k: int, n: int, a_range: tuple[float, float], b_range: tu
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     rows = []
     for h in horizons:
+
         def moment(a, b):
             return math.exp(special.betaln(a + k + h, b + n - k) - special.betaln(a + k, b + n - k))
 

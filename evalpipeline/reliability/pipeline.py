@@ -38,14 +38,20 @@ from evalpipeline.stats.posteriors import NONE, countable
 
 #: What a reliability table's ``subdomain`` holds: a model x suite folder has the logged names, a
 #: model's folder spans suites, so its labels lead with the suite (:func:`model_counts`).
-SUBDOMAIN_LABEL = ("subdomain within the domain (model_reliability: <suite>, then /<logged domain> if the suite logs "
-                   "several, then /<subdomain> if it logs subdomains; e.g. arith/addition)")
+SUBDOMAIN_LABEL = (
+    "subdomain within the domain (model_reliability: <suite>, then /<logged domain> if the suite logs "
+    "several, then /<subdomain> if it logs subdomains; e.g. arith/addition)"
+)
 #: HIP-LLM counts pass/fail outcomes: a graded score is a success or not, never a fraction of one.
-SUCCESSES = ("successes among them: attempts logged correct, or scored at least [reliability] success_threshold "
-             "(default 1: full marks); the leaderboards' k sums partial scores instead")
+SUCCESSES = (
+    "successes among them: attempts logged correct, or scored at least [reliability] success_threshold "
+    "(default 1: full marks); the leaderboards' k sums partial scores instead"
+)
 #: The reliability tables' domain is HIP-LLM's, which need not be the logged one.
-DOMAIN_LABEL = ("HIP-LLM domain: the suite's domain in the taxonomy (taxonomy.toml; default the suite itself), "
-                "not the samples' logged domain")
+DOMAIN_LABEL = (
+    "HIP-LLM domain: the suite's domain in the taxonomy (taxonomy.toml; default the suite itself), "
+    "not the samples' logged domain"
+)
 COUNTS_COLUMNS = {
     "domain": DOMAIN_LABEL,
     "subdomain": SUBDOMAIN_LABEL,
@@ -103,7 +109,16 @@ def _aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (dom, sub), part in frame.groupby(["domain", "subdomain"], sort=True):
         counted = part[part["counts"]]
-        rows.append((dom, sub, len(counted), int(counted["success"].sum()), counted["item_id"].nunique(), len(part) - len(counted)))
+        rows.append(
+            (
+                dom,
+                sub,
+                len(counted),
+                int(counted["success"].sum()),
+                counted["item_id"].nunique(),
+                len(part) - len(counted),
+            )
+        )
     return pd.DataFrame(rows, columns=list(COUNTS_COLUMNS))
 
 
@@ -157,7 +172,9 @@ def load_taxonomy(path: str | Path | None) -> Taxonomy:
         raise ValueError(f"taxonomy file {path}: [suites] must map suite names to domain names")
     for suite, domain in suites.items():
         if not isinstance(domain, str) or not domain.strip():
-            raise ValueError(f"taxonomy file {path}: suite {suite!r} must map to a non-empty domain name, got {domain!r}")
+            raise ValueError(
+                f"taxonomy file {path}: suite {suite!r} must map to a non-empty domain name, got {domain!r}"
+            )
     profile = data.get("profile", {})
     try:
         op = OperationalProfile.from_mapping(profile)

@@ -24,7 +24,9 @@ from evalpipeline.reliability.settings import HyperBox, OperationalProfile, Reli
 PARAMETERS = ("a", "b", "c", "d")
 
 
-def narrowed_boxes(box: HyperBox, fractions: Iterable[float] = (0.0, 1 / 3, 2 / 3)) -> list[tuple[str, float, HyperBox]]:
+def narrowed_boxes(
+    box: HyperBox, fractions: Iterable[float] = (0.0, 1 / 3, 2 / 3)
+) -> list[tuple[str, float, HyperBox]]:
     """Sub-boxes that raise one parameter's lower bound: [low + f (high - low), high] for each f.
 
     Returns (parameter, fraction, sub-box) for a, b, c, d in turn.
@@ -86,7 +88,9 @@ def profile_sensitivity(
     return pd.concat(rows, ignore_index=True)
 
 
-def within_domain_profiles(domain: str, subdomain: str, shares: Iterable[float], subdomains: Iterable[str]) -> dict[str, OperationalProfile]:
+def within_domain_profiles(
+    domain: str, subdomain: str, shares: Iterable[float], subdomains: Iterable[str]
+) -> dict[str, OperationalProfile]:
     """Fig. 7's sweep: ``subdomain`` gets each share of its domain, the others split the rest evenly."""
     others = [s for s in subdomains if s != subdomain]
     out = {}

@@ -162,7 +162,9 @@ class OperationalProfile:
             return cls()
         unknown = set(mapping) - {"domains", "subdomains", "flat"}
         if unknown:
-            raise ValueError(f"operational profile: unknown keys {sorted(unknown)} (expected domains, subdomains or flat)")
+            raise ValueError(
+                f"operational profile: unknown keys {sorted(unknown)} (expected domains, subdomains or flat)"
+            )
         if "flat" in mapping:
             if set(mapping) != {"flat"}:
                 raise ValueError("operational profile: 'flat' cannot be combined with 'domains'/'subdomains'")
@@ -201,7 +203,9 @@ class OperationalProfile:
         declared_sub = {str(k): v for k, v in (self.subdomain_weights or {}).items()}
         unknown = sorted(set(declared_sub) - set(domains))
         if unknown:
-            raise ValueError(f"operational profile has subdomain weights for unknown domain(s) {unknown}; known: {domains}")
+            raise ValueError(
+                f"operational profile has subdomain weights for unknown domain(s) {unknown}; known: {domains}"
+            )
         omega = np.empty(len(frame))
         for domain, rows in frame.groupby("domain", sort=True).groups.items():
             subs = frame.loc[rows, "subdomain"].tolist()
@@ -209,10 +213,14 @@ class OperationalProfile:
                 ws = {str(k): _weight(v, f"subdomain weight {domain!r}/{k!r}") for k, v in declared_sub[domain].items()}
                 unknown_s = sorted(set(ws) - set(subs))
                 if unknown_s:
-                    raise ValueError(f"operational profile names unknown subdomain(s) {unknown_s} in domain {domain!r}; known: {subs}")
+                    raise ValueError(
+                        f"operational profile names unknown subdomain(s) {unknown_s} in domain {domain!r}; known: {subs}"
+                    )
                 missing_s = sorted(set(subs) - set(ws))
                 if missing_s:
-                    raise ValueError(f"operational profile gives no weight for subdomain(s) {missing_s} of domain {domain!r}")
+                    raise ValueError(
+                        f"operational profile gives no weight for subdomain(s) {missing_s} of domain {domain!r}"
+                    )
                 _check_sum(sum(ws.values()), f"subdomain weights Omega of domain {domain!r}")
                 omega[rows] = [ws[s] for s in subs]
             else:
@@ -281,7 +289,13 @@ class ReliabilitySettings:
     domain_seeds: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, minimum in (("n_configurations", 1), ("n_draws", 2), ("grid_size", 4), ("cdf_points", 2), ("max_pairings", 1)):
+        for name, minimum in (
+            ("n_configurations", 1),
+            ("n_draws", 2),
+            ("grid_size", 4),
+            ("cdf_points", 2),
+            ("max_pairings", 1),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -320,7 +334,9 @@ class ReliabilitySettings:
         """JSON-ready description (for metadata)."""
         out = dataclasses.asdict(self)
         out["profile"] = {
-            "domain_weights": dict(self.profile.domain_weights) if self.profile.domain_weights is not None else "proportional to N",
+            "domain_weights": dict(self.profile.domain_weights)
+            if self.profile.domain_weights is not None
+            else "proportional to N",
             "subdomain_weights": {k: dict(v) for k, v in (self.profile.subdomain_weights or {}).items()},
         }
         out["grid_shape"] = list(self.grid_shape)

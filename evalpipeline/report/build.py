@@ -43,8 +43,16 @@ import pandas as pd
 from evalpipeline.steps.comparison import MODEL_PROFILE_TABLE, SUITE_COMPARISON_TABLE, ranking_pairs
 from evalpipeline.lake.keys import from_partition_key
 from evalpipeline.lake import Lake, SummaryCache
-from evalpipeline.report.html import (Details, Image, Paragraph, Section, Table, relative_src, render_report,
-                                      write_report)
+from evalpipeline.report.html import (
+    Details,
+    Image,
+    Paragraph,
+    Section,
+    Table,
+    relative_src,
+    render_report,
+    write_report,
+)
 from evalpipeline.lake.versions import code_version
 
 REPORT_PATH = Path("report") / "index.html"
@@ -53,15 +61,69 @@ REPORT_PATH = Path("report") / "index.html"
 RELIABILITY_CACHE = Path("report") / "reliability_summaries.json"
 
 #: Leaderboard columns shown in the report (the Parquet file has them all).
-LEADERBOARD_SHOWN = ("rank", "model", "posterior_mean", "hpdi_low", "hpdi_high", "independent_hpdi_low",
-                     "independent_hpdi_high", "clt_low", "clt_high", "p_best", "expected_rank", "rank_low", "rank_high",
-                     "n", "n_items", "n_effective")
-JUDGE_SHOWN = ("model", "judge", "posterior_mean", "hpdi_low", "hpdi_high", "judge_mean", "judge_low", "judge_high",
-               "judge_note")
-PROFILE_SHOWN = ("scope", "suite", "posterior_mean", "hpdi_low", "hpdi_high", "clt_low", "clt_high", "rank",
-                 "n_models", "p_best", "n", "n_effective", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")
-RANKINGS_SHOWN = ("scope", "model", "glm", "waic_rank", "elpd_waic", "waic_se", "d_waic", "waic_dse", "waic_weight",
-                  "p_waic", "loo_rank", "elpd_loo", "n_pareto_k_high", "loo_warning")
+LEADERBOARD_SHOWN = (
+    "rank",
+    "model",
+    "posterior_mean",
+    "hpdi_low",
+    "hpdi_high",
+    "independent_hpdi_low",
+    "independent_hpdi_high",
+    "clt_low",
+    "clt_high",
+    "p_best",
+    "expected_rank",
+    "rank_low",
+    "rank_high",
+    "n",
+    "n_items",
+    "n_effective",
+)
+JUDGE_SHOWN = (
+    "model",
+    "judge",
+    "posterior_mean",
+    "hpdi_low",
+    "hpdi_high",
+    "judge_mean",
+    "judge_low",
+    "judge_high",
+    "judge_note",
+)
+PROFILE_SHOWN = (
+    "scope",
+    "suite",
+    "posterior_mean",
+    "hpdi_low",
+    "hpdi_high",
+    "clt_low",
+    "clt_high",
+    "rank",
+    "n_models",
+    "p_best",
+    "n",
+    "n_effective",
+    "glm",
+    "glm_mean",
+    "glm_hpdi_low",
+    "glm_hpdi_high",
+)
+RANKINGS_SHOWN = (
+    "scope",
+    "model",
+    "glm",
+    "waic_rank",
+    "elpd_waic",
+    "waic_se",
+    "d_waic",
+    "waic_dse",
+    "waic_weight",
+    "p_waic",
+    "loo_rank",
+    "elpd_loo",
+    "n_pareto_k_high",
+    "loo_warning",
+)
 
 READING_GUIDE = (
     "How to read this page. Every success rate comes with its posterior mean and 95% highest posterior density "
@@ -106,9 +168,11 @@ def _pairs_shown(pairs: pd.DataFrame, board: pd.DataFrame, limit: int) -> tuple[
     def count(n: int) -> str:
         return f"{n:,} pair" + ("" if n == 1 else "s")
 
-    note = (f"This suite has {count(len(pairs))} of models. Shown here: going down the leaderboard, each model "
-            f"against the leader and against the model ranked just above it ({count(len(shown))}). "
-            "Every pair is in the suite's pairwise.parquet, and in the plot below.")
+    note = (
+        f"This suite has {count(len(pairs))} of models. Shown here: going down the leaderboard, each model "
+        f"against the leader and against the model ranked just above it ({count(len(shown))}). "
+        "Every pair is in the suite's pairwise.parquet, and in the plot below."
+    )
     return shown, note
 
 
@@ -121,8 +185,11 @@ def _pair_sentences(pairs: pd.DataFrame) -> list[Paragraph]:
             extra.append(f"bivariate probit P = {row.p_a_better_probit:.3f}")
         if "p_a_better_glm" in pairs.columns and pd.notna(row.p_a_better_glm):
             extra.append(f"{row.glm} P = {row.p_a_better_glm:.3f}")
-        t_tests = [f"{name} p = {value:.3g}" for name, value in (("Welch t-test", row.t_unpaired_p),
-                                                                 ("paired t-test", row.t_paired_p)) if pd.notna(value)]
+        t_tests = [
+            f"{name} p = {value:.3g}"
+            for name, value in (("Welch t-test", row.t_unpaired_p), ("paired t-test", row.t_paired_p))
+            if pd.notna(value)
+        ]
         if t_tests:
             extra.append("conventional: " + ", ".join(t_tests))
         paragraphs.append(Paragraph(f"{row.verdict}. [{'; '.join(extra)}]"))
@@ -147,22 +214,35 @@ def design_sentence(board: pd.DataFrame) -> str | None:
         what = f"{_count(row['n'], 'attempt')} in {_count(row['n_units'], 'cluster')}"
     else:
         repeats = row["n"] / max(row["n_units"], 1)
-        what = (f"{repeats:.3g} repeats of {_count(row['n_units'], 'question')}" if float(repeats).is_integer()
-                else f"{_count(row['n'], 'attempt')} on {_count(row['n_units'], 'question')}")
-    others = "" if len(rows) == 1 else (f" (design effects of the {len(rows)} models with repeats: "
-                                        f"{rows['design_effect'].min():.2f} to {rows['design_effect'].max():.2f})")
-    return (f"For {row['model']}, {what} carried the information of about "
-            f"{_count(row['n_effective'], 'independent question' if unit != 'cluster' else 'independent attempt')}: "
-            f"the headline intervals are as wide as that warrants{others}. Counting every attempt as independent "
-            "would make them narrower than the evidence supports (the independent_hpdi columns).")
+        what = (
+            f"{repeats:.3g} repeats of {_count(row['n_units'], 'question')}"
+            if float(repeats).is_integer()
+            else f"{_count(row['n'], 'attempt')} on {_count(row['n_units'], 'question')}"
+        )
+    others = (
+        ""
+        if len(rows) == 1
+        else (
+            f" (design effects of the {len(rows)} models with repeats: "
+            f"{rows['design_effect'].min():.2f} to {rows['design_effect'].max():.2f})"
+        )
+    )
+    return (
+        f"For {row['model']}, {what} carried the information of about "
+        f"{_count(row['n_effective'], 'independent question' if unit != 'cluster' else 'independent attempt')}: "
+        f"the headline intervals are as wide as that warrants{others}. Counting every attempt as independent "
+        "would make them narrower than the evidence supports (the independent_hpdi columns)."
+    )
 
 
 def subset_sentences(board: pd.DataFrame) -> list[str]:
     """A warning for each model counted on only part of the suite's items (``subset_flag``)."""
     if "subset_flag" not in board.columns:
         return []
-    return [f"Not comparable by raw success rate: {row.model} was {row.subset_flag}."
-            for row in board[board["subset_flag"].notna()].itertuples(index=False)]
+    return [
+        f"Not comparable by raw success rate: {row.model} was {row.subset_flag}."
+        for row in board[board["subset_flag"].notna()].itertuples(index=False)
+    ]
 
 
 def _interval(low, high, digits: int = 3) -> str | None:
@@ -188,8 +268,10 @@ def _pair_lookup(pairs: pd.DataFrame | None) -> dict[frozenset, tuple[str, float
         return {}
     column = "p_a_better" if "p_a_better" in pairs.columns else "p_a_better_independent"
     bands = pairs["verdict_band"] if "verdict_band" in pairs.columns else pd.Series([None] * len(pairs))
-    return {frozenset((a, b)): (a, float(p), band) for a, b, p, band
-            in zip(pairs["model_a"], pairs["model_b"], pairs[column], bands)}
+    return {
+        frozenset((a, b)): (a, float(p), band)
+        for a, b, p, band in zip(pairs["model_a"], pairs["model_b"], pairs[column], bands)
+    }
 
 
 def _p_better(lookup: dict, first: str, second: str) -> tuple[float, str] | None:
@@ -232,8 +314,12 @@ def compact_leaderboard(board: pd.DataFrame, pairs: pd.DataFrame | None = None) 
             found = _p_better(lookup, upper, lower)
             above.append(None if found is None else f"{found[0]:.2f} {found[1] or ''}".strip())
         columns["P(rank above better)"] = above
-    return pd.DataFrame({name: values.reset_index(drop=True) if isinstance(values, pd.Series) else values
-                         for name, values in columns.items()})
+    return pd.DataFrame(
+        {
+            name: values.reset_index(drop=True) if isinstance(values, pd.Series) else values
+            for name, values in columns.items()
+        }
+    )
 
 
 def _band_counts(bands: list[str]) -> str:
@@ -257,14 +343,22 @@ def verdict_summary(board: pd.DataFrame, pairs: pd.DataFrame | None, most: int =
     close = [m for m in models[1:] if (found := _p_better(lookup, leader, m)) is not None and found[0] < 0.95]
     if close:
         named = ", ".join(close[:most]) + (f" and {len(close) - most} more" if len(close) > most else "")
-        lead = (f"{leader} leads{p_best}; not confidently behind it (P(leader better) under 0.95): "
-                f"{named}.")
+        lead = f"{leader} leads{p_best}; not confidently behind it (P(leader better) under 0.95): {named}."
     else:
         lead = f"{leader} leads{p_best}, confidently ahead of every other model (P(leader better) at least 0.95)."
-    bands = [found[1] for upper, lower in zip(models, models[1:])
-             if (found := _p_better(lookup, upper, lower)) is not None and found[1]]
-    steps = (f"Down the leaderboard, each model against the one ranked just above it "
-             f"({len(bands)} step{'s' if len(bands) != 1 else ''}): {_band_counts(bands)}.") if bands else None
+    bands = [
+        found[1]
+        for upper, lower in zip(models, models[1:])
+        if (found := _p_better(lookup, upper, lower)) is not None and found[1]
+    ]
+    steps = (
+        (
+            f"Down the leaderboard, each model against the one ranked just above it "
+            f"({len(bands)} step{'s' if len(bands) != 1 else ''}): {_band_counts(bands)}."
+        )
+        if bands
+        else None
+    )
     return [text for text in (lead, steps) if text]
 
 
@@ -277,74 +371,145 @@ def _adjacent_pairs(pairs: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
     return pairs[chosen].iloc[order]
 
 
-def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rankings: pd.DataFrame | None,
-                   summaries: SummaryCache, all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> Section:
+def _suite_section(
+    lake: Lake,
+    suite: str,
+    folder: Path,
+    report_path: Path,
+    rankings: pd.DataFrame | None,
+    summaries: SummaryCache,
+    all_pairs_up_to: int = ALL_PAIRS_UP_TO,
+) -> Section:
     """A suite's leaderboard (compact, to the page's width) and the verdicts that decide it first;
     then, each behind a one-line summary, the verdicts in words, every pair, the plots, every
     leaderboard column, the suite GLM, reliability and the statistical model fits."""
     blocks: list = []
     board_path = folder / "leaderboard.parquet"
     if not board_path.exists():
-        return Section(f"Suite: {suite}", [Paragraph(f"No leaderboard for this suite yet ({board_path.name} is missing).")])
+        return Section(
+            f"Suite: {suite}", [Paragraph(f"No leaderboard for this suite yet ({board_path.name} is missing).")]
+        )
     board = pd.read_parquet(board_path)
     pairs_path = folder / "pairwise.parquet"
     all_pairs = pd.read_parquet(pairs_path) if pairs_path.exists() else None
     prior = (board["prior_a"].iloc[0], board["prior_b"].iloc[0]) if len(board) else (float("nan"),) * 2
     mass = board["hpdi_mass"].iloc[0] if len(board) else float("nan")
     threshold_cols = [c for c in board.columns if c.startswith("p_above_")]
-    blocks.append(Table(compact_leaderboard(board, all_pairs), wrap=("model",), decimals=3,
-                        caption=f"Leaderboard: {_count(len(board), 'model')}, Beta({prior[0]:g}, {prior[1]:g}) prior, "
-                                f"intervals at {mass:.0%}"))
+    blocks.append(
+        Table(
+            compact_leaderboard(board, all_pairs),
+            wrap=("model",),
+            decimals=3,
+            caption=f"Leaderboard: {_count(len(board), 'model')}, Beta({prior[0]:g}, {prior[1]:g}) prior, "
+            f"intervals at {mass:.0%}",
+        )
+    )
     blocks += [Paragraph(text) for text in verdict_summary(board, all_pairs)]
     blocks += [Paragraph(text) for text in (design_sentence(board), *subset_sentences(board)) if text]
     if "judge" in board.columns and (board["judge"].notna() | board["judge_note"].notna()).any():
         judged = board[board["judge"].notna() | board["judge_note"].notna()]
-        blocks.append(Table(_shown(judged, JUDGE_SHOWN),
-                            caption="Success rates corrected for the LLM judge's sensitivity and specificity "
-                                    "(its calibration's uncertainty included), beside the headline"))
+        blocks.append(
+            Table(
+                _shown(judged, JUDGE_SHOWN),
+                caption="Success rates corrected for the LLM judge's sensitivity and specificity "
+                "(its calibration's uncertainty included), beside the headline",
+            )
+        )
     if all_pairs is not None and len(all_pairs):
         adjacent = _adjacent_pairs(all_pairs, board)
         if len(adjacent):
-            blocks.append(Details(f"Verdicts in words: each model against the one ranked just above it "
-                                  f"({_count(len(adjacent), 'pair')})", _pair_sentences(adjacent),
-                                  open=len(board) <= 10))
+            blocks.append(
+                Details(
+                    f"Verdicts in words: each model against the one ranked just above it "
+                    f"({_count(len(adjacent), 'pair')})",
+                    _pair_sentences(adjacent),
+                    open=len(board) <= 10,
+                )
+            )
         pairs, which = _pairs_shown(all_pairs, board, all_pairs_up_to)
-        title = (f"Every pair ({_count(len(pairs), 'pair')}): verdicts in words and the pairwise table" if which is None
-                 else f"The pairs that decide the ranking ({len(pairs):,} of {len(all_pairs):,}): verdicts in words "
-                      "and the pairwise table")
+        title = (
+            f"Every pair ({_count(len(pairs), 'pair')}): verdicts in words and the pairwise table"
+            if which is None
+            else f"The pairs that decide the ranking ({len(pairs):,} of {len(all_pairs):,}): verdicts in words "
+            "and the pairwise table"
+        )
         pair_blocks = [Paragraph(which)] if which else []
         pair_blocks += [Paragraph("Verdicts, pair by pair:"), *_pair_sentences(pairs)]
-        pair_blocks.append(Table(_shown(pairs, ("model_a", "model_b", "p_a_better_independent", "p_a_better_paired",
-                                                "p_a_better_probit", "diff_mean_paired", "diff_low_paired",
-                                                "diff_high_paired", "hpdi_verdict", "verdict_band",
-                                                "t_unpaired_p", "t_paired_p")),
-                                 caption="Pairwise comparisons"))
+        pair_blocks.append(
+            Table(
+                _shown(
+                    pairs,
+                    (
+                        "model_a",
+                        "model_b",
+                        "p_a_better_independent",
+                        "p_a_better_paired",
+                        "p_a_better_probit",
+                        "diff_mean_paired",
+                        "diff_low_paired",
+                        "diff_high_paired",
+                        "hpdi_verdict",
+                        "verdict_band",
+                        "t_unpaired_p",
+                        "t_paired_p",
+                    ),
+                ),
+                caption="Pairwise comparisons",
+            )
+        )
         blocks.append(Details(title, pair_blocks))
     elif all_pairs is not None:
         blocks.append(Paragraph("Only one model was evaluated on this suite: no pairwise comparison."))
-    images = _image(folder / "plots" / "leaderboard.png", report_path, f"Leaderboard of {suite}",
-                    "Posterior mean and HPDI (blue) beside the observed mean and CLT interval (orange).")
+    images = _image(
+        folder / "plots" / "leaderboard.png",
+        report_path,
+        f"Leaderboard of {suite}",
+        "Posterior mean and HPDI (blue) beside the observed mean and CLT interval (orange).",
+    )
     if all_pairs is not None and len(all_pairs):
-        images += _image(folder / "plots" / "pairwise.png", report_path, f"Pairwise P(A > B) on {suite}",
-                         "Headline P(row model better than column model).")
-    images += _image(folder / "plots" / "glm_forest.png", report_path, f"Suite GLM forest plot of {suite}",
-                     "Suite GLM per-model effects with the empirical mean ± SEM.")
+        images += _image(
+            folder / "plots" / "pairwise.png",
+            report_path,
+            f"Pairwise P(A > B) on {suite}",
+            "Headline P(row model better than column model).",
+        )
+    images += _image(
+        folder / "plots" / "glm_forest.png",
+        report_path,
+        f"Suite GLM forest plot of {suite}",
+        "Suite GLM per-model effects with the empirical mean ± SEM.",
+    )
     if images:
         blocks.append(Details(f"Plots ({len(images)})", images))
-    blocks.append(Details("All leaderboard columns: CLT and independent-attempts intervals, expected rank, attempts",
-                          [Table(_shown(board, LEADERBOARD_SHOWN + tuple(threshold_cols)),
-                                 caption=f"Leaderboard (Beta({prior[0]:g}, {prior[1]:g}) prior; intervals at "
-                                         f"{mass:.0%})")]))
+    blocks.append(
+        Details(
+            "All leaderboard columns: CLT and independent-attempts intervals, expected rank, attempts",
+            [
+                Table(
+                    _shown(board, LEADERBOARD_SHOWN + tuple(threshold_cols)),
+                    caption=f"Leaderboard (Beta({prior[0]:g}, {prior[1]:g}) prior; intervals at {mass:.0%})",
+                )
+            ],
+        )
+    )
     glm_rows = board[board["glm"].notna()] if "glm" in board.columns else board.iloc[0:0]
     if len(glm_rows):
         glm = glm_rows["glm"].iloc[0]
-        blocks.append(Details(f"Suite GLM {glm}: per-model effects",
-                              [Table(_shown(glm_rows, ("model", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high",
-                                                       "glm_p_best")),
-                                     caption=f"Per-model effects of the suite GLM {glm} (success-rate scale)")]))
+        blocks.append(
+            Details(
+                f"Suite GLM {glm}: per-model effects",
+                [
+                    Table(
+                        _shown(glm_rows, ("model", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high", "glm_p_best")),
+                        caption=f"Per-model effects of the suite GLM {glm} (success-rate scale)",
+                    )
+                ],
+            )
+        )
     else:
-        blocks.append(Paragraph("No suite GLM fit passed its diagnostics: the leaderboard uses conjugate Beta "
-                                "posteriors only."))
+        blocks.append(
+            Paragraph("No suite GLM fit passed its diagnostics: the leaderboard uses conjugate Beta posteriors only.")
+        )
     reliability = _suite_reliability_table(lake, folder.name.split("=", 1)[1], summaries)
     if reliability:
         blocks.append(Details("HIP-LLM reliability envelopes of the models on this suite", reliability))
@@ -353,23 +518,36 @@ def _suite_section(lake: Lake, suite: str, folder: Path, report_path: Path, rank
         mine = rankings[rankings["suite"] == suite]
         ranked = mine[mine["excluded"].fillna("") == ""]
         if len(ranked):
-            fit_blocks.append(Table(_shown(ranked, RANKINGS_SHOWN),
-                                    caption="WAIC / LOO rankings of the candidate GLMs (elpd: higher is better; "
-                                            "d_waic and its dse: distance to the best)"))
+            fit_blocks.append(
+                Table(
+                    _shown(ranked, RANKINGS_SHOWN),
+                    caption="WAIC / LOO rankings of the candidate GLMs (elpd: higher is better; "
+                    "d_waic and its dse: distance to the best)",
+                )
+            )
         excluded = mine[mine["excluded"].fillna("") != ""]
         if len(excluded):
-            fit_blocks.append(Table(_shown(excluded, ("scope", "model", "glm", "excluded")),
-                                    caption="Fits not ranked (excluded or failed)"))
+            fit_blocks.append(
+                Table(
+                    _shown(excluded, ("scope", "model", "glm", "excluded")),
+                    caption="Fits not ranked (excluded or failed)",
+                )
+            )
     suite_key = folder.name.split("=", 1)[1]
-    fit_blocks += _image(lake.root / "waic_rankings" / "plots" / f"suite={suite_key}.png", report_path,
-                         f"WAIC comparison on {suite}")
+    fit_blocks += _image(
+        lake.root / "waic_rankings" / "plots" / f"suite={suite_key}.png", report_path, f"WAIC comparison on {suite}"
+    )
     fits_path = folder / "fits.parquet"
     if fits_path.exists():
         fits = pd.read_parquet(fits_path)
         unusable = fits[~fits["passed"].eq(True)]
         if len(unusable):
-            fit_blocks.append(Table(_shown(unusable, ("glm", "status", "passed", "failed", "reason")),
-                                    caption="Suite GLMs not used (failed diagnostics, not applicable or no stored fit)"))
+            fit_blocks.append(
+                Table(
+                    _shown(unusable, ("glm", "status", "passed", "failed", "reason")),
+                    caption="Suite GLMs not used (failed diagnostics, not applicable or no stored fit)",
+                )
+            )
     if fit_blocks:
         blocks.append(Details(f"{suite}: statistical model fits (WAIC / LOO rankings, fits not used)", fit_blocks))
     return Section(f"Suite: {suite}", blocks)
@@ -383,20 +561,32 @@ def _profile_summary(profile: pd.DataFrame) -> str:
         return _count(n_suites, "suite")
     row = pooled.iloc[0]
     interval = _interval(row["hpdi_low"], row["hpdi_high"])
-    return (f"pooled {row['posterior_mean']:.3f}" + (f" ({interval})" if interval else "")
-            + f" over {_count(n_suites, 'suite')}")
+    return (
+        f"pooled {row['posterior_mean']:.3f}"
+        + (f" ({interval})" if interval else "")
+        + f" over {_count(n_suites, 'suite')}"
+    )
 
 
 def _model_section(model: str, folder: Path, report_path: Path) -> Section:
     path = folder / "profile.parquet"
     if not path.exists():
-        return Section(f"Model: {model}", [Paragraph("No profile for this model yet.")], collapsed=True,
-                       summary="no profile yet")
+        return Section(
+            f"Model: {model}", [Paragraph("No profile for this model yet.")], collapsed=True, summary="no profile yet"
+        )
     profile = pd.read_parquet(path)
-    blocks: list = [Table(_shown(profile, PROFILE_SHOWN),
-                          caption="One row per suite; 'pooled' pools every attempt, 'mean of suites' weighs suites equally")]
-    blocks += _image(folder / "plots" / "forest.png", report_path, f"Forest plot of {model}",
-                     "Posterior mean and HPDI per suite and across suites, with the empirical mean ± SEM.")
+    blocks: list = [
+        Table(
+            _shown(profile, PROFILE_SHOWN),
+            caption="One row per suite; 'pooled' pools every attempt, 'mean of suites' weighs suites equally",
+        )
+    ]
+    blocks += _image(
+        folder / "plots" / "forest.png",
+        report_path,
+        f"Forest plot of {model}",
+        "Posterior mean and HPDI per suite and across suites, with the empirical mean ± SEM.",
+    )
     return Section(f"Model: {model}", blocks, collapsed=True, summary=_profile_summary(profile))
 
 
@@ -412,9 +602,13 @@ def _reliability_summary(lake: Lake, folder: Path, summaries: SummaryCache) -> l
     """One row per domain (or the LLM): E[R(n)] envelopes for each n, the median and 5-95% envelopes,
     and P(R(n) >= r) for the largest n -- from the reliability tables in ``folder``, read again only
     when they changed since ``summaries`` recorded their rows. None when a table is missing."""
-    paths = {name: folder / f"{name}.parquet" for name in ("expected_reliability", "quantile_envelopes", "target_probability")}
-    return summaries.get(folder.relative_to(lake.root).as_posix(), list(paths.values()),
-                         lambda: _reliability_rows(paths))
+    paths = {
+        name: folder / f"{name}.parquet"
+        for name in ("expected_reliability", "quantile_envelopes", "target_probability")
+    }
+    return summaries.get(
+        folder.relative_to(lake.root).as_posix(), list(paths.values()), lambda: _reliability_rows(paths)
+    )
 
 
 def _reliability_rows(paths: dict[str, Path]) -> list[dict] | None:
@@ -441,21 +635,26 @@ def _reliability_rows(paths: dict[str, Path]) -> list[dict] | None:
     return rows
 
 
-def _model_reliability_blocks(lake: Lake, model_key: str, model: str, report_path: Path,
-                              summaries: SummaryCache) -> list:
+def _model_reliability_blocks(
+    lake: Lake, model_key: str, model: str, report_path: Path, summaries: SummaryCache
+) -> list:
     folder = lake.root / "model_reliability" / f"model={model_key}"
     rows = _reliability_summary(lake, folder, summaries)
     if rows is None:
         return []
     summary = pd.DataFrame(rows)
     blocks: list = [
-        Paragraph("Reliability (HIP-LLM): the probability of succeeding on the next n tasks drawn from the "
-                  "operational profile, R(n) = p^n, as [lower, upper] envelopes over the credal set of priors. "
-                  "A wide envelope means the data do not yet outweigh the choice of prior."),
+        Paragraph(
+            "Reliability (HIP-LLM): the probability of succeeding on the next n tasks drawn from the "
+            "operational profile, R(n) = p^n, as [lower, upper] envelopes over the credal set of priors. "
+            "A wide envelope means the data do not yet outweigh the choice of prior."
+        ),
         Table(summary, caption=f"Reliability of {model} (envelopes over the credal set)"),
     ]
-    for name, what in (("cdf_envelopes", "CDF envelopes of the success probability"),
-                       ("expected_reliability", "E[R(n)] envelopes against n")):
+    for name, what in (
+        ("cdf_envelopes", "CDF envelopes of the success probability"),
+        ("expected_reliability", "E[R(n)] envelopes against n"),
+    ):
         blocks += _image(folder / "plots" / f"{name}.png", report_path, f"{what} of {model}", what)
     return blocks
 
@@ -485,9 +684,12 @@ def _unused_judges(suites: list[tuple[str, Path]], judges) -> list[str]:
             board = pd.read_parquet(path)
             if "judge" in board.columns:
                 used |= {name.strip() for value in board["judge"].dropna() for name in str(value).split(",")}
-    return [f"Configured judge [judge.{scorer}] corrected nothing: no suite has attempts scored by {scorer!r}. "
-            "Check the scorer's name against the sample tables' scorer column." for scorer in judges
-            if scorer not in used]
+    return [
+        f"Configured judge [judge.{scorer}] corrected nothing: no suite has attempts scored by {scorer!r}. "
+        "Check the scorer's name against the sample tables' scorer column."
+        for scorer in judges
+        if scorer not in used
+    ]
 
 
 def _glance(suites: list[tuple[str, Path]]) -> pd.DataFrame:
@@ -501,10 +703,15 @@ def _glance(suites: list[tuple[str, Path]]) -> pd.DataFrame:
         if not len(board):
             continue
         top = board.iloc[0]
-        row = {"suite": suite, "models": len(board), "leader": str(top["model"]),
-               "mean": round(float(top["posterior_mean"]), 3), "HPDI": _interval(top["hpdi_low"], top["hpdi_high"]),
-               "P(best)": round(float(top["p_best"]), 3) if "p_best" in board.columns else None,
-               "P(leader better than runner-up)": None}
+        row = {
+            "suite": suite,
+            "models": len(board),
+            "leader": str(top["model"]),
+            "mean": round(float(top["posterior_mean"]), 3),
+            "HPDI": _interval(top["hpdi_low"], top["hpdi_high"]),
+            "P(best)": round(float(top["p_best"]), 3) if "p_best" in board.columns else None,
+            "P(leader better than runner-up)": None,
+        }
         pairs_path = folder / "pairwise.parquet"
         if len(board) > 1 and pairs_path.exists():
             found = _p_better(_pair_lookup(pd.read_parquet(pairs_path)), str(top["model"]), str(board["model"].iloc[1]))
@@ -517,21 +724,30 @@ def _glance(suites: list[tuple[str, Path]]) -> pd.DataFrame:
 def report_intro(suites: list[tuple[str, Path]], models: list[tuple[str, Path]], judges=()) -> list:
     """What the page holds, each suite's leader at a glance (collapsed above 5 suites), how to read the
     numbers (collapsed) and any warning about the configuration: the blocks above the contents."""
-    blocks: list = [Paragraph(
-        f"{_count(len(suites), 'suite')} and {_count(len(models), 'model')}. Each suite opens with its leaderboard "
-        "and the verdicts that decide it; the verdicts in words, every pair, plots and every column follow, one "
-        "click each. The models follow the suites, one line each.")]
+    blocks: list = [
+        Paragraph(
+            f"{_count(len(suites), 'suite')} and {_count(len(models), 'model')}. Each suite opens with its leaderboard "
+            "and the verdicts that decide it; the verdicts in words, every pair, plots and every column follow, one "
+            "click each. The models follow the suites, one line each."
+        )
+    ]
     glance = _glance(suites)
     if len(glance):
-        blocks.append(Details(f"Each suite's leader ({_count(len(glance), 'suite')})",
-                              [Table(glance, wrap=("suite", "leader"), decimals=3)], open=len(glance) <= 5))
+        blocks.append(
+            Details(
+                f"Each suite's leader ({_count(len(glance), 'suite')})",
+                [Table(glance, wrap=("suite", "leader"), decimals=3)],
+                open=len(glance) <= 5,
+            )
+        )
     blocks.append(Details("How to read this page", [Paragraph(READING_GUIDE)]))
     blocks += [Paragraph(text) for text in _unused_judges(suites, judges)]
     return blocks
 
 
-def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | None = None,
-                    all_pairs_up_to: int = ALL_PAIRS_UP_TO) -> list[Section]:
+def report_sections(
+    lake: Lake, report_path: Path, summaries: SummaryCache | None = None, all_pairs_up_to: int = ALL_PAIRS_UP_TO
+) -> list[Section]:
     """Every section of the report, in order: each suite, the models (collapsed, not in the contents),
     ingest accounting. What the page holds comes above them (:func:`report_intro`).
 
@@ -542,8 +758,10 @@ def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | Non
     rankings = pd.read_parquet(rankings_path) if rankings_path.exists() else None
     suites = _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite")
     models = _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model")
-    suite_sections = [_suite_section(lake, suite, folder, report_path, rankings, summaries, all_pairs_up_to)
-                      for suite, folder in suites]
+    suite_sections = [
+        _suite_section(lake, suite, folder, report_path, rankings, summaries, all_pairs_up_to)
+        for suite, folder in suites
+    ]
     sections = suite_sections or [Section("Suites", [Paragraph("No suite comparison has been computed yet.")])]
     model_sections = []
     for model, folder in models:
@@ -551,17 +769,31 @@ def report_sections(lake: Lake, report_path: Path, summaries: SummaryCache | Non
         reliability = _model_reliability_blocks(lake, folder.name.split("=", 1)[1], model, report_path, summaries)
         model_sections.append(replace(section, blocks=[*section.blocks, *reliability]))
     if model_sections:
-        sections.append(Section(
-            "Models", [Paragraph(f"{_count(len(model_sections), 'model')}, alphabetical, one line each: its success "
-                                 "rate pooled over every attempt on every suite. Open a model for its profile across "
-                                 "suites (rank, interval and P(best) per suite), forest plot and reliability.")],
-            model_sections, list_subsections=False))
+        sections.append(
+            Section(
+                "Models",
+                [
+                    Paragraph(
+                        f"{_count(len(model_sections), 'model')}, alphabetical, one line each: its success "
+                        "rate pooled over every attempt on every suite. Open a model for its profile across "
+                        "suites (rank, interval and P(best) per suite), forest plot and reliability."
+                    )
+                ],
+                model_sections,
+                list_subsections=False,
+            )
+        )
     accounting = lake.root / "ingest_accounting" / "accounting.parquet"
     if accounting.exists():
-        sections.append(Section("Ingest accounting", [
-            Paragraph("Where every input row went: rows read = ingested + quarantined, per partition."),
-            Table(pd.read_parquet(accounting), caption="Ingest accounting"),
-        ]))
+        sections.append(
+            Section(
+                "Ingest accounting",
+                [
+                    Paragraph("Where every input row went: rows read = ingested + quarantined, per partition."),
+                    Table(pd.read_parquet(accounting), caption="Ingest accounting"),
+                ],
+            )
+        )
     return sections
 
 
@@ -570,8 +802,9 @@ def reliability_summaries(lake: Lake) -> SummaryCache:
     return SummaryCache(lake.root / RELIABILITY_CACHE, code_version(["evalpipeline.report.build"]))
 
 
-def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO,
-                 judges: tuple[str, ...] = ()) -> Path:
+def build_report(
+    lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to: int = ALL_PAIRS_UP_TO, judges: tuple[str, ...] = ()
+) -> Path:
     """Render and write ``<lake>/report/index.html`` atomically; return its path.
 
     ``generated_at`` is printed as given (no clock is read), so a rerun on the
@@ -583,8 +816,11 @@ def build_report(lake: Lake, generated_at: dt.datetime | str, *, all_pairs_up_to
     report_path.parent.mkdir(parents=True, exist_ok=True)
     summaries = reliability_summaries(lake)
     sections = report_sections(lake, report_path, summaries, all_pairs_up_to)
-    intro = report_intro(_partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite"),
-                         _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model"), judges)
+    intro = report_intro(
+        _partition_dirs(lake.root / SUITE_COMPARISON_TABLE, "suite"),
+        _partition_dirs(lake.root / MODEL_PROFILE_TABLE, "model"),
+        judges,
+    )
     html = render_report("Evaluation report", sections, generated_at=generated_at, intro=intro)
     write_report(html, report_path)
     summaries.save()

@@ -137,8 +137,9 @@ figcaption { color: #555; font-size: .9em; }
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def render_report(title: str, sections: Sequence[Section], *, generated_at: dt.datetime | str,
-                  intro: Sequence[Block] = ()) -> str:
+def render_report(
+    title: str, sections: Sequence[Section], *, generated_at: dt.datetime | str, intro: Sequence[Block] = ()
+) -> str:
     """The HTML page as a string (deterministic for equal inputs).
 
     ``intro``: blocks shown under the title, before the contents (what the
@@ -172,8 +173,11 @@ def render_report(title: str, sections: Sequence[Section], *, generated_at: dt.d
         *(_block(block) for block in intro),
     ]
     if sections:
-        parts += ['<nav aria-label="Contents"><span class="label">Contents</span>', _contents(sections, prefix="s"),
-                  "</nav>"]
+        parts += [
+            '<nav aria-label="Contents"><span class="label">Contents</span>',
+            _contents(sections, prefix="s"),
+            "</nav>",
+        ]
     for number, section in enumerate(sections, start=1):
         parts.append(_section(section, anchor=f"s{number}", depth=2))
     parts += ["</body>", "</html>", ""]
@@ -239,8 +243,9 @@ def _block(block: Block) -> str:
         opened = " open" if block.open else ""
         inner = "\n".join(_block(inner) for inner in block.blocks)
         return f"<details{opened}><summary>{_text(block.summary)}</summary>\n{inner}\n</details>"
-    raise ValueError(f"render_report: unknown block type {type(block).__name__} "
-                     "(use Paragraph, Table, Image, Details or str)")
+    raise ValueError(
+        f"render_report: unknown block type {type(block).__name__} (use Paragraph, Table, Image, Details or str)"
+    )
 
 
 def _table(table: Table) -> str:
@@ -250,18 +255,24 @@ def _table(table: Table) -> str:
     if table.index:
         frame = frame.reset_index()
     numeric = [pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype) for dtype in frame.dtypes]
-    classes = [' class="num"' if is_numeric else ' class="wrap"' if column in table.wrap else ""
-               for column, is_numeric in zip(frame.columns, numeric)]
+    classes = [
+        ' class="num"' if is_numeric else ' class="wrap"' if column in table.wrap else ""
+        for column, is_numeric in zip(frame.columns, numeric)
+    ]
     head = "".join(f'<th scope="col">{_text(column)}</th>' for column in frame.columns)
     body = []
     for row in frame.itertuples(index=False, name=None):
-        cells = [f"<td{css}>{_text(_format_cell(value, table.digits, table.decimals))}</td>"
-                 for value, css in zip(row, classes)]
+        cells = [
+            f"<td{css}>{_text(_format_cell(value, table.digits, table.decimals))}</td>"
+            for value, css in zip(row, classes)
+        ]
         body.append("<tr>" + "".join(cells) + "</tr>")
     caption = f"<caption>{_text(table.caption)}</caption>" if table.caption else ""
     fit = ' class="fit"' if table.wrap else ""
-    return (f'<div class="table-wrap"><table{fit}>{caption}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div>")
+    return (
+        f'<div class="table-wrap"><table{fit}>{caption}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _format_cell(value, digits: int, decimals: int | None = None) -> str:
@@ -282,10 +293,11 @@ def _format_cell(value, digits: int, decimals: int | None = None) -> str:
 
 def _image(image: Image) -> str:
     src = str(image.src)
-    if (not src or _SCHEME.match(src) or src.startswith(("/", "\\")) or "\\" in src
-            or PurePosixPath(src).is_absolute()):
-        raise ValueError(f"render_report: image path {src!r} must be relative to the report (POSIX separators, "
-                         "no scheme), so the page works offline from the lake folder")
+    if not src or _SCHEME.match(src) or src.startswith(("/", "\\")) or "\\" in src or PurePosixPath(src).is_absolute():
+        raise ValueError(
+            f"render_report: image path {src!r} must be relative to the report (POSIX separators, "
+            "no scheme), so the page works offline from the lake folder"
+        )
     # Percent-encode each segment so spaces, '#' or '?' in partition names stay part of the path.
     encoded = "/".join(quote(segment, safe="") for segment in src.split("/"))
     caption = f"<figcaption>{_text(image.caption)}</figcaption>" if image.caption else ""

@@ -41,15 +41,17 @@ def format_leaderboard(board: pd.DataFrame, limit: int | None = None, rest: str 
     lines = []
     for row, name in zip(board.itertuples(), names):
         flag = f" ({row.clt_flag})" if isinstance(row.clt_flag, str) else ""
-        worth = (f" (worth ~{row.n_effective:.0f} independent)"
-                 if getattr(row, "design_effect", 1.0) > 1 else "")
+        worth = f" (worth ~{row.n_effective:.0f} independent)" if getattr(row, "design_effect", 1.0) > 1 else ""
         lines.append(
             f"  {str(row.rank) + '.':>{rank_width + 1}} {pad(name, name_width)} {row.posterior_mean:.3f}  "
             f"{row.hpdi_mass:.0%} HPDI [{row.hpdi_low:.3f}, {row.hpdi_high:.3f}]  "
             f"CLT [{row.clt_low:.3f}, {row.clt_high:.3f}]{flag}  n={row.n}{worth}"
         )
     if len(hidden):
-        ranks = f"rank {hidden['rank'].iloc[0]}" if len(hidden) == 1 else \
-            f"ranks {hidden['rank'].iloc[0]}-{hidden['rank'].iloc[-1]}"
+        ranks = (
+            f"rank {hidden['rank'].iloc[0]}"
+            if len(hidden) == 1
+            else f"ranks {hidden['rank'].iloc[0]}-{hidden['rank'].iloc[-1]}"
+        )
         lines.append(f"  ... {len(hidden)} more ({ranks}){': ' + rest if rest else ''}")
     return "\n".join(lines)

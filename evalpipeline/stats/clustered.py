@@ -183,7 +183,9 @@ def clustered_beta_binomial_posterior(
     a, b = mean_prior
     shape, rate = concentration_prior
     if min(a, b, shape, rate) <= 0:
-        raise ValueError(f"prior parameters must be positive, got mean_prior={mean_prior}, concentration_prior={concentration_prior}")
+        raise ValueError(
+            f"prior parameters must be positive, got mean_prior={mean_prior}, concentration_prior={concentration_prior}"
+        )
     n_theta, n_conc = grid_size
     gamma = stats.gamma(shape, scale=1 / rate)
     log_conc = np.linspace(math.log(gamma.ppf(1e-6)), math.log(gamma.ppf(1 - 1e-6)), n_conc)
@@ -200,8 +202,9 @@ def clustered_beta_binomial_posterior(
         base = conc_terms - special.gammaln(alpha) - special.gammaln(beta)
         log_post = (a * np.log(theta) + b * np.log(other)) + log_conc_prior
         for y, n, count in patterns.itertuples(index=False):
-            log_post = log_post + count * (base + special.gammaln(alpha + y) + special.gammaln(beta + n - y)
-                                           - trial_terms[n])
+            log_post = log_post + count * (
+                base + special.gammaln(alpha + y) + special.gammaln(beta + n - y) - trial_terms[n]
+            )
         return np.exp(log_post - log_post.max())
 
     coarse = np.linspace(-20.0, 20.0, 241)
@@ -270,16 +273,34 @@ def clustered_summary(
     prior_text = f"theta ~ Beta{tuple(mean_prior)}"
     rows = [
         ("naive_beta", a / (a + b), naive_low, naive_high, naive_sd, 1.0, prior_text),
-        ("clustered_beta_binomial", posterior.mean, clustered_low, clustered_high, posterior.sd, bayes_deff,
-         f"{prior_text}, concentration ~ Gamma(shape={concentration_prior[0]}, rate={concentration_prior[1]})"),
+        (
+            "clustered_beta_binomial",
+            posterior.mean,
+            clustered_low,
+            clustered_high,
+            posterior.sd,
+            bayes_deff,
+            f"{prior_text}, concentration ~ Gamma(shape={concentration_prior[0]}, rate={concentration_prior[1]})",
+        ),
         ("clt", mean, mean - z * se_naive, mean + z * se_naive, se_naive, 1.0, None),
         ("clustered_clt", mean, mean - z * se_clustered, mean + z * se_clustered, se_clustered, clt_deff, None),
     ]
     frame = pd.DataFrame(
         [
-            {"method": m, "estimate": float(e), "low": float(lo), "high": float(hi), "width": float(hi - lo),
-             "sd": float(sd), "design_effect": float(deff), "effective_n": n / deff if deff and deff > 0 else math.nan,
-             "n": n, "n_clusters": int(trials.size), "level": level, "prior": prior}
+            {
+                "method": m,
+                "estimate": float(e),
+                "low": float(lo),
+                "high": float(hi),
+                "width": float(hi - lo),
+                "sd": float(sd),
+                "design_effect": float(deff),
+                "effective_n": n / deff if deff and deff > 0 else math.nan,
+                "n": n,
+                "n_clusters": int(trials.size),
+                "level": level,
+                "prior": prior,
+            }
             for m, e, lo, hi, sd, deff, prior in rows
         ],
         columns=list(CLUSTERED_COLUMNS),

@@ -71,8 +71,9 @@ def prob_beta_greater(a1: float, b1: float, a2: float, b2: float) -> float:
         raise ValueError("Beta parameters must be positive")
     d1, d2 = stats.beta(a1, b1), stats.beta(a2, b2)
     low, high = d1.ppf(1e-13), d1.isf(1e-13)
-    value, _ = integrate.quad(lambda x: d1.pdf(x) * d2.cdf(x), low, high, points=[d1.mean(), d2.mean()], limit=200,
-                              epsabs=1e-12, epsrel=1e-10)
+    value, _ = integrate.quad(
+        lambda x: d1.pdf(x) * d2.cdf(x), low, high, points=[d1.mean(), d2.mean()], limit=200, epsabs=1e-12, epsrel=1e-10
+    )
     return float(min(1.0, max(0.0, value)))
 
 
@@ -138,11 +139,19 @@ def independent_comparison(
     every pair it is in); the two names must differ, or the draws would be the same.
     """
     if streams[0] == streams[1]:
-        raise ValueError(f"A and B need different draw streams, got {streams!r} twice: the same stream gives "
-                         "the same draws, not independent ones")
+        raise ValueError(
+            f"A and B need different draw streams, got {streams!r} twice: the same stream gives "
+            "the same draws, not independent ones"
+        )
     posterior_a, posterior_b = beta_posterior(k_a, n_a, prior), beta_posterior(k_b, n_b, prior)
-    return _independent_comparison(posterior_a, posterior_b, posterior_draws(*posterior_a, n_draws, seed, streams[0]),
-                                   posterior_draws(*posterior_b, n_draws, seed, streams[1]), prior, level)
+    return _independent_comparison(
+        posterior_a,
+        posterior_b,
+        posterior_draws(*posterior_a, n_draws, seed, streams[0]),
+        posterior_draws(*posterior_b, n_draws, seed, streams[1]),
+        prior,
+        level,
+    )
 
 
 def posterior_draws(a: float, b: float, n_draws: int, seed: int, stream: str) -> np.ndarray:
@@ -153,7 +162,7 @@ def posterior_draws(a: float, b: float, n_draws: int, seed: int, stream: str) ->
     model once and pairs it with every other model; a pair's numbers do not depend on the table).
     """
     key = hashlib.blake2b(stream.encode(), digest_size=16).digest()
-    spawn_key = tuple(int.from_bytes(key[i:i + 4], "little") for i in range(0, 16, 4))
+    spawn_key = tuple(int.from_bytes(key[i : i + 4], "little") for i in range(0, 16, 4))
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=spawn_key)).beta(a, b, int(n_draws))
 
 
@@ -163,8 +172,9 @@ def posterior_odds(draws: np.ndarray) -> np.ndarray:
         return draws / (1 - draws)
 
 
-def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, level: float,
-                            odds: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+def _independent_comparison(
+    posterior_a, posterior_b, draws_a, draws_b, prior, level: float, odds: tuple[np.ndarray, np.ndarray] | None = None
+) -> dict:
     """:func:`independent_comparison` from the two Beta posteriors and their :func:`posterior_draws`
     (``odds``: their :func:`posterior_odds`, when the caller keeps them)."""
     (a_a, b_a), (a_b, b_b) = posterior_a, posterior_b
@@ -180,8 +190,9 @@ def _independent_comparison(posterior_a, posterior_b, draws_a, draws_b, prior, l
     log_or_mean = float(special.digamma(a_a) - special.digamma(b_a) - special.digamma(a_b) + special.digamma(b_b))
     log_or_sd = math.sqrt(float(special.polygamma(1, [a_a, b_a, a_b, b_b]).sum()))
     diff_low, diff_high = draw_quantiles(diff, [tail, 1 - tail], lambda z: mean_a - mean_b + diff_sd * z)
-    or_low, or_median, or_high = draw_quantiles(odds_ratio, [tail, 0.5, 1 - tail],
-                                                lambda z: np.exp(log_or_mean + log_or_sd * z))
+    or_low, or_median, or_high = draw_quantiles(
+        odds_ratio, [tail, 0.5, 1 - tail], lambda z: np.exp(log_or_mean + log_or_sd * z)
+    )
     return {
         "p_a_better": _prob_beta_greater(float(a_a), float(b_a), float(a_b), float(b_b)),
         "diff_mean": mean_a - mean_b,
@@ -323,7 +334,7 @@ def bivariate_normal_cdf_grid(h, k, rho) -> np.ndarray:
     cumulative = np.empty((n_pieces + 1, width))
     cumulative[0] = 0.0
     for start in range(0, h.size, rows):
-        hb = h[start:start + rows]
+        hb = h[start : start + rows]
         cells = hb.size * k.size
         exponent, products = integrand[:, :cells], scratch[:, :cells]
         np.einsum("t,c->tc", square_coef, (hb[:, None] ** 2 + k[None, :] ** 2).ravel(), out=exponent)
@@ -338,8 +349,10 @@ def bivariate_normal_cdf_grid(h, k, rho) -> np.ndarray:
         pieces *= half_widths
         np.cumsum(pieces, axis=0, out=pieces)
         integral = cumulative[top_index, :cells] - cumulative[zero, :cells]  # (rho, cells)
-        independent_part = ndtr_h[start:start + rows, None, None] * ndtr_k[None, :, None]
-        result[start:start + rows] = independent_part + (integral / (2 * math.pi)).T.reshape(hb.size, k.size, rho.size)
+        independent_part = ndtr_h[start : start + rows, None, None] * ndtr_k[None, :, None]
+        result[start : start + rows] = independent_part + (integral / (2 * math.pi)).T.reshape(
+            hb.size, k.size, rho.size
+        )
     return result
 
 
@@ -353,8 +366,12 @@ def paired_table(y_a, y_b) -> tuple[int, int, int, int]:
         raise ValueError("need two equally long, non-empty 0/1 vectors (one entry per shared question)")
     if not (np.isin(y_a, (0, 1)).all() and np.isin(y_b, (0, 1)).all()):
         raise ValueError("the bivariate-probit model needs 0/1 outcomes")
-    return (int(np.sum(y_a * y_b)), int(np.sum(y_a * (1 - y_b))), int(np.sum((1 - y_a) * y_b)),
-            int(np.sum((1 - y_a) * (1 - y_b))))
+    return (
+        int(np.sum(y_a * y_b)),
+        int(np.sum(y_a * (1 - y_b))),
+        int(np.sum((1 - y_a) * y_b)),
+        int(np.sum((1 - y_a) * (1 - y_b))),
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -405,8 +422,14 @@ def paired_probit_comparison(
     s, t, u, v = (float(x) for x in table)
     if min(s, t, u, v) < 0 or s + t + u + v == 0:
         raise ValueError(f"table counts must be non-negative with at least one pair, got {table}")
-    grid = _probit_grid(s + t, s + u, s + t + u + v, tuple(float(x) for x in prior),
-                        tuple(float(x) for x in rho_prior), tuple(int(x) for x in grid_size))
+    grid = _probit_grid(
+        s + t,
+        s + u,
+        s + t + u + v,
+        tuple(float(x) for x in prior),
+        tuple(float(x) for x in rho_prior),
+        tuple(int(x) for x in grid_size),
+    )
     # s log p_s + t log p_t + u log p_u + v log p_v, left to right, as the sum was first written
     with np.errstate(invalid="ignore"):  # 0 x log 0 in an impossible cell, which is set to -inf below
         log_post = np.multiply(grid.log_p[0], s)
@@ -455,8 +478,9 @@ class _ProbitGrid:
         self.invalid = ~((p_s > 0) & (p_t > 0) & (p_u > 0) & (p_v > 0))
         with np.errstate(divide="ignore", invalid="ignore"):
             self.log_p = tuple(np.log(p, out=p) for p in (p_s, p_t, p_u, p_v))
-        self.log_priors = tuple(log_prior for log_prior in (log_prior_a[:, None, None], log_prior_b[None, :, None])
-                                if log_prior.any())  # adding a uniform prior's zeros changes nothing
+        self.log_priors = tuple(
+            log_prior for log_prior in (log_prior_a[:, None, None], log_prior_b[None, :, None]) if log_prior.any()
+        )  # adding a uniform prior's zeros changes nothing
         self.diff = (theta_a[:, None] - theta_b[None, :]).ravel()
         self.diff_order = np.argsort(self.diff, kind="stable")
         self.sorted_diff = self.diff[self.diff_order]
@@ -465,8 +489,14 @@ class _ProbitGrid:
 
 
 @functools.lru_cache(maxsize=2)
-def _probit_grid(successes_a: float, successes_b: float, trials: float, prior: tuple[float, float],
-                 rho_prior: tuple[float, float], grid_size: tuple[int, int, int]) -> _ProbitGrid:
+def _probit_grid(
+    successes_a: float,
+    successes_b: float,
+    trials: float,
+    prior: tuple[float, float],
+    rho_prior: tuple[float, float],
+    grid_size: tuple[int, int, int],
+) -> _ProbitGrid:
     """:class:`_ProbitGrid` of a table's margins, kept for the next tables with the same ones (~4 MiB each)."""
     return _ProbitGrid(successes_a, successes_b, trials, prior, rho_prior, grid_size)
 
@@ -529,17 +559,31 @@ class _LogitGrid:
         self.mid = centre_m + (2 * np.arange(n_mid) - (n_mid - 1)) * (p * step / 2)
         self.gap = centre_g + (2 * np.arange(n_gap) - (n_gap - 1)) * (q * step)
         self.spread = np.linspace(lo_s, hi_s, n_spread)
-        offsets = (2 * np.arange((n_mid - 1) * p + (n_gap - 1) * q + 1) - (n_mid - 1) * p - (n_gap - 1) * q) * (step / 2)
+        offsets = (2 * np.arange((n_mid - 1) * p + (n_gap - 1) * q + 1) - (n_mid - 1) * p - (n_gap - 1) * q) * (
+            step / 2
+        )
         nodes = self.spread[None, :, None] * _GH_NODES  # (1, S, Q)
         # A's and B's log-odds on their lattices, (L, S, Q): the centre of B's is that of A's with the gap negated
-        self.eta = tuple((centre_m + centre_g / 2) + offsets[:, None, None] + nodes if side == 0
-                         else (centre_m + (-centre_g) / 2) + offsets[:, None, None] + nodes for side in (0, 1))
+        self.eta = tuple(
+            (centre_m + centre_g / 2) + offsets[:, None, None] + nodes
+            if side == 0
+            else (centre_m + (-centre_g) / 2) + offsets[:, None, None] + nodes
+            for side in (0, 1)
+        )
         self.log_s = tuple(_log_sigmoid(eta) for eta in self.eta)
         self.log_prior = _logit_log_prior(self.mid, self.gap, self.spread, base_sd, gap_sd, spread_scale)
         _, g, sp = np.meshgrid(self.mid, self.gap, self.spread, indexing="ij")
         self.gap_flat, self.spread_flat = g.ravel(), sp.ravel()
-        for array in (self.mid, self.gap, self.spread, self.log_prior, self.gap_flat, self.spread_flat,
-                      *self.eta, *self.log_s):
+        for array in (
+            self.mid,
+            self.gap,
+            self.spread,
+            self.log_prior,
+            self.gap_flat,
+            self.spread_flat,
+            *self.eta,
+            *self.log_s,
+        ):
             array.setflags(write=False)  # shared by every pair on the grid
         self._binary = None
         self._accuracy_diff = None
@@ -556,10 +600,14 @@ class _LogitGrid:
         views = []
         for table, start, sign in ((table_a, 0, 1), (table_b, (n_gap - 1) * self.q, -1)):
             table = np.ascontiguousarray(table)
-            views.append(np.lib.stride_tricks.as_strided(
-                table[start:], shape=(n_mid, n_gap, *table.shape[1:]),
-                strides=(self.p * table.strides[0], sign * self.q * table.strides[0], *table.strides[1:]),
-                writeable=False))
+            views.append(
+                np.lib.stride_tricks.as_strided(
+                    table[start:],
+                    shape=(n_mid, n_gap, *table.shape[1:]),
+                    strides=(self.p * table.strides[0], sign * self.q * table.strides[0], *table.strides[1:]),
+                    writeable=False,
+                )
+            )
         return views[0], views[1]
 
     def _blocks(self):
@@ -663,8 +711,9 @@ class _LogitGrid:
                     return (1 - t) * cells[:, j] + t * cells[:, j + 1]
 
                 split = np.arange(diff.size).reshape(cells.shape)[:, cell].ravel()
-                parts = np.concatenate([at_gap((gap[cell] - step / 2) / 2).ravel(),
-                                        at_gap((gap[cell] + step / 2) / 2).ravel()])
+                parts = np.concatenate(
+                    [at_gap((gap[cell] - step / 2) / 2).ravel(), at_gap((gap[cell] + step / 2) / 2).ravel()]
+                )
                 part_index = np.concatenate([split, split])
                 part_share = np.repeat([below_share, 1.0 - below_share], split.size)
                 kept = np.ones(diff.size, dtype=bool)
@@ -674,8 +723,11 @@ class _LogitGrid:
                 part_order = np.argsort(parts, kind="stable")
                 parts, part_index, part_share = parts[part_order], part_index[part_order], part_share[part_order]
                 where = np.searchsorted(values, parts, side="right")
-                support = (np.insert(index, where, part_index), np.insert(np.ones(values.size), where, part_share),
-                           np.insert(values, where, parts))
+                support = (
+                    np.insert(index, where, part_index),
+                    np.insert(np.ones(values.size), where, part_share),
+                    np.insert(values, where, parts),
+                )
             for array in support:
                 if array is not None:
                     array.setflags(write=False)
@@ -717,8 +769,11 @@ def _coarse_grid(base_sd: float, gap_sd: float, spread_scale: float) -> _LogitGr
 
 
 def _logit_log_prior(mid, gap, spread, base_sd: float, gap_sd: float, spread_scale: float) -> np.ndarray:
-    return (stats.norm.logpdf(mid, 0, base_sd)[:, None, None] + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
-            + stats.halfnorm.logpdf(spread, scale=spread_scale)[None, None, :])
+    return (
+        stats.norm.logpdf(mid, 0, base_sd)[:, None, None]
+        + stats.norm.logpdf(gap, 0, gap_sd)[None, :, None]
+        + stats.halfnorm.logpdf(spread, scale=spread_scale)[None, None, :]
+    )
 
 
 def _binary_patterns(ka: np.ndarray, kb: np.ndarray) -> list[tuple[int, int, int]]:
@@ -778,11 +833,16 @@ def paired_logit_comparison(
     grid (:func:`_logit_grid`); :func:`pairwise_table` orders its pairs so.
     """
     dispersion = pair_dispersion(successes_a, trials_a, successes_b, trials_b, squares_a, squares_b)
-    first = _paired_logit_pass1(np.asarray(successes_a, dtype=float) / dispersion,
-                                np.asarray(trials_a, dtype=float) / dispersion,
-                                np.asarray(successes_b, dtype=float) / dispersion,
-                                np.asarray(trials_b, dtype=float) / dispersion, base_sd=base_sd, gap_sd=gap_sd,
-                                spread_scale=spread_scale, grid_size=grid_size)
+    first = _paired_logit_pass1(
+        np.asarray(successes_a, dtype=float) / dispersion,
+        np.asarray(trials_a, dtype=float) / dispersion,
+        np.asarray(successes_b, dtype=float) / dispersion,
+        np.asarray(trials_b, dtype=float) / dispersion,
+        base_sd=base_sd,
+        gap_sd=gap_sd,
+        spread_scale=spread_scale,
+        grid_size=grid_size,
+    )
     return {**_paired_logit_pass2(first, level), "dispersion": dispersion}
 
 
@@ -820,13 +880,17 @@ class _LogitPass1:
             if log_like is not None:
                 return log_like
         if self._general_patterns is None:
-            self._general_patterns = (pd.DataFrame({"ka": self.ka, "na": self.na, "kb": self.kb, "nb": self.nb})
-                                      .value_counts().reset_index(name="count"))
+            self._general_patterns = (
+                pd.DataFrame({"ka": self.ka, "na": self.na, "kb": self.kb, "nb": self.nb})
+                .value_counts()
+                .reset_index(name="count")
+            )
         return grid.general_log_likelihood(self._general_patterns)
 
 
-def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd, gap_sd, spread_scale,
-                        grid_size) -> _LogitPass1:
+def _paired_logit_pass1(
+    successes_a, trials_a, successes_b, trials_b, *, base_sd, gap_sd, spread_scale, grid_size
+) -> _LogitPass1:
     """Pass 1: the coarse grid over the prior's range, and the region holding the mass (one cell of padding).
 
     The coarse grid is fixed, so what it computes without the data is computed once per process.
@@ -837,8 +901,9 @@ def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd
     ka, na, kb, nb = arrays
     if np.any(na <= 0) or np.any(nb <= 0) or np.any((ka < 0) | (ka > na)) or np.any((kb < 0) | (kb > nb)):
         raise ValueError("need 0 <= successes <= trials and trials > 0 for every item and model")
-    binary = bool(np.all(na == 1) and np.all(nb == 1) and np.all((ka == 0) | (ka == 1))
-                  and np.all((kb == 0) | (kb == 1)))
+    binary = bool(
+        np.all(na == 1) and np.all(nb == 1) and np.all((ka == 0) | (ka == 1)) and np.all((kb == 0) | (kb == 1))
+    )
     first = _LogitPass1(ka, na, kb, nb, _binary_patterns(ka, kb) if binary else None, None)
 
     def support(values, mass, pad):
@@ -853,8 +918,20 @@ def _paired_logit_pass1(successes_a, trials_a, successes_b, trials_b, *, base_sd
     lo_g, hi_g = support(coarse.gap, w0.sum(axis=(0, 2)), 1)
     lo_s, hi_s = support(coarse.spread, w0.sum(axis=(0, 1)), 1)
     n_mid, n_gap, n_spread = grid_size
-    first.grid_key = (float(lo_m), float(hi_m), int(n_mid), float(lo_g), float(hi_g), int(n_gap),
-                      float(max(lo_s, 0.0)), float(hi_s), int(n_spread), base_sd, gap_sd, spread_scale)
+    first.grid_key = (
+        float(lo_m),
+        float(hi_m),
+        int(n_mid),
+        float(lo_g),
+        float(hi_g),
+        int(n_gap),
+        float(max(lo_s, 0.0)),
+        float(hi_s),
+        int(n_spread),
+        base_sd,
+        gap_sd,
+        spread_scale,
+    )
     return first
 
 
@@ -869,8 +946,9 @@ def _paired_logit_pass2(first: _LogitPass1, level: float) -> dict:
     gap_edges, gap_cdf = _cell_cdf(grid.gap, w.sum(axis=(0, 2)))
     gap_low, gap_median, gap_high = np.interp([tail, 0.5, 1 - tail], gap_cdf, gap_edges)
     index, share, sorted_df = grid.diff_support()
-    diff_low, diff_high = _sorted_weighted_quantiles(sorted_df, wf[index] if share is None else wf[index] * share,
-                                                     [tail, 1 - tail])
+    diff_low, diff_high = _sorted_weighted_quantiles(
+        sorted_df, wf[index] if share is None else wf[index] * share, [tail, 1 - tail]
+    )
     return {
         "p_a_better": float(1 - np.interp(0.0, gap_edges, gap_cdf)),
         "gap_logit_mean": float(np.sum(gf * wf)),
@@ -899,8 +977,13 @@ def _t_result(diff: float, se: float, df: float, level: float) -> dict:
     """
     statistic = diff / se
     quantile = float(special.stdtrit(df, 0.5 + level / 2))
-    return {"statistic": float(statistic), "p_value": float(min(1.0, 2.0 * special.stdtr(df, -abs(statistic)))),
-            "diff": float(diff), "diff_low": float(diff - quantile * se), "diff_high": float(diff + quantile * se)}
+    return {
+        "statistic": float(statistic),
+        "p_value": float(min(1.0, 2.0 * special.stdtr(df, -abs(statistic)))),
+        "diff": float(diff),
+        "diff_low": float(diff - quantile * se),
+        "diff_high": float(diff + quantile * se),
+    }
 
 
 def _t_moments(scores: np.ndarray) -> tuple[int, float, float]:
@@ -953,9 +1036,9 @@ PAIRWISE_COLUMNS = {
     "mean_a": "observed mean score of A",
     "mean_b": "observed mean score of B",
     "n_shared_items": "units both models attempted: items, or declared clusters of items (the paired analyses use "
-                      "only these, each unit's epochs summed)",
+    "only these, each unit's epochs summed)",
     "p_a_better_independent": "P(theta_A > theta_B) from the models' independent headline (design-aware) Beta "
-                              "posteriors (exact)",
+    "posteriors (exact)",
     "diff_mean_independent": "posterior mean of theta_A - theta_B (independent)",
     "diff_low_independent": "equal-tailed interval of theta_A - theta_B, lower (independent)",
     "diff_high_independent": "upper bound of that interval",
@@ -970,9 +1053,9 @@ PAIRWISE_COLUMNS = {
     "odds_ratio_low_paired": "its equal-tailed interval, lower",
     "odds_ratio_high_paired": "upper",
     "dispersion_paired": "the paired logit's quasi-binomial dispersion: the spread of the units' A - B differences "
-                         "over their repeats' noise, at least 1 (1 with one attempt per unit)",
+    "over their repeats' noise, at least 1 (1 with one attempt per unit)",
     "p_a_better_probit": "P(theta_A > theta_B), position paper's bivariate-probit model: one 0/1 pair per item; NaN "
-                         "for graded scores, repeats or clusters (its pairs would not be independent)",
+    "for graded scores, repeats or clusters (its pairs would not be independent)",
     "diff_low_probit": "equal-tailed interval of theta_A - theta_B (probit), lower",
     "diff_high_probit": "upper",
     "hpdi_low_a": "A's headline (design-aware) HPDI, lower",
@@ -990,7 +1073,7 @@ PAIRWISE_COLUMNS = {
     "prior_b": "Beta prior b",
     "level": "interval probability",
     "inputs_hash": "content hash of both models' counted rows, headline posteriors and the comparison settings; a "
-                   "rerun reuses the row when it is unchanged",
+    "rerun reuses the row when it is unchanged",
 }
 
 #: Part of every pair's inputs hash: bump it when a pair row's computation changes, so that rows
@@ -1019,15 +1102,22 @@ def _countable_rows(samples: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=[c for c in ("cluster",) if c in frame.columns])
 
 
-def headline_posteriors(frame: pd.DataFrame, prior, level: float, concentration_prior) -> dict[str, tuple[float, float]]:
+def headline_posteriors(
+    frame: pd.DataFrame, prior, level: float, concentration_prior
+) -> dict[str, tuple[float, float]]:
     """Each model's headline (design-aware) Beta posterior from :func:`_countable_rows`."""
     from evalpipeline.stats.posteriors import success_rate_posterior
 
     result = {}
     for model, rows in frame.groupby("model", sort=True):
-        headline = success_rate_posterior(rows["score"].to_numpy(), rows["unit"].to_numpy(),
-                                          frame.attrs.get("unit_kind", "item"), prior=prior, mass=level,
-                                          concentration_prior=concentration_prior)
+        headline = success_rate_posterior(
+            rows["score"].to_numpy(),
+            rows["unit"].to_numpy(),
+            frame.attrs.get("unit_kind", "item"),
+            prior=prior,
+            mass=level,
+            concentration_prior=concentration_prior,
+        )
         result[model] = (headline["posterior_a"], headline["posterior_b"])
     return result
 
@@ -1069,20 +1159,39 @@ def pairwise_table(
     posteriors = {m: (float(posteriors[m][0]), float(posteriors[m][1])) for m in models}
     posterior_mean = {m: a / (a + b) for m, (a, b) in posteriors.items()}
     totals = frame.groupby("model")["score"].agg(["sum", "size"])
-    by_item = (frame.assign(square=frame["score"] ** 2).groupby(["model", "unit"])
-               .agg(sum=("score", "sum"), size=("score", "size"), mean=("score", "mean"), squares=("square", "sum")))
+    by_item = (
+        frame.assign(square=frame["score"] ** 2)
+        .groupby(["model", "unit"])
+        .agg(sum=("score", "sum"), size=("score", "size"), mean=("score", "mean"), squares=("square", "sum"))
+    )
     fingerprints = _model_fingerprints(frame)
-    settings = repr((PAIR_ROW_VERSION, tuple(float(x) for x in prior), float(level), int(n_draws), int(seed), bool(probit)))
+    settings = repr(
+        (PAIR_ROW_VERSION, tuple(float(x) for x in prior), float(level), int(n_draws), int(seed), bool(probit))
+    )
     reusable = {}
     if previous is not None and len(previous) and "inputs_hash" in previous.columns:
-        reusable = {(a, b, h): row for a, b, h, row in zip(previous["model_a"], previous["model_b"],
-                                                          previous["inputs_hash"], previous[list(PAIRWISE_COLUMNS)].to_dict("records"))}
+        reusable = {
+            (a, b, h): row
+            for a, b, h, row in zip(
+                previous["model_a"],
+                previous["model_b"],
+                previous["inputs_hash"],
+                previous[list(PAIRWISE_COLUMNS)].to_dict("records"),
+            )
+        }
     per_model = _PerModel(frame, by_item, totals, posteriors, level, n_draws, seed)
     rows, pending = [], []
     for first, second in itertools.combinations(models, 2):
         model_a, model_b = sorted((first, second), key=lambda m: (-posterior_mean[m], m))
-        inputs_hash = _digest(settings, first, fingerprints[first], repr(posteriors[first]),
-                              second, fingerprints[second], repr(posteriors[second]))
+        inputs_hash = _digest(
+            settings,
+            first,
+            fingerprints[first],
+            repr(posteriors[first]),
+            second,
+            fingerprints[second],
+            repr(posteriors[second]),
+        )
         row = reusable.get((model_a, model_b, inputs_hash))
         if row is None:
             pending.append((len(rows), model_a, model_b, inputs_hash))
@@ -1121,8 +1230,16 @@ class _PerModel:
     independent 0/1 outcomes).
     """
 
-    def __init__(self, frame: pd.DataFrame, by_item: pd.DataFrame, totals: pd.DataFrame, posteriors: dict,
-                 level: float, n_draws: int, seed: int):
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        by_item: pd.DataFrame,
+        totals: pd.DataFrame,
+        posteriors: dict,
+        level: float,
+        n_draws: int,
+        seed: int,
+    ):
         self.posteriors, self.level, self.n_draws, self.seed = posteriors, level, n_draws, seed
         self.totals = {m: (float(row["sum"]), int(row["size"])) for m, row in totals.iterrows()}
         unit_level = by_item.index.levels[by_item.index.names.index("unit")]
@@ -1134,8 +1251,10 @@ class _PerModel:
             self.squares[m] = rows["squares"].to_numpy(dtype=float)
             self.attempts[m] = (codes, rows["sum"].to_numpy(dtype=float)) if np.all(sizes == 1) else None
         scores = frame["score"].to_numpy(dtype=float)
-        self.t_moments = {m: _t_moments(scores[positions])  # every pair's Welch test reads them
-                          for m, positions in frame.groupby("model", sort=True).indices.items()}
+        self.t_moments = {
+            m: _t_moments(scores[positions])  # every pair's Welch test reads them
+            for m, positions in frame.groupby("model", sort=True).indices.items()
+        }
         self._hpdi: dict = {}
         self._draws: dict = {}
         self._odds: dict = {}
@@ -1181,10 +1300,22 @@ def _paired_logits(per_model: _PerModel, pairs: list[tuple[str, str]], level: fl
     for model_a, model_b in pairs:
         _, in_a, in_b, (_, sum_a, size_a, _), (_, sum_b, size_b, _) = per_model.shared(model_a, model_b)
         if len(in_a):
-            dispersion = pair_dispersion(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b],
-                                         per_model.squares[model_a][in_a], per_model.squares[model_b][in_b])
-            first = _paired_logit_pass1(sum_a[in_a] / dispersion, size_a[in_a] / dispersion, sum_b[in_b] / dispersion,
-                                        size_b[in_b] / dispersion, **LOGIT_PRIORS, grid_size=LOGIT_GRID)
+            dispersion = pair_dispersion(
+                sum_a[in_a],
+                size_a[in_a],
+                sum_b[in_b],
+                size_b[in_b],
+                per_model.squares[model_a][in_a],
+                per_model.squares[model_b][in_b],
+            )
+            first = _paired_logit_pass1(
+                sum_a[in_a] / dispersion,
+                size_a[in_a] / dispersion,
+                sum_b[in_b] / dispersion,
+                size_b[in_b] / dispersion,
+                **LOGIT_PRIORS,
+                grid_size=LOGIT_GRID,
+            )
             firsts.append(((model_a, model_b), first, dispersion))
     firsts.sort(key=lambda item: item[1].grid_key)
     return {pair: {**_paired_logit_pass2(first, level), "dispersion": dispersion} for pair, first, dispersion in firsts}
@@ -1220,29 +1351,57 @@ def _paired_probits(per_model: _PerModel, pairs: list[tuple[str, str]], prior, l
     return {pair: paired_probit_comparison(table, prior=prior, level=level) for _, pair, table in tables}
 
 
-def _pair_row(per_model: _PerModel, model_a, model_b, prior, level, probit, paired_logits: dict | None = None,
-              paired_probits: dict | None = None) -> dict:
+def _pair_row(
+    per_model: _PerModel,
+    model_a,
+    model_b,
+    prior,
+    level,
+    probit,
+    paired_logits: dict | None = None,
+    paired_probits: dict | None = None,
+) -> dict:
     k_a, n_a = per_model.totals[model_a]
     k_b, n_b = per_model.totals[model_b]
     posterior_a, posterior_b = per_model.posteriors[model_a], per_model.posteriors[model_b]
-    independent = _independent_comparison(posterior_a, posterior_b, per_model.draws(model_a, posterior_a),
-                                          per_model.draws(model_b, posterior_b), prior, level,
-                                          (per_model.odds(model_a, posterior_a), per_model.odds(model_b, posterior_b)))
+    independent = _independent_comparison(
+        posterior_a,
+        posterior_b,
+        per_model.draws(model_a, posterior_a),
+        per_model.draws(model_b, posterior_b),
+        prior,
+        level,
+        (per_model.odds(model_a, posterior_a), per_model.odds(model_b, posterior_b)),
+    )
     hpdi_a = per_model.hpdi(model_a, independent["posterior_a"])
     hpdi_b = per_model.hpdi(model_b, independent["posterior_b"])
     shared, in_a, in_b, (_, sum_a, size_a, mean_a), (_, sum_b, size_b, mean_b) = per_model.shared(model_a, model_b)
     nan = math.nan
-    paired = {"p_a_better": nan, "diff_mean": nan, "diff_low": nan, "diff_high": nan,
-              "odds_ratio_median": nan, "odds_ratio_low": nan, "odds_ratio_high": nan, "dispersion": nan}
+    paired = {
+        "p_a_better": nan,
+        "diff_mean": nan,
+        "diff_low": nan,
+        "diff_high": nan,
+        "odds_ratio_median": nan,
+        "odds_ratio_low": nan,
+        "odds_ratio_high": nan,
+        "dispersion": nan,
+    }
     probit_result = {"p_a_better": nan, "diff_low": nan, "diff_high": nan}
     t_paired = {"p_value": nan}
     if len(shared):
         if paired_logits is not None and (model_a, model_b) in paired_logits:
             paired = paired_logits[(model_a, model_b)]
         else:
-            paired = paired_logit_comparison(sum_a[in_a], size_a[in_a], sum_b[in_b], size_b[in_b], level=level,
-                                             squares_a=per_model.squares[model_a][in_a],
-                                             squares_b=per_model.squares[model_b][in_b])
+            paired = paired_logit_comparison(
+                sum_a[in_a],
+                size_a[in_a],
+                sum_b[in_b],
+                size_b[in_b],
+                level=level,
+                squares_a=per_model.squares[model_a][in_a],
+                squares_b=per_model.squares[model_b][in_b],
+            )
         t_paired = paired_t_test(mean_a[in_a], mean_b[in_b], level)
         if probit:
             # one 0/1 attempt per unit, paired by unit

@@ -63,7 +63,10 @@ def _hdi(samples: np.ndarray, mass: float) -> tuple[float, float]:
 
 
 F1_COLUMNS = {
-    "tp": "true positives", "fp": "false positives", "fn": "false negatives", "tn": "true negatives",
+    "tp": "true positives",
+    "fp": "false positives",
+    "fn": "false negatives",
+    "tn": "true negatives",
     "f1_plugin": "2 TP / (2 TP + FP + FN)",
     "f1_posterior_mean": "posterior mean of F1 (Dirichlet posterior)",
     "qbi_low": "equal-tailed (quantile-based) credible interval, lower",
@@ -96,13 +99,22 @@ def f1_posterior(
     hdi_low, hdi_high = _hdi(draws, level)
     plugin, delta_low, delta_high = f1_delta_interval(tp, fp, fn, tn, level)
     return {
-        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
         "f1_plugin": plugin,
         "f1_posterior_mean": float(draws.mean()),
-        "qbi_low": float(qbi_low), "qbi_high": float(qbi_high),
-        "hdi_low": hdi_low, "hdi_high": hdi_high,
-        "delta_low": delta_low, "delta_high": delta_high,
-        "level": level, "prior_concentration": float(prior_concentration), "n_draws": n_draws, "seed": seed,
+        "qbi_low": float(qbi_low),
+        "qbi_high": float(qbi_high),
+        "hdi_low": hdi_low,
+        "hdi_high": hdi_high,
+        "delta_low": delta_low,
+        "delta_high": delta_high,
+        "level": level,
+        "prior_concentration": float(prior_concentration),
+        "n_draws": n_draws,
+        "seed": seed,
         "draws": draws,
     }
 
@@ -173,12 +185,15 @@ def label_confusion(answers, targets, classes=None, *, other_column: bool | None
     for name, values in (("answer", answers), ("target", targets)):
         missing = values.isna().to_numpy()
         if missing.any():
-            raise ValueError(f"{name} missing at position {int(missing.argmax())}: every attempt needs an answer and a target")
+            raise ValueError(
+                f"{name} missing at position {int(missing.argmax())}: every attempt needs an answer and a target"
+            )
     classes = tuple(sorted(set(targets))) if classes is None else tuple(classes)
     reserved = {OTHER_LABEL, MACRO_LABEL} & set(classes)
     if reserved:
-        raise ValueError(f"class label(s) {sorted(reserved)} are reserved for answers outside the targets and the "
-                         "macro average")
+        raise ValueError(
+            f"class label(s) {sorted(reserved)} are reserved for answers outside the targets and the macro average"
+        )
     if len(set(classes)) != len(classes):
         raise ValueError(f"classes repeat a label: {list(classes)}")
     index = pd.Index(classes, dtype=object)
@@ -233,8 +248,13 @@ def default_prior_concentration(confusion: "LabelConfusion") -> float:
     return PRIOR_WEIGHT / confusion.counts.size
 
 
-def classification_posterior(confusion: LabelConfusion, *, prior_concentration: float | None = None,
-                             n_draws: int = 20_000, seed: int | np.random.SeedSequence = 0) -> ClassificationPosterior:
+def classification_posterior(
+    confusion: LabelConfusion,
+    *,
+    prior_concentration: float | None = None,
+    n_draws: int = 20_000,
+    seed: int | np.random.SeedSequence = 0,
+) -> ClassificationPosterior:
     """Eq. 9 generalised: the confusion matrix's cells (predicted x true) are categorical with
     theta ~ Dirichlet(prior_concentration, ...), so theta | counts ~ Dirichlet(prior + counts); by default
     the concentration is :func:`default_prior_concentration` (a prior worth 4 attempts, 1 a cell for two classes).
@@ -267,8 +287,16 @@ def classification_posterior(confusion: LabelConfusion, *, prior_concentration: 
         row[start:stop] = np.einsum("dpt->dp", theta[:, :k, :])  # predicted c: TP + FP
         column[start:stop] = np.einsum("dpt->dt", theta)  # true c: TP + FN
     precision, recall, f1 = tp / row, tp / column, 2 * tp / (row + column)
-    return ClassificationPosterior(confusion, precision, recall, f1, precision.mean(axis=1), recall.mean(axis=1),
-                                   f1.mean(axis=1), float(prior_concentration))
+    return ClassificationPosterior(
+        confusion,
+        precision,
+        recall,
+        f1,
+        precision.mean(axis=1),
+        recall.mean(axis=1),
+        f1.mean(axis=1),
+        float(prior_concentration),
+    )
 
 
 def macro_f1_delta_interval(confusion: LabelConfusion, level: float = 0.95) -> tuple[float, float, float]:
@@ -300,7 +328,7 @@ def macro_f1_delta_interval(confusion: LabelConfusion, level: float = 0.95) -> t
 
 CLASS_METRIC_COLUMNS = {
     "class": f"a target label (one-vs-rest metrics); {OTHER_LABEL} counts answers outside the target labels (no "
-             f"metric: no attempt has it as its target); {MACRO_LABEL}: the unweighted mean over the target labels",
+    f"metric: no attempt has it as its target); {MACRO_LABEL}: the unweighted mean over the target labels",
     "n": "attempts whose target is the class (macro: every attempt counted)",
     "n_predicted": "attempts answered as the class (macro: every attempt counted)",
     "n_correct": "attempts answered as the class whose target it is, TP (macro: every correct attempt)",
@@ -314,12 +342,12 @@ CLASS_METRIC_COLUMNS = {
     "f1_low": "equal-tailed credible interval of F1, lower",
     "f1_high": "upper",
     "f1_plugin": "2 TP / (2 TP + FP + FN) from the counts (macro: their mean; NaN when a class has no attempt and "
-                 "no prediction)",
+    "no prediction)",
     "f1_delta_low": "delta-method CLT interval of the plug-in F1 (Eq. 41; macro: over every cell), lower, unclipped",
     "f1_delta_high": "upper",
     "level": "probability of every interval in the row",
     "prior_concentration": "Dirichlet prior concentration per cell of the confusion matrix (K x K cells, K x (K + 1) "
-                           "with (other)); by default 4 / cells, a prior worth four attempts (1 a cell for two classes)",
+    "with (other)); by default 4 / cells, a prior worth four attempts (1 a cell for two classes)",
 }
 
 
@@ -331,16 +359,30 @@ def classification_table(posterior: ClassificationPosterior, level: float = 0.95
     n, tail = confusion.n, (1 - level) / 2
     # every summary from one (metric x label) by draws array, the draws contiguous (a many-model suite
     # builds a table per model: numpy on whole arrays, not a pandas step per class)
-    draws = np.ascontiguousarray(np.column_stack([
-        posterior.precision, posterior.macro_precision, posterior.recall, posterior.macro_recall,
-        posterior.f1, posterior.macro_f1]).T)
+    draws = np.ascontiguousarray(
+        np.column_stack(
+            [
+                posterior.precision,
+                posterior.macro_precision,
+                posterior.recall,
+                posterior.macro_recall,
+                posterior.f1,
+                posterior.macro_f1,
+            ]
+        ).T
+    )
     means = draws.mean(axis=1).reshape(3, -1)
     lows, highs = (q.reshape(3, -1) for q in np.quantile(draws, [tail, 1 - tail], axis=1))
     per_class_delta = _f1_delta(counts["tp"], counts["fp"], counts["fn"], level)
-    plugin, delta_low, delta_high = (np.append(x, m) for x, m in zip(per_class_delta, macro_f1_delta_interval(confusion, level)))
-    columns = {"class": np.array([*confusion.classes, MACRO_LABEL], dtype=object),
-               "n": np.append(counts["n"], n), "n_predicted": np.append(counts["n_predicted"], n),
-               "n_correct": np.append(counts["tp"], counts["tp"].sum())}
+    plugin, delta_low, delta_high = (
+        np.append(x, m) for x, m in zip(per_class_delta, macro_f1_delta_interval(confusion, level))
+    )
+    columns = {
+        "class": np.array([*confusion.classes, MACRO_LABEL], dtype=object),
+        "n": np.append(counts["n"], n),
+        "n_predicted": np.append(counts["n_predicted"], n),
+        "n_correct": np.append(counts["tp"], counts["tp"].sum()),
+    }
     for i, metric in enumerate(("precision", "recall", "f1")):
         columns.update({f"{metric}_mean": means[i], f"{metric}_low": lows[i], f"{metric}_high": highs[i]})
     columns.update(f1_plugin=plugin, f1_delta_low=delta_low, f1_delta_high=delta_high)
@@ -360,8 +402,9 @@ def f1_better_probabilities(a: ClassificationPosterior, b: ClassificationPosteri
     posterior draws (draw i of A against draw i of B). Ties have probability zero (continuous draws),
     so P(A > B) + P(B > A) = 1."""
     if a.confusion.classes != b.confusion.classes:
-        raise ValueError(f"the two posteriors have other classes: {list(a.confusion.classes)} and "
-                         f"{list(b.confusion.classes)}")
+        raise ValueError(
+            f"the two posteriors have other classes: {list(a.confusion.classes)} and {list(b.confusion.classes)}"
+        )
     if len(a.macro_f1) != len(b.macro_f1):
         raise ValueError(f"the two posteriors have {len(a.macro_f1)} and {len(b.macro_f1)} draws")
     better = (np.column_stack([a.f1, a.macro_f1]) > np.column_stack([b.f1, b.macro_f1])).mean(axis=0)

@@ -133,9 +133,7 @@ def t_interval(scores, level: float = 0.95) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-def bootstrap_interval(
-    scores, level: float = 0.95, *, n_resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float]:
+def bootstrap_interval(scores, level: float = 0.95, *, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap of the mean (position paper Section 3, K = 10,000 resamples by default).
 
     Resamples the scores with replacement ``n_resamples`` times with a
@@ -199,7 +197,9 @@ def interval_table(
             raise ValueError("give scores, or both k and n")
         _check_counts(k, n)
         if float(k) != int(k) or float(n) != int(n):
-            raise ValueError(f"with counts only, k and n must be whole numbers (got k={k}, n={n}); pass graded scores instead")
+            raise ValueError(
+                f"with counts only, k and n must be whole numbers (got k={k}, n={n}); pass graded scores instead"
+            )
         n_value, k_value = int(n), float(k)
         values = np.concatenate([np.ones(int(k)), np.zeros(int(n) - int(k))])
     _check_level(level)
@@ -236,14 +236,25 @@ def interval_table(
     add("beta_hpdi", "credible", posterior_mean, *hpdi, bayesian=True)
     add("beta_equal_tailed", "credible", posterior_mean, *beta_equal_tailed_interval(a, b, level), bayesian=True)
     add("wilson", "confidence", observed, *(float(x) for x in wilson_interval(k_value, n_value, level)))
-    add("clopper_pearson", "confidence", observed, *(float(x) for x in clopper_pearson_interval(k_value, n_value, level)))
+    add(
+        "clopper_pearson",
+        "confidence",
+        observed,
+        *(float(x) for x in clopper_pearson_interval(k_value, n_value, level)),
+    )
     _, clt_low, clt_high = clt_interval(values, level)
     add("clt", "confidence", observed, clt_low, clt_high)
     if n_value >= 2:
         add("t", "confidence", observed, *t_interval(values, level))
     else:
         add("t", "confidence", observed, math.nan, math.nan)
-    add("bootstrap", "confidence", observed, *bootstrap_interval(values, level, n_resamples=n_resamples, seed=seed), bootstrap=True)
+    add(
+        "bootstrap",
+        "confidence",
+        observed,
+        *bootstrap_interval(values, level, n_resamples=n_resamples, seed=seed),
+        bootstrap=True,
+    )
     frame = pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
     frame["bootstrap_resamples"] = frame["bootstrap_resamples"].astype("Int64")
     frame["bootstrap_seed"] = frame["bootstrap_seed"].astype("Int64")

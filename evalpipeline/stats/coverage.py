@@ -113,8 +113,14 @@ def exact_coverage_table(
     rows = []
     for name, method in interval_methods(inference_prior).items():
         for n in n_values:
-            rows.append({"method": name, "n": int(n), "level": level,
-                         "coverage": exact_average_coverage(method, int(n), level, theta_prior)})
+            rows.append(
+                {
+                    "method": name,
+                    "n": int(n),
+                    "level": level,
+                    "coverage": exact_average_coverage(method, int(n), level, theta_prior),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -153,8 +159,16 @@ def simulate_iid_coverage(
             for name, (low, high) in bounds.items():
                 low, high = np.asarray(low, dtype=float)[successes], np.asarray(high, dtype=float)[successes]
                 covered = (low <= truth) & (truth <= high)
-                rows.append({"method": name, "n": n, "level": level, "coverage": float(covered.mean()),
-                             "mean_width": float(np.mean(high - low)), "n_datasets": int(truth.size)})
+                rows.append(
+                    {
+                        "method": name,
+                        "n": n,
+                        "level": level,
+                        "coverage": float(covered.mean()),
+                        "mean_width": float(np.mean(high - low)),
+                        "n_datasets": int(truth.size),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -199,8 +213,11 @@ def simulate_design_coverage(
         effects, widths, widths_independent = [], [], []
         for _ in range(n_datasets):
             truth = rng.uniform() if theta is None else theta
-            rates = rng.beta(truth * concentration, (1 - truth) * concentration, n_units) if per_unit > 1 \
+            rates = (
+                rng.beta(truth * concentration, (1 - truth) * concentration, n_units)
+                if per_unit > 1
                 else np.full(n_units, truth)
+            )
             scores = (rng.random(n_units * per_unit) < np.repeat(rates, per_unit)).astype(float)
             result = success_rate_posterior(scores, units, kind, mass=level)
             covered += result["hpdi_low"] <= truth <= result["hpdi_high"]
@@ -209,11 +226,20 @@ def simulate_design_coverage(
             widths.append(result["hpdi_high"] - result["hpdi_low"])
             widths_independent.append(result["independent_hpdi_high"] - result["independent_hpdi_low"])
         coverage = covered / n_datasets
-        rows.append({"design": name, "units": n_units, "attempts_per_unit": per_unit, "n_datasets": n_datasets,
-                     "coverage": coverage, "coverage_independent": covered_independent / n_datasets,
-                     "mc_se": float(np.sqrt(coverage * (1 - coverage) / n_datasets)),
-                     "mean_design_effect": float(np.mean(effects)), "mean_width": float(np.mean(widths)),
-                     "mean_width_independent": float(np.mean(widths_independent))})
+        rows.append(
+            {
+                "design": name,
+                "units": n_units,
+                "attempts_per_unit": per_unit,
+                "n_datasets": n_datasets,
+                "coverage": coverage,
+                "coverage_independent": covered_independent / n_datasets,
+                "mc_se": float(np.sqrt(coverage * (1 - coverage) / n_datasets)),
+                "mean_design_effect": float(np.mean(effects)),
+                "mean_width": float(np.mean(widths)),
+                "mean_width_independent": float(np.mean(widths_independent)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -258,7 +284,13 @@ def simulate_pair_calibration(
         chosen = index == b
         if chosen.any():
             mean = float(reported[chosen].mean())
-            rows.append({"bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}", "pairs": int(chosen.sum()), "mean_reported": mean,
-                         "share_better": float(better[chosen].mean()),
-                         "mc_se": float(np.sqrt(mean * (1 - mean) / chosen.sum()))})
+            rows.append(
+                {
+                    "bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+                    "pairs": int(chosen.sum()),
+                    "mean_reported": mean,
+                    "share_better": float(better[chosen].mean()),
+                    "mc_se": float(np.sqrt(mean * (1 - mean) / chosen.sum())),
+                }
+            )
     return pd.DataFrame(rows)

@@ -59,16 +59,25 @@ class JudgeCalibration:
     def __post_init__(self):
         counts = (self.good_passed, self.n_good, self.bad_failed, self.n_bad)
         rates = (self.sensitivity, self.specificity)
-        if all(x is not None for x in counts) == all(x is not None for x in rates) \
-                or any(x is not None for x in counts) and any(x is not None for x in rates):
-            raise ValueError(f"judge of scorer {self.scorer!r}: give either the calibration counts good_passed, n_good, "
-                             "bad_failed and n_bad, or sensitivity and specificity")
+        if (
+            all(x is not None for x in counts) == all(x is not None for x in rates)
+            or any(x is not None for x in counts)
+            and any(x is not None for x in rates)
+        ):
+            raise ValueError(
+                f"judge of scorer {self.scorer!r}: give either the calibration counts good_passed, n_good, "
+                "bad_failed and n_bad, or sensitivity and specificity"
+            )
         if self.measured:
-            for name, k, n in (("good_passed of n_good", self.good_passed, self.n_good),
-                               ("bad_failed of n_bad", self.bad_failed, self.n_bad)):
+            for name, k, n in (
+                ("good_passed of n_good", self.good_passed, self.n_good),
+                ("bad_failed of n_bad", self.bad_failed, self.n_bad),
+            ):
                 if n <= 0 or not 0 <= k <= n:
-                    raise ValueError(f"judge of scorer {self.scorer!r}: {name} must satisfy 0 <= count <= total and "
-                                     f"total > 0, got {k} of {n}")
+                    raise ValueError(
+                        f"judge of scorer {self.scorer!r}: {name} must satisfy 0 <= count <= total and "
+                        f"total > 0, got {k} of {n}"
+                    )
         else:
             for name, value in (("sensitivity", self.sensitivity), ("specificity", self.specificity)):
                 if not 0 <= value <= 1:
@@ -83,13 +92,26 @@ def _judge_draws(calibration: JudgeCalibration, judge_prior, n_draws: int, rng) 
     """Draws of (sensitivity, specificity): from their conjugate calibration posteriors, or the known values."""
     if not calibration.measured:
         return np.full(n_draws, float(calibration.sensitivity)), np.full(n_draws, float(calibration.specificity))
-    sens_a, sens_b = judge_prior[0] + calibration.good_passed, judge_prior[1] + calibration.n_good - calibration.good_passed
-    spec_a, spec_b = judge_prior[0] + calibration.bad_failed, judge_prior[1] + calibration.n_bad - calibration.bad_failed
+    sens_a, sens_b = (
+        judge_prior[0] + calibration.good_passed,
+        judge_prior[1] + calibration.n_good - calibration.good_passed,
+    )
+    spec_a, spec_b = (
+        judge_prior[0] + calibration.bad_failed,
+        judge_prior[1] + calibration.n_bad - calibration.bad_failed,
+    )
     return rng.beta(sens_a, sens_b, n_draws), rng.beta(spec_a, spec_b, n_draws)
 
 
-def check_judge(calibration: JudgeCalibration, *, judge_prior=(1.0, 1.0), level: float = 0.95,
-                min_youden: float = 0.1, n_draws: int = 4000, seed: int = 0) -> None:
+def check_judge(
+    calibration: JudgeCalibration,
+    *,
+    judge_prior=(1.0, 1.0),
+    level: float = 0.95,
+    min_youden: float = 0.1,
+    n_draws: int = 4000,
+    seed: int = 0,
+) -> None:
     """Refuse (ValueError naming the scorer) a judge too close to chance to correct for: the ``(1 - level) / 2``
     quantile of Youden's J = sensitivity + specificity - 1 at or below ``min_youden``."""
     sensitivity, specificity = _judge_draws(calibration, judge_prior, n_draws, np.random.default_rng(seed))

@@ -60,8 +60,10 @@ def design_power(
     k_b = rng.binomial(n_questions, candidate, trials)
     pairs, inverse = np.unique(np.column_stack([k_a, k_b]), axis=0, return_inverse=True)
     p_better = prob_beta_greater_many(
-        prior[0] + pairs[:, 1], prior[1] + n_questions - pairs[:, 1],
-        prior[0] + pairs[:, 0], prior[1] + n_questions - pairs[:, 0],
+        prior[0] + pairs[:, 1],
+        prior[1] + n_questions - pairs[:, 1],
+        prior[0] + pairs[:, 0],
+        prior[1] + n_questions - pairs[:, 0],
     )
     return float(np.mean(p_better[inverse.ravel()] >= threshold))
 
@@ -93,10 +95,22 @@ def power_table(
     rows = []
     for gap in gaps:
         for n in n_values:
-            power = design_power(baseline, baseline + gap, int(n), threshold=threshold, trials=trials, prior=prior, seed=seed)
-            rows.append({"baseline": baseline, "gap": gap, "candidate": baseline + gap, "n_questions": int(n),
-                         "threshold": threshold, "power": power,
-                         "power_se": math.sqrt(power * (1 - power) / trials), "trials": trials, "seed": seed})
+            power = design_power(
+                baseline, baseline + gap, int(n), threshold=threshold, trials=trials, prior=prior, seed=seed
+            )
+            rows.append(
+                {
+                    "baseline": baseline,
+                    "gap": gap,
+                    "candidate": baseline + gap,
+                    "n_questions": int(n),
+                    "threshold": threshold,
+                    "power": power,
+                    "power_se": math.sqrt(power * (1 - power) / trials),
+                    "trials": trials,
+                    "seed": seed,
+                }
+            )
     return pd.DataFrame(rows, columns=list(POWER_COLUMNS))
 
 
@@ -201,8 +215,15 @@ def repeats_versus_questions(
         posterior = clustered_beta_binomial_posterior(
             passes, np.full(n_questions, int(k)), mean_prior=mean_prior, concentration_prior=concentration_prior
         )
-        rows.append({"repeats": int(k), "n_questions": n_questions, "attempts": n_questions * int(k),
-                     "posterior_mean": posterior.mean, "posterior_sd": posterior.sd,
-                     "analytic_se": analytic_standard_error(mean, concentration, n_questions, int(k)),
-                     "floor_se": floor_standard_error(mean, concentration, n_questions)})
+        rows.append(
+            {
+                "repeats": int(k),
+                "n_questions": n_questions,
+                "attempts": n_questions * int(k),
+                "posterior_mean": posterior.mean,
+                "posterior_sd": posterior.sd,
+                "analytic_se": analytic_standard_error(mean, concentration, n_questions, int(k)),
+                "floor_se": floor_standard_error(mean, concentration, n_questions),
+            }
+        )
     return pd.DataFrame(rows, columns=list(REPEATS_COLUMNS))

@@ -41,16 +41,16 @@ NARROWER_MARGIN = 0.10
 #: What the design columns mean: added to every table that carries a headline posterior.
 DESIGN_COLUMNS = {
     "unit": "the unit of evidence: attempt (every item one attempt, no cluster declared), item (an item with its "
-            "repeats) or cluster (the declared cluster of items; an attempt without one is its item's unit)",
+    "repeats) or cluster (the declared cluster of items; an attempt without one is its item's unit)",
     "n_units": "units counted",
     "design_effect": "clustered Beta-Binomial posterior variance over the independent-attempts posterior's (1 when "
-                     "every unit has one attempt; never below 1)",
+    "every unit has one attempt; never below 1)",
     "n_effective": "n / design_effect: the independent attempts the data were worth",
     "independent_hpdi_low": "HPDI of the independent-attempts reading Beta(prior + k, prior + n - k), lower: every "
-                            "attempt an independent trial",
+    "attempt an independent trial",
     "independent_hpdi_high": "its upper bound",
     "independent_flag": f"why the independent-attempts interval is not to be read: narrower than the headline HPDI "
-                        f"by more than {NARROWER_MARGIN:.0%} of its width; null otherwise",
+    f"by more than {NARROWER_MARGIN:.0%} of its width; null otherwise",
     "design_note": "what the design leaves uncertain (a single cluster, ...), else null",
 }
 
@@ -77,7 +77,7 @@ POSTERIOR_COLUMNS = {
     "hpdi_mass": "probability mass of the HPDI",
     **DESIGN_COLUMNS,
     "clt_low": "CLT interval mean -+ z SE, lower bound, unclipped: SE from p (1 - p) for 0/1 scores (Wald), from the "
-               "scores' sample variance for graded ones",
+    "scores' sample variance for graded ones",
     "clt_high": "CLT interval upper bound, unclipped",
     "clt_flag": "why the CLT interval is degenerate, if it is",
 }
@@ -93,9 +93,15 @@ def attempt_units(attempts: pd.DataFrame) -> tuple[np.ndarray, str]:
     return items.to_numpy(dtype=object), "item"
 
 
-def success_rate_posterior(scores, units, unit_kind: str = "item", *, prior: tuple[float, float] = (1.0, 1.0),
-                           concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR,
-                           mass: float = 0.95) -> dict:
+def success_rate_posterior(
+    scores,
+    units,
+    unit_kind: str = "item",
+    *,
+    prior: tuple[float, float] = (1.0, 1.0),
+    concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR,
+    mass: float = 0.95,
+) -> dict:
     """The design-aware posterior of one success rate from counted ``scores`` and each score's unit.
 
     Units with one attempt each: the conjugate Beta(prior + k, prior + n - k), design effect 1. Otherwise
@@ -114,13 +120,16 @@ def success_rate_posterior(scores, units, unit_kind: str = "item", *, prior: tup
     design_effect, note = 1.0, None
     if n and trials.max() > 1:
         successes = np.bincount(unit_index, weights=scores, minlength=len(codes))
-        clustered = clustered_beta_binomial_posterior(successes, trials, mean_prior=prior,
-                                                      concentration_prior=concentration_prior)
+        clustered = clustered_beta_binomial_posterior(
+            successes, trials, mean_prior=prior, concentration_prior=concentration_prior
+        )
         naive_variance = a * b / ((a + b) ** 2 * (a + b + 1))
-        design_effect = max(1.0, clustered.sd ** 2 / naive_variance)
+        design_effect = max(1.0, clustered.sd**2 / naive_variance)
         if len(codes) == 1:
-            note = (f"one {unit_kind}: the interval rests on a single independent unit, so it is about as wide as "
-                    "the prior allows")
+            note = (
+                f"one {unit_kind}: the interval rests on a single independent unit, so it is about as wide as "
+                "the prior allows"
+            )
     else:
         unit_kind = "attempt"
     post_a, post_b = prior[0] + k / design_effect, prior[1] + (n - k) / design_effect
@@ -128,14 +137,24 @@ def success_rate_posterior(scores, units, unit_kind: str = "item", *, prior: tup
     flag = None
     narrower = 1 - (independent[1] - independent[0]) / (high - low) if high > low else 0.0
     if narrower > NARROWER_MARGIN:
-        flag = (f"{narrower:.0%} narrower than the headline: it counts {n} attempts as independent, which "
-                f"{len(codes)} {unit_kind}{'s' if len(codes) != 1 else ''} are worth about {n / design_effect:.0f} of")
+        flag = (
+            f"{narrower:.0%} narrower than the headline: it counts {n} attempts as independent, which "
+            f"{len(codes)} {unit_kind}{'s' if len(codes) != 1 else ''} are worth about {n / design_effect:.0f} of"
+        )
     return {
-        "posterior_a": float(post_a), "posterior_b": float(post_b), "posterior_mean": float(post_a / (post_a + post_b)),
-        "hpdi_low": float(low), "hpdi_high": float(high),
-        "unit": unit_kind, "n_units": int(len(codes)), "design_effect": float(design_effect),
-        "n_effective": float(n / design_effect), "independent_hpdi_low": float(independent[0]),
-        "independent_hpdi_high": float(independent[1]), "independent_flag": flag, "design_note": note,
+        "posterior_a": float(post_a),
+        "posterior_b": float(post_b),
+        "posterior_mean": float(post_a / (post_a + post_b)),
+        "hpdi_low": float(low),
+        "hpdi_high": float(high),
+        "unit": unit_kind,
+        "n_units": int(len(codes)),
+        "design_effect": float(design_effect),
+        "n_effective": float(n / design_effect),
+        "independent_hpdi_low": float(independent[0]),
+        "independent_hpdi_high": float(independent[1]),
+        "independent_flag": flag,
+        "design_note": note,
     }
 
 
@@ -145,7 +164,10 @@ def countable(samples: pd.DataFrame) -> pd.Series:
 
 
 def accuracy_posteriors(
-    samples: pd.DataFrame, *, prior: tuple[float, float] = (1.0, 1.0), mass: float = 0.95,
+    samples: pd.DataFrame,
+    *,
+    prior: tuple[float, float] = (1.0, 1.0),
+    mass: float = 0.95,
     concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR,
 ) -> pd.DataFrame:
     """The design-aware posterior of the success rate per level of one model x suite partition."""
@@ -167,8 +189,9 @@ def _level_row(level, domain, subdomain, part, prior, mass, concentration_prior,
     scored = part[part["_counts"]]
     scores = scored["score"].to_numpy(dtype=float)
     n, k = int(scores.size), float(scores.sum())
-    headline = success_rate_posterior(scores, scored["_unit"].to_numpy(), unit_kind, prior=prior,
-                                      concentration_prior=concentration_prior, mass=mass)
+    headline = success_rate_posterior(
+        scores, scored["_unit"].to_numpy(), unit_kind, prior=prior, concentration_prior=concentration_prior, mass=mass
+    )
     mean, clt_low, clt_high = clt_interval(scores, mass)
     return {
         "level": level,

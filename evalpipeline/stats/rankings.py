@@ -27,9 +27,9 @@ RANKING_COLUMNS = {
     "p_best": "posterior probability that this model has the highest accuracy",
     "expected_rank": "posterior mean rank (1 = best)",
     "rank_low": "lower end of the 95% rank interval: the best rank with at least 2.5% of the draws at it or better "
-                "(an integer, a rank some draw has)",
+    "(an integer, a rank some draw has)",
     "rank_high": "upper end: the worst rank with at least 2.5% of the draws at it or worse (an integer); under 2.5% "
-                 "of the draws lie beyond either end, so the interval holds at least 95% of them",
+    "of the draws lie beyond either end, so the interval holds at least 95% of them",
 }
 
 
@@ -52,7 +52,9 @@ def rank_probabilities(draws: np.ndarray, models: Sequence[str]) -> pd.DataFrame
     """P(best), expected rank and a 95% rank interval per model (columns: ``RANKING_COLUMNS``)."""
     draws = np.asarray(draws, dtype=float)
     if draws.ndim != 2 or draws.shape[1] != len(models):
-        raise ValueError(f"draws must be (n_draws x n_models) with one column per model; got {draws.shape} for {len(models)} models")
+        raise ValueError(
+            f"draws must be (n_draws x n_models) with one column per model; got {draws.shape} for {len(models)} models"
+        )
     if draws.shape[0] == 0:
         raise ValueError("no posterior draws")
     if np.isnan(draws).any():  # a sort would place it anywhere; +-inf rank as the comparisons say

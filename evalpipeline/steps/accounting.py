@@ -30,7 +30,7 @@ ACCOUNTING_CODE = ["evalpipeline.steps.accounting", "evalpipeline.ingest"]
 
 ACCOUNTING_COLUMNS = {
     "model": "model display name; (unreadable file) for logs no partition could be read from, "
-             "(rows in no partition) for a log's rows that name no model or suite, or a name too long for a partition key",
+    "(rows in no partition) for a log's rows that name no model or suite, or a name too long for a partition key",
     "suite": "suite display name (the file path for those two)",
     "rows_ingested": "rows in the canonical sample table",
     "rows_errored": "of those, samples kept but flagged errored or limit-hit (not scored)",
@@ -39,7 +39,7 @@ ACCOUNTING_COLUMNS = {
     "quarantine_reasons": "quarantine reasons by class (without the line, row or sample each names), with counts",
     "file_error": "why a log could not be read at all (unreadable files only)",
     "failed_validation": "blocking validation checks the sample table failed, comma-separated (empty when it passed): "
-                         "its rows are kept here but reach no comparison, profile, suite fit or reliability",
+    "its rows are kept here but reach no comparison, profile, suite fit or reliability",
 }
 
 
@@ -65,15 +65,32 @@ def ingest_accounting(lake: Lake) -> pd.DataFrame:
         files = [*_files(lake, "samples", model, suite), *_files(lake, "quarantine", model, suite)]
         key = lake.partition_dir("samples", model, suite).relative_to(lake.root / "samples").as_posix()
         counts = cache.get(key, files, lambda: _partition_counts(lake, model, suite))
-        rows.append({"model": model, "suite": suite, **counts, "file_error": None,
-                     "failed_validation": ", ".join(lake.failed_validation(model, suite))})
+        rows.append(
+            {
+                "model": model,
+                "suite": suite,
+                **counts,
+                "file_error": None,
+                "failed_validation": ", ".join(lake.failed_validation(model, suite)),
+            }
+        )
     for path in sorted((lake.root / UNPLACED_FOLDER).glob("*.parquet")):  # ingest.unplaced_path
         unplaced = pd.read_parquet(path, columns=["log_path", "reason", "item_id", "epoch"])
         for log_path, records in unplaced.groupby("log_path", sort=True):
             reasons = _reason_classes(records)
-            rows.append({"model": UNPLACED_MODEL, "suite": log_path, "rows_ingested": 0, "rows_errored": 0,
-                         "rows_quarantined": len(records), "rows_accounted": len(records),
-                         "quarantine_reasons": reasons, "file_error": None, "failed_validation": ""})
+            rows.append(
+                {
+                    "model": UNPLACED_MODEL,
+                    "suite": log_path,
+                    "rows_ingested": 0,
+                    "rows_errored": 0,
+                    "rows_quarantined": len(records),
+                    "rows_accounted": len(records),
+                    "quarantine_reasons": reasons,
+                    "file_error": None,
+                    "failed_validation": "",
+                }
+            )
     for path in sorted((lake.root / "file_errors").glob("*.json")):
         record = json.loads(path.read_text())
         rows.append(
@@ -110,9 +127,16 @@ def _reason_classes(quarantine: pd.DataFrame) -> str:
     """``"2 x <class>; 1 x <class>"`` for quarantined rows (columns reason, item_id, epoch)."""
     if not len(quarantine):
         return ""
-    classes = (pd.Series([reason_class(r, i, None if pd.isna(e) else int(e)) for r, i, e in
-                          zip(quarantine["reason"], quarantine["item_id"], quarantine["epoch"])])
-               .value_counts().sort_index())
+    classes = (
+        pd.Series(
+            [
+                reason_class(r, i, None if pd.isna(e) else int(e))
+                for r, i, e in zip(quarantine["reason"], quarantine["item_id"], quarantine["epoch"])
+            ]
+        )
+        .value_counts()
+        .sort_index()
+    )
     return "; ".join(f"{n} x {r}" for r, n in classes.items())
 
 

@@ -97,8 +97,9 @@ CLASSIFICATION_PAIRWISE_COLUMNS = {
     "p_a_better_f1": "posterior P(F1 of A > F1 of B) from independent Dirichlet posterior draws",
 }
 
-_PAIRWISE_SCHEMA = pa.schema([("model_a", pa.string()), ("model_b", pa.string()), ("class", pa.string()),
-                              ("p_a_better_f1", pa.float64())])
+_PAIRWISE_SCHEMA = pa.schema(
+    [("model_a", pa.string()), ("model_b", pa.string()), ("class", pa.string()), ("p_a_better_f1", pa.float64())]
+)
 
 
 @dataclass
@@ -112,18 +113,31 @@ class SuiteClassification:
     paths: tuple[Path, ...] = ()
 
 
-def suite_classification_tables(samples: pd.DataFrame, *, level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS,
-                                seed: int = 0, prior_concentration: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def suite_classification_tables(
+    samples: pd.DataFrame,
+    *,
+    level: float = 0.95,
+    n_draws: int = CLASSIFICATION_DRAWS,
+    seed: int = 0,
+    prior_concentration: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(per_class, pairwise)`` of one suite's samples (columns :data:`CLASSIFICATION_COLUMNS` and
     :data:`CLASSIFICATION_PAIRWISE_COLUMNS`); both empty when the labels are not classified (see the
     module docstring)."""
-    result = suite_classification(samples, level=level, n_draws=n_draws, seed=seed,
-                                  prior_concentration=prior_concentration)
+    result = suite_classification(
+        samples, level=level, n_draws=n_draws, seed=seed, prior_concentration=prior_concentration
+    )
     return result.per_class, result.pairwise
 
 
-def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS,
-                         seed: int = 0, prior_concentration: float | None = None) -> SuiteClassification:
+def suite_classification(
+    samples: pd.DataFrame,
+    *,
+    level: float = 0.95,
+    n_draws: int = CLASSIFICATION_DRAWS,
+    seed: int = 0,
+    prior_concentration: float | None = None,
+) -> SuiteClassification:
     """:func:`suite_classification_tables` with the classes, and why nothing was computed if so.
 
     ``samples``: every model's sample rows on the suite (``model``, ``score`` and, to be classified,
@@ -149,8 +163,9 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
     tables, f1_draws, macro_means = [], {}, {}
     for model, mine in rows.groupby("model", sort=True):
         confusion = label_confusion(mine["answer"], mine["target"], classes, other_column=other)
-        posterior = classification_posterior(confusion, prior_concentration=prior_concentration, n_draws=n_draws,
-                                             seed=_model_stream(seed, model))
+        posterior = classification_posterior(
+            confusion, prior_concentration=prior_concentration, n_draws=n_draws, seed=_model_stream(seed, model)
+        )
         table = classification_table(posterior, level)
         table.insert(0, "model", model)
         table["n_unlabelled"] = int(unlabelled.get(model, 0))
@@ -159,37 +174,62 @@ def suite_classification(samples: pd.DataFrame, *, level: float = 0.95, n_draws:
         f1_draws[model] = np.ascontiguousarray(np.column_stack([posterior.f1, posterior.macro_f1]).T)
         macro_means[model] = float(posterior.macro_f1.mean())
     for model in sorted(set(unlabelled.index) - set(f1_draws)):  # listed, not left out: it has no labelled attempt
-        tables.append(pd.DataFrame([{"model": model, "class": MACRO_LABEL, "n": 0, "n_predicted": 0, "n_correct": 0,
-                                     "level": float(level), "prior_concentration": float(prior_concentration),
-                                     "n_unlabelled": int(unlabelled[model])}]))
+        tables.append(
+            pd.DataFrame(
+                [
+                    {
+                        "model": model,
+                        "class": MACRO_LABEL,
+                        "n": 0,
+                        "n_predicted": 0,
+                        "n_correct": 0,
+                        "level": float(level),
+                        "prior_concentration": float(prior_concentration),
+                        "n_unlabelled": int(unlabelled[model]),
+                    }
+                ]
+            )
+        )
     per_class = pd.concat(tables, ignore_index=True).sort_values("model", kind="stable", ignore_index=True)
     per_class = per_class[list(CLASSIFICATION_COLUMNS)]
 
     order = sorted(f1_draws, key=lambda m: (-macro_means[m], m))  # A before B in every pair
     stacked = np.stack([f1_draws[m] for m in order])
     # P(A > B) for every later B at once; continuous draws: ties have probability zero
-    better = [np.count_nonzero(stacked[i] > stacked[i + 1:], axis=2) / n_draws for i in range(len(order) - 1)]
+    better = [np.count_nonzero(stacked[i] > stacked[i + 1 :], axis=2) / n_draws for i in range(len(order) - 1)]
     first, second = np.triu_indices(len(order), 1)  # the pairs in the order of `better`
     labels = [*classes, MACRO_LABEL]
     names = np.array(order, dtype=object)
-    pairwise = pd.DataFrame({
-        "model_a": np.repeat(names[first], len(labels)),
-        "model_b": np.repeat(names[second], len(labels)),
-        "class": np.tile(np.array(labels, dtype=object), len(first)),
-        "p_a_better_f1": np.concatenate(better).ravel() if better else np.empty(0),
-    }, columns=list(CLASSIFICATION_PAIRWISE_COLUMNS))
+    pairwise = pd.DataFrame(
+        {
+            "model_a": np.repeat(names[first], len(labels)),
+            "model_b": np.repeat(names[second], len(labels)),
+            "class": np.tile(np.array(labels, dtype=object), len(first)),
+            "p_a_better_f1": np.concatenate(better).ravel() if better else np.empty(0),
+        },
+        columns=list(CLASSIFICATION_PAIRWISE_COLUMNS),
+    )
     return SuiteClassification(per_class, pairwise, classes)
 
 
-def write_suite_classification(lake: Lake, suite: str, samples: pd.DataFrame, directory: Path | None = None, *,
-                               level: float = 0.95, n_draws: int = CLASSIFICATION_DRAWS, seed: int = 0,
-                               prior_concentration: float | None = None) -> SuiteClassification:
+def write_suite_classification(
+    lake: Lake,
+    suite: str,
+    samples: pd.DataFrame,
+    directory: Path | None = None,
+    *,
+    level: float = 0.95,
+    n_draws: int = CLASSIFICATION_DRAWS,
+    seed: int = 0,
+    prior_concentration: float | None = None,
+) -> SuiteClassification:
     """Write :data:`CLASSIFICATION_FILE` and :data:`CLASSIFICATION_PAIRWISE_FILE` of ``suite`` into
     ``directory`` (default: the suite comparison's folder), atomically; when nothing is classified,
     write nothing and remove the files of an earlier run, so that the folder shows only current results."""
     directory = Path(directory) if directory is not None else suite_comparison_dir(lake, suite)
-    result = suite_classification(samples, level=level, n_draws=n_draws, seed=seed,
-                                  prior_concentration=prior_concentration)
+    result = suite_classification(
+        samples, level=level, n_draws=n_draws, seed=seed, prior_concentration=prior_concentration
+    )
     paths = (directory / CLASSIFICATION_FILE, directory / CLASSIFICATION_PAIRWISE_FILE)
     if result.not_computed is not None:
         for path in paths:
@@ -207,8 +247,10 @@ def _classes(rows: pd.DataFrame, items: pd.Series | None) -> tuple[tuple[str, ..
         return (), "no counted attempt has both an answer and a target"
     classes = tuple(sorted(rows["target"].unique()))
     if len(classes) > MAX_CLASSES:
-        return (), (f"{len(classes)} distinct targets, more than {MAX_CLASSES}: free-text references, or more "
-                    "classes than the uniform prior over their cells leaves room for")
+        return (), (
+            f"{len(classes)} distinct targets, more than {MAX_CLASSES}: free-text references, or more "
+            "classes than the uniform prior over their cells leaves room for"
+        )
     if items is not None and len(classes) > 1 and items.groupby(rows["target"].to_numpy()).nunique().max() < 2:
         return (), "no two items share a target: free-text references, not class labels"
     reserved = sorted({OTHER_LABEL, MACRO_LABEL} & set(classes))
@@ -221,7 +263,9 @@ def _model_stream(seed: int, model: str) -> np.random.SeedSequence:
     """The model's own random stream under ``seed``: ``SeedSequence(seed, spawn_key=digest(model))``,
     as ``stats.compare.posterior_draws`` names its streams."""
     key = hashlib.blake2b(model.encode(), digest_size=16).digest()
-    return np.random.SeedSequence(int(seed), spawn_key=tuple(int.from_bytes(key[i:i + 4], "little") for i in range(0, 16, 4)))
+    return np.random.SeedSequence(
+        int(seed), spawn_key=tuple(int.from_bytes(key[i : i + 4], "little") for i in range(0, 16, 4))
+    )
 
 
 def _empty(columns: dict[str, str]) -> pd.DataFrame:

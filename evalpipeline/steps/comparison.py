@@ -106,8 +106,10 @@ class ComparisonSettings:
         if len(self.prior) != 2 or min(self.prior) <= 0:
             raise ValueError(f"ComparisonSettings.prior must be two positive numbers, got {self.prior}")
         if len(self.concentration_prior) != 2 or min(self.concentration_prior) <= 0:
-            raise ValueError("ComparisonSettings.concentration_prior must be two positive numbers (shape, rate), "
-                             f"got {self.concentration_prior}")
+            raise ValueError(
+                "ComparisonSettings.concentration_prior must be two positive numbers (shape, rate), "
+                f"got {self.concentration_prior}"
+            )
         if not 0 < self.mass < 1:
             raise ValueError(f"ComparisonSettings.mass must be in (0, 1), got {self.mass}")
         for t in self.thresholds:
@@ -144,28 +146,28 @@ _LEADERBOARD_BASE = {
     **DESIGN_COLUMNS,
     "n_suite_items": "distinct items any model was counted on in the suite",
     "subset_flag": "the model was counted on fewer than 90% of the suite's items: its raw success rate is not "
-                   "comparable with the others'; read the suite GLM (item effects) or the paired comparison on "
-                   "shared items instead. Null otherwise",
+    "comparable with the others'; read the suite GLM (item effects) or the paired comparison on "
+    "shared items instead. Null otherwise",
     "wilson_low": "Wilson score interval, lower (conventional)",
     "wilson_high": "Wilson score interval, upper",
     "clopper_pearson_low": "Clopper-Pearson exact interval, lower (conventional)",
     "clopper_pearson_high": "Clopper-Pearson exact interval, upper",
     "clt_low": "CLT interval mean -+ z SE, lower, unclipped (the usual reading): SE from p (1 - p) for 0/1 scores "
-                "(Wald), from the scores' sample variance for graded ones (then narrower than Wilson's)",
+    "(Wald), from the scores' sample variance for graded ones (then narrower than Wilson's)",
     "clt_high": "CLT interval, upper, unclipped",
     "clt_flag": "why the CLT interval is degenerate (zero width, outside [0, 1], no data), else null",
     "p_best": "posterior probability that this model has the highest success rate on the suite (headline posteriors)",
     "expected_rank": "posterior mean rank (1 = best)",
     "rank_low": "lower end of the 95% posterior rank interval: the best rank with at least 2.5% of the draws at it "
-                "or better (an integer, a rank some draw has)",
+    "or better (an integer, a rank some draw has)",
     "rank_high": "upper end: the worst rank with at least 2.5% of the draws at it or worse (an integer); under 2.5% "
-                 "of the draws lie beyond either end, so the interval holds at least 95% of them",
+    "of the draws lie beyond either end, so the interval holds at least 95% of them",
 }
 _LEADERBOARD_GLM = {
     "glm": "suite GLM the glm_* columns come from (null when no suite GLM passed its diagnostics)",
     "glm_mean": "the GLM's per-model effect as a success rate: posterior mean of expit(model location); a graded "
-                "score counts as a success at [glm] graded_threshold (0.5) unless [glm] graded = \"fractional\", so it "
-                "can differ from posterior_mean, which averages the scores",
+    'score counts as a success at [glm] graded_threshold (0.5) unless [glm] graded = "fractional", so it '
+    "can differ from posterior_mean, which averages the scores",
     "glm_hpdi_low": "its HPDI (mass glm_hpdi_mass), lower",
     "glm_hpdi_high": "its HPDI, upper",
     "glm_hpdi_mass": "mass of that HPDI (the fit's setting)",
@@ -173,9 +175,9 @@ _LEADERBOARD_GLM = {
 }
 _LEADERBOARD_JUDGE = {
     "judge": "the scorer of the model's attempts that has an LLM judge configured ([judge.<scorer>]); null when "
-             "none has",
+    "none has",
     "judge_mean": "success rate corrected for the judge's sensitivity and specificity, posterior mean (the post's "
-                  "judge model, the calibration's uncertainty propagated; from the headline's effective counts)",
+    "judge model, the calibration's uncertainty propagated; from the headline's effective counts)",
     "judge_low": "its equal-tailed interval, lower",
     "judge_high": "its equal-tailed interval, upper",
     "judge_note": "why a configured judge was not corrected for (several scorers, graded scores), else null",
@@ -184,8 +186,10 @@ _LEADERBOARD_JUDGE = {
 
 def leaderboard_columns(thresholds=(0.8,)) -> dict[str, str]:
     """Column -> meaning of the leaderboard for the given thresholds (wide ``p_above_<t>`` columns)."""
-    threshold_cols = {threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact tail of the headline Beta)"
-                      for t in thresholds}
+    threshold_cols = {
+        threshold_column(t): f"posterior P(success rate > {float(t):g}) (exact tail of the headline Beta)"
+        for t in thresholds
+    }
     return {**_LEADERBOARD_BASE, **threshold_cols, **_LEADERBOARD_GLM, **_LEADERBOARD_JUDGE}
 
 
@@ -206,14 +210,14 @@ FIT_STATUS_COLUMNS = {
     "passed": f"every gating diagnostic passed (null when not applicable or {NO_STORED_FIT})",
     "failed": "the gating diagnostics that failed, comma-separated",
     "reason": "why the GLM does not apply (the wrong number of LLMs, data that cannot identify it, left out of "
-              "[glm] models) or has no stored fit, if so",
+    "[glm] models) or has no stored fit, if so",
     "used": "this fit's model effects are the glm_* columns of the leaderboard",
 }
 
 PROFILE_COLUMNS = {
     "model": "model display name",
     "scope": "suite (one suite), pooled (one headline posterior over every attempt on every suite) or "
-             "mean of suites (posterior of the unweighted mean of the per-suite success rates)",
+    "mean of suites (posterior of the unweighted mean of the per-suite success rates)",
     "suite": "suite display name ((all) for the cross-suite rows)",
     "n_suites": "suites the row covers",
     "n": "attempts counted",
@@ -225,7 +229,7 @@ PROFILE_COLUMNS = {
     "posterior_mean": "posterior mean of the success rate (headline: design-aware)",
     "hpdi_mass": "HPDI mass and interval level",
     "hpdi_low": "headline HPDI lower (exact Beta HPDI; from draws of the suites' headline posteriors for "
-                "'mean of suites')",
+    "'mean of suites')",
     "hpdi_high": "HPDI upper",
     "unit": DESIGN_COLUMNS["unit"] + " (suite and pooled rows; pooled: units of every suite)",
     "design_effect": DESIGN_COLUMNS["design_effect"] + " (suite and pooled rows)",
@@ -241,7 +245,7 @@ PROFILE_COLUMNS = {
     "expected_rank": "posterior mean rank on the suite (suite rows)",
     "glm": "suite GLM of the glm_* columns (null when none passed)",
     "glm_mean": "the suite GLM's effect of this model as a success rate, posterior mean (graded scores as in the "
-                "suite leaderboard's glm_mean)",
+    "suite leaderboard's glm_mean)",
     "glm_hpdi_low": "its HPDI, lower",
     "glm_hpdi_high": "its HPDI, upper",
 }
@@ -299,9 +303,11 @@ def read_suite_samples(lake: Lake, suite: str, columns: tuple[str, ...] | None =
     key = to_partition_key(suite)
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
-        raise NoDataError(f"suite {suite!r} has no sample tables: nothing matches "
-                          f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}"
-                          + rejected_note(lake, suite=suite))
+        raise NoDataError(
+            f"suite {suite!r} has no sample tables: nothing matches "
+            f"{lake.root / 'samples' / 'model=*' / f'suite={key}' / 'samples.parquet'}"
+            + rejected_note(lake, suite=suite)
+        )
     read = read_parquet_files([path for _model, _suite, path in tables], columns)
     samples = read.frame.drop(columns=[c for c in ("model", "suite") if c in read.frame.columns])
     samples.insert(0, "model", np.repeat(np.array([model for model, _suite, _path in tables], dtype=object), read.rows))
@@ -356,19 +362,38 @@ def suite_fit_status(lake: Lake, suite: str, preference=DEFAULT_SUITE_GLMS) -> t
     for glm_dir in sorted(p for p in folder.glob("*") if p.is_dir()) if folder.exists() else []:
         outcome = read_outcome(glm_dir)
         if outcome is None:  # listed, not dropped: its materialisation failed or is under way
-            rows.append({"suite": suite, "glm": glm_dir.name, "status": NO_STORED_FIT, "passed": None, "failed": "",
-                         "reason": no_stored_fit_reason(glm_dir), "used": False})
+            rows.append(
+                {
+                    "suite": suite,
+                    "glm": glm_dir.name,
+                    "status": NO_STORED_FIT,
+                    "passed": None,
+                    "failed": "",
+                    "reason": no_stored_fit_reason(glm_dir),
+                    "used": False,
+                }
+            )
             continue
         failed = ""
         if outcome.status != "not applicable" and outcome.diagnostics is not None and not outcome.passed:
             from evalpipeline.models.fit import gating_failures  # imports JAX: only when a fit failed
 
             failed = ", ".join(gating_failures(outcome.diagnostics))
-        rows.append({"suite": suite, "glm": outcome.glm, "status": outcome.status,
-                     "passed": None if outcome.status == "not applicable" else bool(outcome.passed),
-                     "failed": failed, "reason": outcome.reason or "", "used": False})
+        rows.append(
+            {
+                "suite": suite,
+                "glm": outcome.glm,
+                "status": outcome.status,
+                "passed": None if outcome.status == "not applicable" else bool(outcome.passed),
+                "failed": failed,
+                "reason": outcome.reason or "",
+                "used": False,
+            }
+        )
     table = pd.DataFrame(rows, columns=list(FIT_STATUS_COLUMNS))
-    usable = set(table.loc[table["passed"].eq(True) & table["status"].ne("not applicable"), "glm"]) if len(table) else set()
+    usable = (
+        set(table.loc[table["passed"].eq(True) & table["status"].ne("not applicable"), "glm"]) if len(table) else set()
+    )
     chosen = next((glm for glm in preference if glm in usable), None)
     if chosen is not None:
         table["used"] = table["glm"] == chosen
@@ -390,17 +415,21 @@ def glm_model_effects(lake: Lake, suite: str, glm: str) -> tuple[pd.DataFrame, n
     summary = pd.read_parquet(directory / "summary.parquet")
     rows = summary[(summary["parameter"] == "model") & summary["model"].notna()]
     if rows.empty:
-        raise ValueError(f"suite GLM {glm!r} of suite {suite!r} has no per-model rows (parameter 'model') in its summary")
-    effects = pd.DataFrame({
-        "model": rows["model"].astype(str).to_numpy(),
-        "glm_mean": rows["prob_mean"].to_numpy(float),
-        "glm_hpdi_low": rows["prob_hpdi_low"].to_numpy(float),
-        "glm_hpdi_high": rows["prob_hpdi_high"].to_numpy(float),
-        "glm_hpdi_mass": rows["hpdi_mass"].to_numpy(float),
-        "glm_outer_low": rows["prob_hpdi2_low"].to_numpy(float),
-        "glm_outer_high": rows["prob_hpdi2_high"].to_numpy(float),
-        "glm_outer_mass": rows["hpdi2_mass"].to_numpy(float),
-    })
+        raise ValueError(
+            f"suite GLM {glm!r} of suite {suite!r} has no per-model rows (parameter 'model') in its summary"
+        )
+    effects = pd.DataFrame(
+        {
+            "model": rows["model"].astype(str).to_numpy(),
+            "glm_mean": rows["prob_mean"].to_numpy(float),
+            "glm_hpdi_low": rows["prob_hpdi_low"].to_numpy(float),
+            "glm_hpdi_high": rows["prob_hpdi_high"].to_numpy(float),
+            "glm_hpdi_mass": rows["hpdi_mass"].to_numpy(float),
+            "glm_outer_low": rows["prob_hpdi2_low"].to_numpy(float),
+            "glm_outer_high": rows["prob_hpdi2_high"].to_numpy(float),
+            "glm_outer_mass": rows["hpdi2_mass"].to_numpy(float),
+        }
+    )
     draws = None
     try:
         import xarray as xr
@@ -425,27 +454,42 @@ def _interval_or_nan(function, k, n, level):
     return float(low), float(high)
 
 
-def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: ComparisonSettings,
-                  units=None, unit_kind: str = "item") -> dict:
+def model_summary(
+    scores: np.ndarray, n_items: int, n_excluded: int, settings: ComparisonSettings, units=None, unit_kind: str = "item"
+) -> dict:
     """Headline (design-aware) posterior and conventional intervals of one model's success rate from its counted
     scores and each score's unit of evidence (:func:`evalpipeline.stats.posteriors.attempt_units`; None: every
     score its own unit)."""
     scores = np.asarray(scores, dtype=float)
     n, k = int(scores.size), float(scores.sum())
     units = np.arange(n).astype(str) if units is None else units
-    headline = success_rate_posterior(scores, units, unit_kind, prior=settings.prior, mass=settings.mass,
-                                      concentration_prior=settings.concentration_prior)
+    headline = success_rate_posterior(
+        scores,
+        units,
+        unit_kind,
+        prior=settings.prior,
+        mass=settings.mass,
+        concentration_prior=settings.concentration_prior,
+    )
     _, clt_low, clt_high = clt_interval(scores, settings.mass)
     wilson = _interval_or_nan(wilson_interval, k, n, settings.mass)
     clopper = _interval_or_nan(clopper_pearson_interval, k, n, settings.mass)
     return {
-        "n": n, "n_items": int(n_items), "k": k, "n_excluded": int(n_excluded),
+        "n": n,
+        "n_items": int(n_items),
+        "k": k,
+        "n_excluded": int(n_excluded),
         "observed_mean": k / n if n else math.nan,
-        "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
-        **headline, "hpdi_mass": float(settings.mass),
-        "wilson_low": wilson[0], "wilson_high": wilson[1],
-        "clopper_pearson_low": clopper[0], "clopper_pearson_high": clopper[1],
-        "clt_low": float(clt_low), "clt_high": float(clt_high),
+        "prior_a": float(settings.prior[0]),
+        "prior_b": float(settings.prior[1]),
+        **headline,
+        "hpdi_mass": float(settings.mass),
+        "wilson_low": wilson[0],
+        "wilson_high": wilson[1],
+        "clopper_pearson_low": clopper[0],
+        "clopper_pearson_high": clopper[1],
+        "clt_low": float(clt_low),
+        "clt_high": float(clt_high),
         "clt_flag": clt_flags(clt_low, clt_high) if n else "no data",
     }
 
@@ -454,9 +498,14 @@ def model_summary(scores: np.ndarray, n_items: int, n_excluded: int, settings: C
 SUBSET_SHARE = 0.9
 
 
-def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
-                            glm: str | None = None, effects: pd.DataFrame | None = None,
-                            glm_draws: np.ndarray | None = None) -> pd.DataFrame:
+def suite_leaderboard_table(
+    samples: pd.DataFrame,
+    suite: str,
+    settings: ComparisonSettings,
+    glm: str | None = None,
+    effects: pd.DataFrame | None = None,
+    glm_draws: np.ndarray | None = None,
+) -> pd.DataFrame:
     """One row per model on one suite (columns: :func:`leaderboard_columns` of the settings' thresholds)."""
     counted = _counted(samples).to_numpy()
     names = samples["model"].astype(str)
@@ -477,9 +526,13 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
         kept = mine[counted[mine]]
         scores = numeric[kept] if numeric is not None else score.iloc[kept].to_numpy(dtype=float)
         n_items = samples["item_id"].iloc[kept].nunique()
-        row = {"suite": suite, "model": model,
-               **model_summary(scores, n_items, int(len(mine) - len(kept)), settings, units[kept], unit_kind),
-               "n_suite_items": suite_items, "subset_flag": _subset_flag(n_items, suite_items)}
+        row = {
+            "suite": suite,
+            "model": model,
+            **model_summary(scores, n_items, int(len(mine) - len(kept)), settings, units[kept], unit_kind),
+            "n_suite_items": suite_items,
+            "subset_flag": _subset_flag(n_items, suite_items),
+        }
         scorers = samples["scorer"].iloc[kept].dropna().unique() if "scorer" in samples.columns else []
         row.update(_judge_columns(row, scores, scorers, settings))
         tails = threshold_probabilities_beta(row["posterior_a"], row["posterior_b"], settings.thresholds)
@@ -499,7 +552,9 @@ def suite_leaderboard_table(samples: pd.DataFrame, suite: str, settings: Compari
         if glm_draws is not None:
             glm_ranks = rank_probabilities(glm_draws, list(effects["model"])).set_index("model")["p_best"]
             board["glm_p_best"] = board["model"].map(glm_ranks).astype(float)
-    board = board.sort_values(["posterior_mean", "model"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    board = board.sort_values(["posterior_mean", "model"], ascending=[False, True], kind="stable").reset_index(
+        drop=True
+    )
     board["rank"] = np.arange(1, len(board) + 1)
     for column in ("glm", "subset_flag", "independent_flag", "design_note", "judge", "judge_note"):
         board[column] = board[column].astype(object).where(board[column].notna(), None)
@@ -515,31 +570,53 @@ def _judge_columns(row: dict, scores: np.ndarray, scorers, settings: ComparisonS
         return result
     result["judge"] = ", ".join(configured)
     if len(scorers) > 1:
-        return {**result, "judge_note": f"scored by {len(scorers)} scorers ({', '.join(sorted(map(str, scorers)))}): "
-                                        "a judge's correction applies to one scorer's pass/fail counts"}
+        return {
+            **result,
+            "judge_note": f"scored by {len(scorers)} scorers ({', '.join(sorted(map(str, scorers)))}): "
+            "a judge's correction applies to one scorer's pass/fail counts",
+        }
     if row["n"] == 0:
         return {**result, "judge_note": "no counted attempt"}
     if not np.isin(scores, (0.0, 1.0)).all():
         return {**result, "judge_note": "graded scores: a judge's correction reads pass (1) / fail (0)"}
     effect = row["design_effect"]
-    corrected = judge_corrected_accuracy(row["k"] / effect, row["n"] / effect, calibration=judges[configured[0]],
-                                         prior=settings.prior, level=settings.mass, seed=settings.seed)
-    return {**result, "judge": configured[0], "judge_mean": corrected["corrected_mean"],
-            "judge_low": corrected["corrected_low"], "judge_high": corrected["corrected_high"]}
+    corrected = judge_corrected_accuracy(
+        row["k"] / effect,
+        row["n"] / effect,
+        calibration=judges[configured[0]],
+        prior=settings.prior,
+        level=settings.mass,
+        seed=settings.seed,
+    )
+    return {
+        **result,
+        "judge": configured[0],
+        "judge_mean": corrected["corrected_mean"],
+        "judge_low": corrected["corrected_low"],
+        "judge_high": corrected["corrected_high"],
+    }
 
 
 def _subset_flag(n_items: int, suite_items: int) -> str | None:
     if suite_items == 0 or n_items >= SUBSET_SHARE * suite_items:
         return None
-    return (f"counted on {n_items} of the suite's {suite_items} items: its raw rate is not comparable with models "
-            "counted on the others; read the suite GLM's item-adjusted effect (glm_mean) or the paired comparison "
-            "on shared items")
+    return (
+        f"counted on {n_items} of the suite's {suite_items} items: its raw rate is not comparable with models "
+        "counted on the others; read the suite GLM's item-adjusted effect (glm_mean) or the paired comparison "
+        "on shared items"
+    )
 
 
-def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: ComparisonSettings,
-                         glm: str | None = None, effects: pd.DataFrame | None = None,
-                         glm_draws: np.ndarray | None = None, previous: pd.DataFrame | None = None,
-                         board: pd.DataFrame | None = None) -> pd.DataFrame:
+def suite_pairwise_table(
+    samples: pd.DataFrame,
+    suite: str,
+    settings: ComparisonSettings,
+    glm: str | None = None,
+    effects: pd.DataFrame | None = None,
+    glm_draws: np.ndarray | None = None,
+    previous: pd.DataFrame | None = None,
+    board: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """:func:`evalpipeline.stats.compare.pairwise_table` plus suite, headline P and the GLM contrast.
 
     ``previous``: the suite's earlier pairwise table; its unchanged pairs are reused. ``board``: the suite's
@@ -547,13 +624,22 @@ def suite_pairwise_table(samples: pd.DataFrame, suite: str, settings: Comparison
     posteriors = None
     if board is not None:
         posteriors = {m: (a, b) for m, a, b in zip(board["model"], board["posterior_a"], board["posterior_b"])}
-    pairs = pairwise_table(samples, prior=settings.prior, level=settings.mass, n_draws=settings.pairwise_draws,
-                           seed=settings.seed, probit=settings.probit, previous=previous, posteriors=posteriors,
-                           concentration_prior=settings.concentration_prior)
+    pairs = pairwise_table(
+        samples,
+        prior=settings.prior,
+        level=settings.mass,
+        n_draws=settings.pairwise_draws,
+        seed=settings.seed,
+        probit=settings.probit,
+        previous=previous,
+        posteriors=posteriors,
+        concentration_prior=settings.concentration_prior,
+    )
     reuse = dict(pairs.attrs)
     pairs.insert(0, "suite", suite)
-    pairs["p_a_better"] = np.where(pairs["verdict_source"] == "paired", pairs["p_a_better_paired"],
-                                   pairs["p_a_better_independent"]).astype(float)
+    pairs["p_a_better"] = np.where(
+        pairs["verdict_source"] == "paired", pairs["p_a_better_paired"], pairs["p_a_better_independent"]
+    ).astype(float)
     pairs["glm"] = pd.Series([glm] * len(pairs), dtype=object)
     pairs["p_a_better_glm"] = math.nan
     if glm_draws is not None and effects is not None:
@@ -594,9 +680,12 @@ def _leaderboard_figure(board: pd.DataFrame, suite: str, settings: ComparisonSet
 
     frame = board.rename(columns={"clt_low": "conventional_low", "clt_high": "conventional_high"})
     level = f"{settings.mass:.0%}"
-    return leaderboard_plot(frame, title=f"{suite}: leaderboard",
-                            bayesian_label=f"posterior mean, {level} HPDI (Beta{tuple(settings.prior)} prior)",
-                            conventional_label=f"observed mean, {level} CLT interval")
+    return leaderboard_plot(
+        frame,
+        title=f"{suite}: leaderboard",
+        bayesian_label=f"posterior mean, {level} HPDI (Beta{tuple(settings.prior)} prior)",
+        conventional_label=f"observed mean, {level} CLT interval",
+    )
 
 
 def _pairwise_figure(pairs: pd.DataFrame, suite: str, board: pd.DataFrame):
@@ -619,19 +708,31 @@ def _glm_forest_figure(effects: pd.DataFrame, board: pd.DataFrame, suite: str, g
     mass, second = float(order["glm_hpdi_mass"].iloc[0]), float(order["glm_outer_mass"].iloc[0])
     # the thick interval is the narrower mass, the thin one the wider (whichever was configured second)
     inner, outer = ("glm_hpdi", "glm_outer") if mass <= second else ("glm_outer", "glm_hpdi")
-    rows = pd.DataFrame({
-        "label": order["model"].to_numpy(),
-        "level": "model",
-        "posterior_mean": order["glm_mean"].to_numpy(),
-        **dict(zip(("hpdi_low", "hpdi_high"), nest_inside(order[f"{inner}_low"], order[f"{inner}_high"],
-                                                        order[f"{outer}_low"], order[f"{outer}_high"]))),
-        "outer_low": order[f"{outer}_low"].to_numpy(),
-        "outer_high": order[f"{outer}_high"].to_numpy(),
-        "empirical_mean": order["model"].map(observed["observed_mean"]).to_numpy(float),
-        "empirical_sem": order["model"].map(sem).to_numpy(float),
-    })
-    return forest_plot(rows, title=f"{suite}: per-model effects of {glm}", hpdi_label=f"{min(mass, second):.0%} HPDI",
-                       outer_label=f"{max(mass, second):.0%} HPDI")
+    rows = pd.DataFrame(
+        {
+            "label": order["model"].to_numpy(),
+            "level": "model",
+            "posterior_mean": order["glm_mean"].to_numpy(),
+            **dict(
+                zip(
+                    ("hpdi_low", "hpdi_high"),
+                    nest_inside(
+                        order[f"{inner}_low"], order[f"{inner}_high"], order[f"{outer}_low"], order[f"{outer}_high"]
+                    ),
+                )
+            ),
+            "outer_low": order[f"{outer}_low"].to_numpy(),
+            "outer_high": order[f"{outer}_high"].to_numpy(),
+            "empirical_mean": order["model"].map(observed["observed_mean"]).to_numpy(float),
+            "empirical_sem": order["model"].map(sem).to_numpy(float),
+        }
+    )
+    return forest_plot(
+        rows,
+        title=f"{suite}: per-model effects of {glm}",
+        hpdi_label=f"{min(mass, second):.0%} HPDI",
+        outer_label=f"{max(mass, second):.0%} HPDI",
+    )
 
 
 def _previous_table(path: Path) -> pd.DataFrame | None:
@@ -667,16 +768,26 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     settings = settings or ComparisonSettings()
     samples = read_suite_samples(lake, suite, COMPARISON_COLUMNS + LABEL_COLUMNS)
     if not _counted(samples).any():
-        raise ValueError(f"suite {suite!r} has sample rows but none counts (every row is errored, limit-hit or "
-                         "unscored): nothing to compare")
+        raise ValueError(
+            f"suite {suite!r} has sample rows but none counts (every row is errored, limit-hit or "
+            "unscored): nothing to compare"
+        )
     fits, glm = suite_fit_status(lake, suite, settings.suite_glms)
     effects = draws = None
     if glm is not None:
         effects, draws = glm_model_effects(lake, suite, glm)
     board = suite_leaderboard_table(samples, suite, settings, glm, effects, draws)
     directory = suite_comparison_dir(lake, suite)
-    pairs = suite_pairwise_table(samples, suite, settings, glm, effects, draws,
-                                 previous=_previous_table(directory / "pairwise.parquet"), board=board)
+    pairs = suite_pairwise_table(
+        samples,
+        suite,
+        settings,
+        glm,
+        effects,
+        draws,
+        previous=_previous_table(directory / "pairwise.parquet"),
+        board=board,
+    )
 
     _write_table(board, directory / "leaderboard.parquet")
     _write_table(pairs, directory / "pairwise.parquet")
@@ -694,7 +805,9 @@ def build_suite_comparison(lake: Lake, suite: str, settings: ComparisonSettings 
     for name in ("pairwise", "glm_forest"):
         if name not in plots:
             (plots_dir / f"{name}.png").unlink(missing_ok=True)
-    rejected = {m: lake.failed_validation(m, suite) for m, _s, _p in lake.sample_tables(suite=suite, include_failed=True)}
+    rejected = {
+        m: lake.failed_validation(m, suite) for m, _s, _p in lake.sample_tables(suite=suite, include_failed=True)
+    }
     return SuiteComparison(suite, board, pairs, fits, directory, plots, glm, {m: c for m, c in rejected.items() if c})
 
 
@@ -704,7 +817,7 @@ def _hpdi_of_draws(draws: np.ndarray, mass: float) -> tuple[float, float]:
     width = max(1, int(math.ceil(mass * x.size)))
     if width >= x.size:
         return float(x[0]), float(x[-1])
-    spans = x[width - 1:] - x[: x.size - width + 1]
+    spans = x[width - 1 :] - x[: x.size - width + 1]
     start = int(np.argmin(spans))
     return float(x[start]), float(x[start + width - 1])
 
@@ -720,7 +833,9 @@ def _suite_board(lake: Lake, suite: str, settings: ComparisonSettings) -> pd.Dat
     effects = draws = None
     if glm is not None:
         effects, draws = glm_model_effects(lake, suite, glm)
-    return suite_leaderboard_table(read_suite_samples(lake, suite, COMPARISON_COLUMNS), suite, settings, glm, effects, draws)
+    return suite_leaderboard_table(
+        read_suite_samples(lake, suite, COMPARISON_COLUMNS), suite, settings, glm, effects, draws
+    )
 
 
 @functools.lru_cache(maxsize=128)
@@ -742,45 +857,117 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
     settings = settings or ComparisonSettings()
     suites = sorted(suite for _model, suite, _path in lake.sample_tables(model=model))
     if not suites:
-        raise NoDataError(f"model {model!r} has no sample tables under {lake.root / 'samples'}"
-                          + rejected_note(lake, model=model))
+        raise NoDataError(
+            f"model {model!r} has no sample tables under {lake.root / 'samples'}" + rejected_note(lake, model=model)
+        )
     rows, pooled, per_suite = [], [], []
     for suite in suites:
         board = _suite_board(lake, suite, settings).set_index("model")
         if model not in board.index:
-            raise NoDataError(f"the leaderboard of suite {suite!r} has no row for {model!r}: it predates the "
-                              "model's samples; rebuild the suite comparison first")
+            raise NoDataError(
+                f"the leaderboard of suite {suite!r} has no row for {model!r}: it predates the "
+                "model's samples; rebuild the suite comparison first"
+            )
         pooled.append(_counted_scores(lake, model, suite))
         entry = board.loc[model]
         per_suite.append((entry["posterior_a"], entry["posterior_b"], entry["observed_mean"], entry["n_items"]))
-        rows.append({
-            "model": model, "scope": "suite", "suite": suite, "n_suites": 1,
-            **{c: entry[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
-                                     "hpdi_mass", "hpdi_low", "hpdi_high", "unit", "design_effect", "n_effective",
-                                     "wilson_low", "wilson_high", "clt_low", "clt_high", "clt_flag", "rank", "p_best",
-                                     "expected_rank", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")},
-            "n_models": len(board),
-        })
+        rows.append(
+            {
+                "model": model,
+                "scope": "suite",
+                "suite": suite,
+                "n_suites": 1,
+                **{
+                    c: entry[c]
+                    for c in (
+                        "n",
+                        "n_items",
+                        "k",
+                        "observed_mean",
+                        "prior_a",
+                        "prior_b",
+                        "posterior_mean",
+                        "hpdi_mass",
+                        "hpdi_low",
+                        "hpdi_high",
+                        "unit",
+                        "design_effect",
+                        "n_effective",
+                        "wilson_low",
+                        "wilson_high",
+                        "clt_low",
+                        "clt_high",
+                        "clt_flag",
+                        "rank",
+                        "p_best",
+                        "expected_rank",
+                        "glm",
+                        "glm_mean",
+                        "glm_hpdi_low",
+                        "glm_hpdi_high",
+                    )
+                },
+                "n_models": len(board),
+            }
+        )
     scores, units = np.concatenate([p[0] for p in pooled]), np.concatenate([p[1] for p in pooled])
     kinds = {p[2] for p in pooled}
     n_items = int(sum(p[3] for p in per_suite))
     summary = model_summary(scores, n_items, 0, settings, units, "cluster" if "cluster" in kinds else "item")
-    rows.append({"model": model, "scope": "pooled", "suite": "(all)", "n_suites": len(suites),
-                 **{c: summary[c] for c in ("n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean",
-                                            "hpdi_mass", "hpdi_low", "hpdi_high", "unit", "design_effect",
-                                            "n_effective", "wilson_low", "wilson_high", "clt_low", "clt_high",
-                                            "clt_flag")}})
+    rows.append(
+        {
+            "model": model,
+            "scope": "pooled",
+            "suite": "(all)",
+            "n_suites": len(suites),
+            **{
+                c: summary[c]
+                for c in (
+                    "n",
+                    "n_items",
+                    "k",
+                    "observed_mean",
+                    "prior_a",
+                    "prior_b",
+                    "posterior_mean",
+                    "hpdi_mass",
+                    "hpdi_low",
+                    "hpdi_high",
+                    "unit",
+                    "design_effect",
+                    "n_effective",
+                    "wilson_low",
+                    "wilson_high",
+                    "clt_low",
+                    "clt_high",
+                    "clt_flag",
+                )
+            },
+        }
+    )
     rng = np.random.default_rng(settings.seed)
     mean_draws = np.mean([rng.beta(a, b, settings.rank_draws) for a, b, _, _ in per_suite], axis=0)
     low, high = _hpdi_of_draws(mean_draws, settings.mass)
     observed = [p[2] for p in per_suite if not math.isnan(p[2])]
-    rows.append({"model": model, "scope": "mean of suites", "suite": "(all)", "n_suites": len(suites),
-                 "n": summary["n"], "n_items": n_items, "k": summary["k"],
-                 "observed_mean": float(np.mean(observed)) if observed else math.nan,
-                 "prior_a": float(settings.prior[0]), "prior_b": float(settings.prior[1]),
-                 # exact: the mean of the per-suite Beta posterior means
-                 "posterior_mean": float(np.mean([a / (a + b) for a, b, _, _ in per_suite])),
-                 "hpdi_mass": float(settings.mass), "hpdi_low": low, "hpdi_high": high})
+    rows.append(
+        {
+            "model": model,
+            "scope": "mean of suites",
+            "suite": "(all)",
+            "n_suites": len(suites),
+            "n": summary["n"],
+            "n_items": n_items,
+            "k": summary["k"],
+            "observed_mean": float(np.mean(observed)) if observed else math.nan,
+            "prior_a": float(settings.prior[0]),
+            "prior_b": float(settings.prior[1]),
+            # exact: the mean of the per-suite Beta posterior means
+            "posterior_mean": float(np.mean([a / (a + b) for a, b, _, _ in per_suite])),
+            "hpdi_mass": float(settings.mass),
+            "hpdi_low": low,
+            "hpdi_high": high,
+        }
+    )
     profile = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
     for column in ("glm", "clt_flag"):
         profile[column] = profile[column].astype(object).where(profile[column].notna(), None)
@@ -793,16 +980,20 @@ def _profile_forest_inputs(profile: pd.DataFrame, model: str) -> dict:
     """Everything the profile's forest plot shows: its rows, title and interval label."""
     n = profile["n"].astype(float)
     mean = profile["observed_mean"].astype(float)
-    sem = np.where((profile["scope"] != "mean of suites") & (n > 0), np.sqrt(mean * (1 - mean) / n.where(n > 0)), np.nan)
-    rows = pd.DataFrame({
-        "label": [s if scope == "suite" else scope for s, scope in zip(profile["suite"], profile["scope"])],
-        "level": ["suite" if scope == "suite" else "across suites" for scope in profile["scope"]],
-        "posterior_mean": profile["posterior_mean"].astype(float),
-        "hpdi_low": profile["hpdi_low"].astype(float),
-        "hpdi_high": profile["hpdi_high"].astype(float),
-        "empirical_mean": mean,
-        "empirical_sem": sem,
-    })
+    sem = np.where(
+        (profile["scope"] != "mean of suites") & (n > 0), np.sqrt(mean * (1 - mean) / n.where(n > 0)), np.nan
+    )
+    rows = pd.DataFrame(
+        {
+            "label": [s if scope == "suite" else scope for s, scope in zip(profile["suite"], profile["scope"])],
+            "level": ["suite" if scope == "suite" else "across suites" for scope in profile["scope"]],
+            "posterior_mean": profile["posterior_mean"].astype(float),
+            "hpdi_low": profile["hpdi_low"].astype(float),
+            "hpdi_high": profile["hpdi_high"].astype(float),
+            "empirical_mean": mean,
+            "empirical_sem": sem,
+        }
+    )
     mass = float(profile["hpdi_mass"].iloc[0])
     return {"rows": rows, "title": f"{model} across suites", "hpdi_label": f"{mass:.0%} HPDI"}
 
@@ -825,6 +1016,10 @@ def build_model_profile(lake: Lake, model: str, settings: ComparisonSettings | N
     _write_table(profile, directory / "profile.parquet")
     # a new model on the model's suites changes its ranks, not what the plot shows: rendered only when that changed
     inputs = _profile_forest_inputs(profile, model)
-    save_png_of({**inputs, "rows": inputs["rows"].to_dict("split")}, directory / "plots" / "forest.png",
-                lambda: _profile_forest_figure(inputs), code=[__name__])
+    save_png_of(
+        {**inputs, "rows": inputs["rows"].to_dict("split")},
+        directory / "plots" / "forest.png",
+        lambda: _profile_forest_figure(inputs),
+        code=[__name__],
+    )
     return profile

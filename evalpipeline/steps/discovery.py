@@ -57,7 +57,9 @@ def ingested_partitions(lake: Lake) -> list[tuple[str, str]]:
     return [pair for pair in lake.partitions("ingested") if UNKNOWN not in pair]
 
 
-def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *, record_errors: bool = True) -> Discovery:
+def discover(
+    lake: Lake, landing: Path, options: IngestOptions | None = None, *, record_errors: bool = True
+) -> Discovery:
     """Scan ``landing`` (headers only) and compare each source with the lake's ingest records.
 
     Unreadable files are recorded under ``file_errors/`` (so that they are
@@ -83,8 +85,11 @@ def discover(lake: Lake, landing: Path, options: IngestOptions | None = None, *,
         if not already_ingested(lake, source, parts, options):
             # a partition the source held before and names no more loses its rows, or is retired
             staged = staged or StagedRecords(lake)
-            held = {pair: others for pair, others in staged.partitions_of(source.path).items()
-                    if pair not in pairs and UNKNOWN not in pair}  # an old lake's pseudo-partition: never run
+            held = {
+                pair: others
+                for pair, others in staged.partitions_of(source.path).items()
+                if pair not in pairs and UNKNOWN not in pair
+            }  # an old lake's pseudo-partition: never run
             discovery.retiring |= {pair for pair, others in held.items() if not others}
             for pair in pairs | {pair for pair, others in held.items() if others}:
                 discovery.changed.add(pair)

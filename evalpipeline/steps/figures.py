@@ -28,7 +28,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalpipeline.steps.fits import draw_fit_plots, partition_fit_dir, samples_content_hash, suite_fit_dir, suite_samples
+from evalpipeline.steps.fits import (
+    draw_fit_plots,
+    partition_fit_dir,
+    samples_content_hash,
+    suite_fit_dir,
+    suite_samples,
+)
 from evalpipeline.lake import Lake
 from evalpipeline.steps.samples import NoDataError, read_samples
 
@@ -38,8 +44,9 @@ DEFAULT_PLOT_MODE = "on_request"
 PLOT_SCOPES = ("partitions", "suite_fits")
 
 
-def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
-                         reliability_code: str = "") -> dict[str, Path]:
+def draw_partition_plots(
+    lake: Lake, model: str, suite: str, reliability_config, reliability_code: str = ""
+) -> dict[str, Path]:
     """Draw the figures of every stored GLM fit of ``model`` x ``suite`` and of its reliability
     assessment, into their folders; returns ``{"<glm>/<plot>" or "reliability/<plot>": path}``.
 
@@ -65,8 +72,10 @@ def draw_partition_plots(lake: Lake, model: str, suite: str, reliability_config,
         if record is None or record.get("status") != "fitted":
             continue  # not fitted (disabled, not applicable, never run): nothing to draw
         if (record.get("inputs") or {}).get("samples") != current:
-            raise NoDataError(f"the stored fit of glm_{glm} for {model!r} x {suite!r} ({directory}) was made from an "
-                              f"earlier sample table: materialise glm_{glm} for the partition first")
+            raise NoDataError(
+                f"the stored fit of glm_{glm} for {model!r} x {suite!r} ({directory}) was made from an "
+                f"earlier sample table: materialise glm_{glm} for the partition first"
+            )
         if samples is None:
             samples = read_samples(lake, model, suite)
         graded, threshold = record["config"]["graded"]
@@ -99,17 +108,21 @@ def draw_suite_fit_plots(lake: Lake, suite: str) -> dict[str, Path]:
         if record is None or record.get("status") != "fitted":
             continue
         if record.get("inputs") != hashes:
-            raise NoDataError(f"the stored fit of suite_glm_{glm.removeprefix('suite_')} for suite {suite!r} "
-                              f"({directory}) was made from other sample tables than the suite's current ones: "
-                              f"materialise suite_glm_{glm.removeprefix('suite_')} for the suite first")
+            raise NoDataError(
+                f"the stored fit of suite_glm_{glm.removeprefix('suite_')} for suite {suite!r} "
+                f"({directory}) was made from other sample tables than the suite's current ones: "
+                f"materialise suite_glm_{glm.removeprefix('suite_')} for the suite first"
+            )
         graded, threshold = record["config"]["graded"]
         data = GlmData.from_samples(samples, graded=graded, graded_threshold=threshold)
         drawn.update({f"{glm}/{name}": path for name, path in draw_fit_plots(directory, data).items()})
     # an empty success would read as "nothing to show" when nothing was fitted yet, so it is only
     # returned when every suite GLM says, for the current tables, that it does not apply
     if not drawn and len(_not_applicable(lake, suite, hashes)) < len(SUITE_MODELS):
-        raise NoDataError(f"no stored suite GLM fit of suite {suite!r} under {suite_fit_dir(lake, suite, '')}: "
-                          "materialise the suite_glm_* assets for the suite first (those in [glm] models)")
+        raise NoDataError(
+            f"no stored suite GLM fit of suite {suite!r} under {suite_fit_dir(lake, suite, '')}: "
+            "materialise the suite_glm_* assets for the suite first (those in [glm] models)"
+        )
     return drawn
 
 

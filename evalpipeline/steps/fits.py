@@ -74,8 +74,11 @@ class GlmConfig:
         not refit every GLM."""
         import dataclasses
 
-        settings = {k: v for k, v in dataclasses.asdict(self.settings).items()
-                    if k not in ("warm_start", "warm_burn_in", "warm_tuning", "prepare_samplers_from")}
+        settings = {
+            k: v
+            for k, v in dataclasses.asdict(self.settings).items()
+            if k not in ("warm_start", "warm_burn_in", "warm_tuning", "prepare_samplers_from")
+        }
         return {
             "glm": glm,
             "settings": settings,
@@ -114,8 +117,16 @@ def suite_fit_dir(lake: Lake, suite: str, glm: str) -> Path:
 
 
 def fit_partition_glm(
-    lake: Lake, model: str, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
-    progress: Callable[[str], None] | None = None, draw_plots: bool = True,
+    lake: Lake,
+    model: str,
+    suite: str,
+    glm: str,
+    config: GlmConfig,
+    *,
+    version: str,
+    fitter=None,
+    progress: Callable[[str], None] | None = None,
+    draw_plots: bool = True,
 ) -> FitOutcome:
     """Fit candidate ``glm`` to one model x suite partition (or reuse the stored fit of the same inputs).
 
@@ -130,8 +141,15 @@ def fit_partition_glm(
         return _record_disabled(partition_fit_dir(lake, model, suite, glm), glm, config, version, progress)
     inputs = {"samples": samples_content_hash(samples_path)}
     return _fit(
-        partition_fit_dir(lake, model, suite, glm), glm, config, version, inputs,
-        lambda: read_samples(lake, model, suite), seed_key=f"{model}|{suite}|{glm}", fitter=fitter, progress=progress,
+        partition_fit_dir(lake, model, suite, glm),
+        glm,
+        config,
+        version,
+        inputs,
+        lambda: read_samples(lake, model, suite),
+        seed_key=f"{model}|{suite}|{glm}",
+        fitter=fitter,
+        progress=progress,
         draw_plots=draw_plots,
     )
 
@@ -164,8 +182,9 @@ def suite_samples(lake: Lake, suite: str) -> tuple[pd.DataFrame, dict[str, str]]
     (:func:`samples_content_hash`'s digest)."""
     tables = lake.sample_tables(suite=suite)  # without those that failed validation
     if not tables:
-        raise NoDataError(f"no sample tables for suite {suite!r} under {lake.root / 'samples'}"
-                          + rejected_note(lake, suite=suite))
+        raise NoDataError(
+            f"no sample tables for suite {suite!r} under {lake.root / 'samples'}" + rejected_note(lake, suite=suite)
+        )
     paths = [path for _model, _suite, path in tables]
     models = [model for model, _suite, _path in tables]
     read = read_parquet_files(paths)
@@ -189,14 +208,21 @@ def _slices_hashes(frame: pd.DataFrame, names: list[str], rows: list[int]) -> di
     hashes = {}
     for name, end, count in zip(names, ends, rows):
         digest = hashlib.sha256(header)
-        digest.update(row_hashes[end - count:end].tobytes())
+        digest.update(row_hashes[end - count : end].tobytes())
         hashes[name] = digest.hexdigest()
     return hashes
 
 
 def fit_suite_glm(
-    lake: Lake, suite: str, glm: str, config: GlmConfig, *, version: str, fitter=None,
-    progress: Callable[[str], None] | None = None, draw_plots: bool = True,
+    lake: Lake,
+    suite: str,
+    glm: str,
+    config: GlmConfig,
+    *,
+    version: str,
+    fitter=None,
+    progress: Callable[[str], None] | None = None,
+    draw_plots: bool = True,
 ) -> FitOutcome:
     """Fit the multi-LLM model ``glm`` to every model evaluated on ``suite``.
 
@@ -208,15 +234,36 @@ def fit_suite_glm(
         return _record_disabled(suite_fit_dir(lake, suite, glm), glm, config, version, progress)
     samples, hashes = suite_samples(lake, suite)
     return _fit(
-        suite_fit_dir(lake, suite, glm), glm, config, version, hashes, lambda: samples,
-        seed_key=f"{suite}|{glm}", fitter=fitter, progress=progress, draw_plots=draw_plots,
-        warm_start=config.settings.warm_start, source={"suite": suite, "lake": str(lake.root.resolve())},
+        suite_fit_dir(lake, suite, glm),
+        glm,
+        config,
+        version,
+        hashes,
+        lambda: samples,
+        seed_key=f"{suite}|{glm}",
+        fitter=fitter,
+        progress=progress,
+        draw_plots=draw_plots,
+        warm_start=config.settings.warm_start,
+        source={"suite": suite, "lake": str(lake.root.resolve())},
     )
 
 
-def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dict, load: Callable,
-         *, seed_key: str, fitter, progress, draw_plots: bool = True, warm_start: bool | None = None,
-         source: dict | None = None) -> FitOutcome:
+def _fit(
+    directory: Path,
+    glm: str,
+    config: GlmConfig,
+    version: str,
+    inputs: dict,
+    load: Callable,
+    *,
+    seed_key: str,
+    fitter,
+    progress,
+    draw_plots: bool = True,
+    warm_start: bool | None = None,
+    source: dict | None = None,
+) -> FitOutcome:
     """Fit (or reuse) one GLM in ``directory``. ``warm_start`` (suite fits: ``[glm] warm_start``): True
     starts from the previous fit's stored state when it may (:func:`previous_warm_state`); True or False
     stores where this fit's chains ended, so that switching warm starts on takes effect at the next
@@ -245,13 +292,26 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
         return FitOutcome(glm, "not applicable", directory, reason=reason)
     s = config.settings
     say(f"{glm}: NUTS {s.num_chains} chains x ({s.num_warmup} warmup + {s.num_samples} draws) on {data.n_units} units")
-    warm, why_cold = (previous_warm_state(directory, provenance) if warm_start
-                      else (None, "warm starts are off ([glm] warm_start = false)") if warm_start is False
-                      else (None, None))
+    warm, why_cold = (
+        previous_warm_state(directory, provenance)
+        if warm_start
+        else (None, "warm starts are off ([glm] warm_start = false)")
+        if warm_start is False
+        else (None, None)
+    )
     if why_cold:
         say(f"{glm}: starting cold: {why_cold}")
-    fit = fit_glm(glm, data, config.settings, config.thresholds, seed_key, fitter, priors=config.priors.get(glm),
-                  warm=warm, **({"cold_reason": why_cold} if why_cold else {}))
+    fit = fit_glm(
+        glm,
+        data,
+        config.settings,
+        config.thresholds,
+        seed_key,
+        fitter,
+        priors=config.priors.get(glm),
+        warm=warm,
+        **({"cold_reason": why_cold} if why_cold else {}),
+    )
     for attempt in fit.attempts:
         say(
             f"{glm}: attempt {attempt['attempt']} ({attempt.get('start', 'cold')}, target accept {attempt['target_accept']}) "
@@ -267,11 +327,15 @@ def _fit(directory: Path, glm: str, config: GlmConfig, version: str, inputs: dic
     state = _write_warm_state(directory, fit.warm_state) if keep_state else None
     _write_provenance(directory, {**provenance, "status": "fitted", "passed": fit.passed, "warm_state": state})
     _remove_warm_states(directory, keep=state)  # only now: until here the old provenance named the old state
-    why = preparation_reason(fit, data.n_models, config.settings.prepare_samplers_from) if warm_start and source else None
+    why = (
+        preparation_reason(fit, data.n_models, config.settings.prepare_samplers_from) if warm_start and source else None
+    )
     if why:
         fitter.request_preparation(fit.design_key, {**source, "glm": glm, "reason": why})
         say(f"{glm}: asked for the warm sampler of one LLM more to be prepared ({why})")
-    return FitOutcome(glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata)
+    return FitOutcome(
+        glm, "fitted", directory, fit.passed, None, fit.diagnostics, fit.summary, fit.attempts, fit.metadata
+    )
 
 
 def preparation_reason(fit, n_models: int, prepare_from: int) -> str | None:
@@ -287,8 +351,9 @@ def preparation_reason(fit, n_models: int, prepare_from: int) -> str | None:
     return "its warm sampler for one LLM more is not compiled yet"
 
 
-def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
-                               progress: Callable[[str], None] | None = None) -> list[dict]:
+def prepare_requested_samplers(
+    lake: Lake, config: GlmConfig, fitter, *, progress: Callable[[str], None] | None = None
+) -> list[dict]:
     """Prepare the warm samplers that suite fits asked for (:func:`_fit`'s requests): for each, the
     suite's data with one LLM more (:func:`with_another_llm`), so that the night a new LLM joins finds
     its sampler traced and compiled (:meth:`~evalpipeline.models.Fitter.prepare`) instead of paying
@@ -325,14 +390,19 @@ def prepare_requested_samplers(lake: Lake, config: GlmConfig, fitter, *,
                     record["done"] = f"skipped: not applicable: {reason}"
                 else:
                     outcome = fitter.prepare(glm, data, config.settings, priors=config.priors.get(glm))
-                    record |= {"done": "already stored, compiled" if outcome["stored"] else "prepared",
-                               "seconds": outcome["seconds"], "llms": data.n_models}
+                    record |= {
+                        "done": "already stored, compiled" if outcome["stored"] else "prepared",
+                        "seconds": outcome["seconds"],
+                        "llms": data.n_models,
+                    }
         except NoDataError as exc:
             record["done"] = f"skipped: {exc}"
         except Exception as exc:  # noqa: BLE001 - reported; the night's fit compiles its own sampler
             record["done"] = f"failed: {type(exc).__name__}: {exc}"
         path.unlink(missing_ok=True)
-        say(f"{glm} on suite {suite}: {record['done']}" + (f" in {record['seconds']:.1f}s" if record["seconds"] else ""))
+        say(
+            f"{glm} on suite {suite}: {record['done']}" + (f" in {record['seconds']:.1f}s" if record["seconds"] else "")
+        )
         done.append(record)
     return done
 
@@ -409,15 +479,24 @@ def _disabled(glm: str, config: GlmConfig) -> bool:
     return config.models is not None and glm not in config.models
 
 
-def _record_disabled(directory: Path, glm: str, config: GlmConfig, version: str,
-                     progress: Callable[[str], None] | None) -> FitOutcome:
+def _record_disabled(
+    directory: Path, glm: str, config: GlmConfig, version: str, progress: Callable[[str], None] | None
+) -> FitOutcome:
     """Record a GLM left out of ``[glm] models`` as not applicable, without reading its data: a suite's
     tables at 100 models take ~3 s to read and hash, for each left-out suite GLM of every refresh. The
     record does not depend on the data (``inputs`` is None), so it is written once."""
     reason = f"disabled: not in [glm] models {list(config.models)}"
     _clear_fit_files(directory)
-    _write_provenance(directory, {"inputs": None, "version": version, "config": config.for_model(glm),
-                                  "status": "not applicable", "reason": reason})
+    _write_provenance(
+        directory,
+        {
+            "inputs": None,
+            "version": version,
+            "config": config.for_model(glm),
+            "status": "not applicable",
+            "reason": reason,
+        },
+    )
     (progress or (lambda _m: None))(f"{glm}: {reason}")
     return FitOutcome(glm, "not applicable", directory, reason=reason)
 
@@ -465,8 +544,12 @@ def _write_predictive_plot(fit, data, directory: Path) -> None:
     n = data.units["n"].to_numpy(float)
     simulated = fit.idata.posterior_predictive["obs"].values.reshape(-1, data.n_units) / n
     trials = int(np.median(n)) if np.all(n == np.median(n)) else None
-    figure = success_rate_distribution(data.observed_rates(), simulated, n_trials=trials,
-                                       title=f"{fit.name}: per-item success rates, observed vs posterior predictive")
+    figure = success_rate_distribution(
+        data.observed_rates(),
+        simulated,
+        n_trials=trials,
+        title=f"{fit.name}: per-item success rates, observed vs posterior predictive",
+    )
     save_png(figure, directory / "predictive.png")
 
 
@@ -483,8 +566,10 @@ def _write_fit_plots(fit, data, directory: Path) -> None:
     posterior = fit.idata.posterior
     names = [v for v in posterior.data_vars if not v.endswith("_raw") and v != "p"]
     names = sorted(names, key=lambda v: (posterior[v].ndim > 2, names.index(v)))[:TRACE_VARIABLES]
-    save_png(trace_rank_plot(fit.idata, names, title=f"{fit.name}: traces, per-chain densities and rank plots"),
-             directory / FIT_PLOTS["trace"])
+    save_png(
+        trace_rank_plot(fit.idata, names, title=f"{fit.name}: traces, per-chain densities and rank plots"),
+        directory / FIT_PLOTS["trace"],
+    )
 
     summary = fit.summary
     rows = summary[summary["scale"] == "location"].copy()
@@ -493,8 +578,11 @@ def _write_fit_plots(fit, data, directory: Path) -> None:
     units = data.units
     labels, empirical = [], []
     for row in rows.itertuples():
-        keys = {c: getattr(row, c) for c in ("model", "domain", "subdomain")
-                if c in units.columns and getattr(row, c) not in (None, "(none)") and not pd.isna(getattr(row, c))}
+        keys = {
+            c: getattr(row, c)
+            for c in ("model", "domain", "subdomain")
+            if c in units.columns and getattr(row, c) not in (None, "(none)") and not pd.isna(getattr(row, c))
+        }
         group = units
         for column, value in keys.items():
             group = group[group[column].astype(str) == str(value)]
@@ -507,14 +595,28 @@ def _write_fit_plots(fit, data, directory: Path) -> None:
         hpdi, outer, masses = outer, hpdi, masses[::-1]
     outer_low, outer_high = rows[f"{outer}_low"].to_numpy(), rows[f"{outer}_high"].to_numpy()
     inner_low, inner_high = nest_inside(rows[f"{hpdi}_low"], rows[f"{hpdi}_high"], outer_low, outer_high)
-    frame = pd.DataFrame({
-        "label": labels, "level": rows["parameter"].to_numpy(),
-        "posterior_mean": rows["prob_mean"].to_numpy(),
-        "hpdi_low": inner_low, "hpdi_high": inner_high, "outer_low": outer_low, "outer_high": outer_high,
-        "empirical_mean": [e[0] for e in empirical], "empirical_sem": [e[1] for e in empirical],
-    })
-    save_png(forest_plot(frame, title=f"{fit.name}: posterior success rates", hpdi_label=f"{masses[0]:.0%} HPDI",
-                         outer_label=f"{masses[1]:.0%} HPDI"), directory / FIT_PLOTS["forest"])
+    frame = pd.DataFrame(
+        {
+            "label": labels,
+            "level": rows["parameter"].to_numpy(),
+            "posterior_mean": rows["prob_mean"].to_numpy(),
+            "hpdi_low": inner_low,
+            "hpdi_high": inner_high,
+            "outer_low": outer_low,
+            "outer_high": outer_high,
+            "empirical_mean": [e[0] for e in empirical],
+            "empirical_sem": [e[1] for e in empirical],
+        }
+    )
+    save_png(
+        forest_plot(
+            frame,
+            title=f"{fit.name}: posterior success rates",
+            hpdi_label=f"{masses[0]:.0%} HPDI",
+            outer_label=f"{masses[1]:.0%} HPDI",
+        ),
+        directory / FIT_PLOTS["forest"],
+    )
 
 
 def _stored(directory: Path, provenance: dict) -> FitOutcome | None:
@@ -531,14 +633,22 @@ def _stored(directory: Path, provenance: dict) -> FitOutcome | None:
         return None
     fit = json.loads((directory / "fit.json").read_text())
     return FitOutcome(
-        glm, "reused", directory, bool(record.get("passed")), None,
-        pd.read_parquet(directory / "diagnostics.parquet"), pd.read_parquet(directory / "summary.parquet"),
-        fit.get("attempts", []), fit.get("metadata", {}),
+        glm,
+        "reused",
+        directory,
+        bool(record.get("passed")),
+        None,
+        pd.read_parquet(directory / "diagnostics.parquet"),
+        pd.read_parquet(directory / "summary.parquet"),
+        fit.get("attempts", []),
+        fit.get("metadata", {}),
     )
 
 
 def _write_provenance(directory: Path, record: dict) -> None:
-    write_bytes_atomic(json.dumps(record, indent=1, sort_keys=True, default=str).encode(), directory / "provenance.json")
+    write_bytes_atomic(
+        json.dumps(record, indent=1, sort_keys=True, default=str).encode(), directory / "provenance.json"
+    )
 
 
 #: What a fit writes besides :data:`FIT_FILES` (and its figures, :data:`FIT_PLOTS`): removed with them
@@ -575,7 +685,9 @@ def no_stored_fit_reason(directory: Path) -> str:
     """Why :func:`read_outcome` found nothing in ``directory``: a fit under way or
     killed before its record was written, or fit files deleted since."""
     if not (directory / "provenance.json").exists():
-        return (f"{NO_STORED_FIT}: provenance.json is missing (a fit under way, or one that did not finish); "
-                "materialise it again if no run is fitting it")
+        return (
+            f"{NO_STORED_FIT}: provenance.json is missing (a fit under way, or one that did not finish); "
+            "materialise it again if no run is fitting it"
+        )
     missing = [name for name in FIT_FILES if not (directory / name).exists()]
     return f"{NO_STORED_FIT}: {', '.join(missing)} missing; materialise it again to refit"

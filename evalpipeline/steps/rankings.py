@@ -21,6 +21,7 @@ from evalpipeline.steps.fits import FIT_FILES, PARTITION_TABLE, SUITE_TABLE, rea
 from evalpipeline.lake.keys import from_partition_key, to_partition_key
 from evalpipeline.lake import Lake, write_parquet_atomic
 
+
 def _ranking_columns() -> dict[str, str]:
     from evalpipeline.models.compare import COMPARE_COLUMNS
 
@@ -31,10 +32,10 @@ def _ranking_columns() -> dict[str, str]:
         "suite": "suite",
         **compared,
         "excluded": "why a candidate is not ranked (failed diagnostics; not applicable, with the reason: the wrong "
-                    "number of LLMs, or data that cannot identify it; disabled; no stored fit); empty when ranked",
+        "number of LLMs, or data that cannot identify it; disabled; no stored fit); empty when ranked",
         "inputs_hash": "hash of the partition's or suite's stored fit records, the Pareto-k threshold and the "
-                       "ranking code, and which fit files each candidate's folder holds; a rerun reuses the rows "
-                       "when it is unchanged",
+        "ranking code, and which fit files each candidate's folder holds; a rerun reuses the rows "
+        "when it is unchanged",
     }
 
 
@@ -51,7 +52,9 @@ def _fit_groups(lake: Lake) -> list[tuple[str, str, str, Path]]:
     groups = []
     for model_dir in sorted((lake.root / PARTITION_TABLE).glob("model=*")):
         for suite_dir in sorted(model_dir.glob("suite=*")):
-            groups.append(("partition", from_partition_key(model_dir.name[6:]), from_partition_key(suite_dir.name[6:]), suite_dir))
+            groups.append(
+                ("partition", from_partition_key(model_dir.name[6:]), from_partition_key(suite_dir.name[6:]), suite_dir)
+            )
     for suite_dir in sorted((lake.root / SUITE_TABLE).glob("suite=*")):
         groups.append(("suite", "(all)", from_partition_key(suite_dir.name[6:]), suite_dir))
     return groups
@@ -80,11 +83,19 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
     stored: dict[tuple, list[dict]] = {}
     if previous is not None and "inputs_hash" in previous.columns:
         for record in previous[list(RANKING_COLUMNS)].to_dict("records"):
-            stored.setdefault((record["scope"], record["model"], record["suite"], record["inputs_hash"]), []).append(record)
+            stored.setdefault((record["scope"], record["model"], record["suite"], record["inputs_hash"]), []).append(
+                record
+            )
     from evalpipeline.lake.versions import code_version
 
-    code = code_version(["evalpipeline.models.compare", "evalpipeline.steps.fits", "evalpipeline.steps.fits",
-                         "evalpipeline.steps.rankings"])
+    code = code_version(
+        [
+            "evalpipeline.models.compare",
+            "evalpipeline.steps.fits",
+            "evalpipeline.steps.fits",
+            "evalpipeline.steps.rankings",
+        ]
+    )
     rows, computed, reused = [], 0, 0
     for scope, model, suite, folder in _fit_groups(lake):
         glm_dirs = sorted(p for p in folder.iterdir() if p.is_dir())
@@ -98,8 +109,15 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
         for glm_dir in glm_dirs:
             outcome = read_outcome(glm_dir)
             if outcome is None:  # listed, not dropped: its materialisation failed or is under way
-                group.append({"scope": scope, "model": model, "suite": suite, "glm": glm_dir.name,
-                              "excluded": no_stored_fit_reason(glm_dir)})
+                group.append(
+                    {
+                        "scope": scope,
+                        "model": model,
+                        "suite": suite,
+                        "glm": glm_dir.name,
+                        "excluded": no_stored_fit_reason(glm_dir),
+                    }
+                )
                 continue
             base = {"scope": scope, "model": model, "suite": suite, "glm": outcome.glm}
             if outcome.status == "not applicable":
@@ -112,8 +130,11 @@ def waic_rankings(lake: Lake, *, pareto_k_threshold: float = 0.7, previous: pd.D
         if len(usable) >= 2:
             table = compare_fits(usable, pareto_k_threshold=pareto_k_threshold)
         else:
-            table = pd.concat([single_fit_criteria(name, c, pareto_k_threshold=pareto_k_threshold)
-                               for name, c in usable.items()] or [pd.DataFrame()], ignore_index=True)
+            table = pd.concat(
+                [single_fit_criteria(name, c, pareto_k_threshold=pareto_k_threshold) for name, c in usable.items()]
+                or [pd.DataFrame()],
+                ignore_index=True,
+            )
         for record in table.to_dict("records"):
             glm = record.pop("model")
             group.append({"scope": scope, "model": model, "suite": suite, "glm": glm, **record, "excluded": ""})
@@ -148,8 +169,10 @@ def _stored_criteria(glm_dir: Path):
         return stored
     idata = read_fit(glm_dir).idata
     if "log_likelihood" not in idata.groups():
-        raise ValueError(f"{glm_dir}: criteria.parquet is missing and posterior.nc holds no log-likelihood "
-                         "to compute it from; delete its provenance.json and materialise the fit again to refit it")
+        raise ValueError(
+            f"{glm_dir}: criteria.parquet is missing and posterior.nc holds no log-likelihood "
+            "to compute it from; delete its provenance.json and materialise the fit again to refit it"
+        )
     return pointwise_criteria(idata)
 
 
@@ -182,9 +205,13 @@ def write_waic_plots(lake: Lake, table: pd.DataFrame) -> list[Path]:
     for suite, rows in ranked.groupby("suite", sort=True):
         if len(rows) < 2:
             continue
-        frame = rows.drop(columns=["model"]).rename(columns={"glm": "model", "waic_se": "se", "waic_dse": "dse"})[
-            ["model", "elpd_waic", "se", "d_waic", "dse"]
-        ].reset_index(drop=True)
+        frame = (
+            rows.drop(columns=["model"])
+            .rename(columns={"glm": "model", "waic_se": "se", "waic_dse": "dse"})[
+                ["model", "elpd_waic", "se", "d_waic", "dse"]
+            ]
+            .reset_index(drop=True)
+        )
         path = waic_plot_path(lake, suite)
         save_png(waic_comparison_plot(frame, title=f"{suite}: suite GLMs by WAIC"), path)
         written.append(path)

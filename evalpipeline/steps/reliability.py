@@ -32,7 +32,17 @@ from evalpipeline.lake.keys import to_partition_key
 from evalpipeline.lake import Lake, write_bytes_atomic, write_parquet_atomic
 from evalpipeline.steps.samples import NoDataError, rejected_note, read_samples
 from evalpipeline.reliability.core import ReliabilityResult, SubdomainEnvelopes, assess_reliability
-from evalpipeline.reliability.pipeline import COUNTS_COLUMNS, DOMAIN_LABEL, SUBDOMAIN_LABEL, SUCCESSES, Taxonomy, counts_from_samples, load_taxonomy, model_counts, write_reliability
+from evalpipeline.reliability.pipeline import (
+    COUNTS_COLUMNS,
+    DOMAIN_LABEL,
+    SUBDOMAIN_LABEL,
+    SUCCESSES,
+    Taxonomy,
+    counts_from_samples,
+    load_taxonomy,
+    model_counts,
+    write_reliability,
+)
 from evalpipeline.reliability.settings import HyperBox, ReliabilitySettings
 
 _WHERE = {
@@ -102,19 +112,19 @@ DEFAULT_TAXONOMY = "taxonomy.toml"
 class ReliabilityConfig:
     """``[reliability]`` of the project configuration::
 
-        [reliability]
-        n_configurations = 160        # K per domain (paper default)
-        n_draws = 3000                # S
-        grid_size = 2000              # G
-        horizons = [1, 2, 5, 10, 20, 60]
-        target = 0.9                  # r of P(R(n) >= r)
-        success_threshold = 1.0       # graded scores: success = full marks (when `correct` is not logged)
-        taxonomy = "taxonomy.toml"    # suite -> domain and the operational profile (default: one domain per suite)
-        [reliability.box]             # the credal box (paper default)
-        a = [1, 12]
-        b = [1, 12]
-        c = [1, 25]
-        d = [1, 25]                   # nu ~ Gamma(c, RATE d)
+    [reliability]
+    n_configurations = 160        # K per domain (paper default)
+    n_draws = 3000                # S
+    grid_size = 2000              # G
+    horizons = [1, 2, 5, 10, 20, 60]
+    target = 0.9                  # r of P(R(n) >= r)
+    success_threshold = 1.0       # graded scores: success = full marks (when `correct` is not logged)
+    taxonomy = "taxonomy.toml"    # suite -> domain and the operational profile (default: one domain per suite)
+    [reliability.box]             # the credal box (paper default)
+    a = [1, 12]
+    b = [1, 12]
+    c = [1, 25]
+    d = [1, 25]                   # nu ~ Gamma(c, RATE d)
     """
 
     settings: ReliabilitySettings = field(default_factory=ReliabilitySettings)
@@ -172,7 +182,9 @@ def _partition_seed(model: str, suite: str) -> int:
     return _seed(f"{model}|{suite}|reliability")
 
 
-def _partition_inputs(lake: Lake, model: str, suite: str, config: ReliabilityConfig, samples: pd.DataFrame | None = None):
+def _partition_inputs(
+    lake: Lake, model: str, suite: str, config: ReliabilityConfig, samples: pd.DataFrame | None = None
+):
     samples = read_samples(lake, model, suite) if samples is None else samples
     domain = config.taxonomy().domain_of(suite)
     counts = counts_from_samples(samples, success_threshold=config.success_threshold, domain=domain)
@@ -194,8 +206,9 @@ def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
     key = to_partition_key(model)
     tables = lake.sample_tables(model=model)  # without those that failed validation
     if not tables:
-        raise NoDataError(f"no sample tables for model {model!r} under {lake.root / 'samples'}"
-                          + rejected_note(lake, model=model))
+        raise NoDataError(
+            f"no sample tables for model {model!r} under {lake.root / 'samples'}" + rejected_note(lake, model=model)
+        )
     by_suite = {}
     for _model, suite, _path in tables:
         by_suite[suite] = read_samples(lake, model, suite)
@@ -205,18 +218,24 @@ def _model_inputs(lake: Lake, model: str, config: ReliabilityConfig):
     suites_of: dict[str, list[str]] = {}
     for suite in sorted(by_suite):
         suites_of.setdefault(taxonomy.domain_of(suite), []).append(suite)
-    only_suite = {domain: suites[0] for domain, suites in suites_of.items()
-                  if len(suites) == 1 and domain in set(counts["domain"])}
-    settings = config.settings.replace(seed=_seed(f"{model}|reliability"),
-                                       domain_seeds={d: _partition_seed(model, s) for d, s in sorted(only_suite.items())})
+    only_suite = {
+        domain: suites[0]
+        for domain, suites in suites_of.items()
+        if len(suites) == 1 and domain in set(counts["domain"])
+    }
+    settings = config.settings.replace(
+        seed=_seed(f"{model}|reliability"),
+        domain_seeds={d: _partition_seed(model, s) for d, s in sorted(only_suite.items())},
+    )
     if taxonomy.profile.domain_weights is not None or taxonomy.profile.subdomain_weights:
         settings = settings.replace(profile=taxonomy.profile)
     inputs = {"by_suite": by_suite, "only_suite": only_suite}
     return counts, settings, lake.root / "model_reliability" / f"model={key}", inputs
 
 
-def _stored_subdomains(lake: Lake, model: str, config: ReliabilityConfig, code: str, counts: pd.DataFrame,
-                       inputs: dict) -> dict[str, list[SubdomainEnvelopes]]:
+def _stored_subdomains(
+    lake: Lake, model: str, config: ReliabilityConfig, code: str, counts: pd.DataFrame, inputs: dict
+) -> dict[str, list[SubdomainEnvelopes]]:
     """Per one-suite domain, the subdomain rows the suite's stored assessment holds, when it is current
     (its inputs hash is that of the suite's samples now, these settings and ``code``) and counted the
     same cells (n, k in order) as the model's domain. :func:`assess_reliability` checks them again."""
@@ -229,8 +248,11 @@ def _stored_subdomains(lake: Lake, model: str, config: ReliabilityConfig, code: 
         except (NoDataError, OSError, ValueError):
             continue
         suite_counts = suite_counts.sort_values("subdomain", kind="stable")
-        same_cells = (len(cells) > 1 and len(cells) == len(suite_counts)
-                      and (cells[["n", "k"]].to_numpy() == suite_counts[["n", "k"]].to_numpy()).all())
+        same_cells = (
+            len(cells) > 1
+            and len(cells) == len(suite_counts)
+            and (cells[["n", "k"]].to_numpy() == suite_counts[["n", "k"]].to_numpy()).all()
+        )
         if not same_cells or recorded != _inputs_hash(suite_counts, settings, code):
             continue
         try:
@@ -241,21 +263,35 @@ def _stored_subdomains(lake: Lake, model: str, config: ReliabilityConfig, code: 
 
 
 def _subdomain_rows(directory: Path, subdomains: list[str], settings: ReliabilitySettings) -> list[SubdomainEnvelopes]:
-    tables = {name: pd.read_parquet(directory / f"{name}.parquet", filters=[("level", "==", "subdomain")])
-              for name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")}
+    tables = {
+        name: pd.read_parquet(directory / f"{name}.parquet", filters=[("level", "==", "subdomain")])
+        for name in ("cdf_envelopes", "quantile_envelopes", "expected_reliability", "target_probability")
+    }
     groups = {name: dict(tuple(table.groupby("subdomain", sort=False))) for name, table in tables.items()}
     rows = []
     for subdomain in subdomains:
         cdf, quantile = groups["cdf_envelopes"][subdomain], groups["quantile_envelopes"][subdomain]
         expected, target = groups["expected_reliability"][subdomain], groups["target_probability"][subdomain]
-        if (list(quantile["quantile"]) != list(settings.quantiles) or list(expected["n"]) != list(settings.horizons)
-                or list(target["n"]) != list(settings.horizons) or len(cdf) != settings.cdf_points):
+        if (
+            list(quantile["quantile"]) != list(settings.quantiles)
+            or list(expected["n"]) != list(settings.horizons)
+            or list(target["n"]) != list(settings.horizons)
+            or len(cdf) != settings.cdf_points
+        ):
             raise ValueError(f"{directory}: the subdomain rows of {subdomain!r} do not match the settings")
-        rows.append(SubdomainEnvelopes(
-            x=cdf["x"].to_numpy(float), cdf_lower=cdf["cdf_lower"].to_numpy(float), cdf_upper=cdf["cdf_upper"].to_numpy(float),
-            quantile_lower=quantile["lower"].to_numpy(float), quantile_upper=quantile["upper"].to_numpy(float),
-            expected_lower=expected["lower"].to_numpy(float), expected_upper=expected["upper"].to_numpy(float),
-            target_lower=target["lower"].to_numpy(float), target_upper=target["upper"].to_numpy(float)))
+        rows.append(
+            SubdomainEnvelopes(
+                x=cdf["x"].to_numpy(float),
+                cdf_lower=cdf["cdf_lower"].to_numpy(float),
+                cdf_upper=cdf["cdf_upper"].to_numpy(float),
+                quantile_lower=quantile["lower"].to_numpy(float),
+                quantile_upper=quantile["upper"].to_numpy(float),
+                expected_lower=expected["lower"].to_numpy(float),
+                expected_upper=expected["upper"].to_numpy(float),
+                target_lower=target["lower"].to_numpy(float),
+                target_upper=target["upper"].to_numpy(float),
+            )
+        )
     return rows
 
 
@@ -282,8 +318,9 @@ class ReliabilityOutput:
         return self.result.subdomains_taken_over
 
 
-def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "", *,
-                     plots: bool = True) -> ReliabilityOutput:
+def assess_partition(
+    lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = "", *, plots: bool = True
+) -> ReliabilityOutput:
     """Envelopes for one model on one suite (the suite's subdomains pooled within its domain),
     written with their plots; the stored outputs are reused when the counts, the settings (seed
     included) and ``code`` (the reliability code version) are those that produced them.
@@ -295,8 +332,9 @@ def assess_partition(lake: Lake, model: str, suite: str, config: ReliabilityConf
     return _assess_or_reuse(counts, settings, directory, f"{model} x {suite}", code, plots=plots)
 
 
-def draw_partition_reliability_plots(lake: Lake, model: str, suite: str, config: ReliabilityConfig,
-                                     code: str = "") -> dict[str, Path]:
+def draw_partition_reliability_plots(
+    lake: Lake, model: str, suite: str, config: ReliabilityConfig, code: str = ""
+) -> dict[str, Path]:
     """Draw the plots of the partition's stored assessment (the ones :func:`assess_partition` draws).
 
     Raises :class:`evalpipeline.steps.samples.NoDataError` when no assessment of the current counts,
@@ -304,8 +342,10 @@ def draw_partition_reliability_plots(lake: Lake, model: str, suite: str, config:
     counts, settings, directory = _partition_inputs(lake, model, suite, config)
     stored = _stored_result(directory, _inputs_hash(counts, settings, code), settings)
     if stored is None:
-        raise NoDataError(f"no current reliability assessment of {model!r} x {suite!r} in {directory}: "
-                          "materialise the partition's `reliability` first")
+        raise NoDataError(
+            f"no current reliability assessment of {model!r} x {suite!r} in {directory}: "
+            "materialise the partition's `reliability` first"
+        )
     return write_reliability_plots(stored, directory, f"{model} x {suite}")
 
 
@@ -318,8 +358,14 @@ def assess_model(lake: Lake, model: str, config: ReliabilityConfig, code: str = 
     (the exact subdomain CDFs are most of the cost); the tables are the same either way.
     """
     counts, settings, directory, inputs = _model_inputs(lake, model, config)
-    return _assess_or_reuse(counts, settings, directory, model, code,
-                            known=lambda: _stored_subdomains(lake, model, config, code, counts, inputs))
+    return _assess_or_reuse(
+        counts,
+        settings,
+        directory,
+        model,
+        code,
+        known=lambda: _stored_subdomains(lake, model, config, code, counts, inputs),
+    )
 
 
 def _inputs_hash(counts: pd.DataFrame, settings: ReliabilitySettings, code: str) -> str:
@@ -344,8 +390,9 @@ def _stored_result(directory: Path, inputs_hash: str, settings: ReliabilitySetti
     return ReliabilityResult(**frames, settings=settings, metadata=metadata)
 
 
-def _assess_or_reuse(counts, settings, directory: Path, title: str, code: str, known=None, *,
-                     plots: bool = True) -> ReliabilityOutput:
+def _assess_or_reuse(
+    counts, settings, directory: Path, title: str, code: str, known=None, *, plots: bool = True
+) -> ReliabilityOutput:
     """``known``: a callable giving :func:`assess_reliability`'s ``known_subdomains``, called only
     when the assessment is computed. ``plots``: draw the plots (see :func:`assess_partition`)."""
     inputs_hash = _inputs_hash(counts, settings, code)
@@ -381,16 +428,24 @@ def write_reliability_plots(result: ReliabilityResult, directory: Path, title: s
     cdf["group"] = cdf["domain"].where(cdf["level"] != "llm", "LLM")
     # one panel per level, levels that merely repeat another (one subdomain, one domain) included
     paths = {name: directory / path for name, path in PLOT_FILES.items()}
-    save_png(reliability_cdf_envelopes(cdf[["panel", "series", "group", "x", "cdf_lower", "cdf_upper"]],
-                                       title=f"{title}: CDF envelopes of the success probability",
-                                       group_title="domain"),
-             paths["cdf_envelopes"])
+    save_png(
+        reliability_cdf_envelopes(
+            cdf[["panel", "series", "group", "x", "cdf_lower", "cdf_upper"]],
+            title=f"{title}: CDF envelopes of the success probability",
+            group_title="domain",
+        ),
+        paths["cdf_envelopes"],
+    )
     expected = result.expected_reliability
     top = expected[expected["level"] == expected["level"].iloc[-1]] if len(expected) else expected
     levels = expected[expected["level"].isin(["domain", "llm"])]
     curves = (levels if len(levels) else top).copy()
     curves["series"] = curves["domain"].where(curves["level"] == "domain", "LLM")
     curves = curves.rename(columns={"lower": "expected_lower", "upper": "expected_upper"})
-    save_png(expected_reliability_plot(curves[["series", "n", "expected_lower", "expected_upper"]],
-                                       title=f"{title}: E[R(n)] envelopes"), paths["expected_reliability"])
+    save_png(
+        expected_reliability_plot(
+            curves[["series", "n", "expected_lower", "expected_upper"]], title=f"{title}: E[R(n)] envelopes"
+        ),
+        paths["expected_reliability"],
+    )
     return paths

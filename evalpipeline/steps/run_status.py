@@ -35,8 +35,8 @@ FAILURE_COLUMNS = {
     "error_summary": "first line of the error message, at most 500 characters",
     "failed_at": "UTC time the failure was recorded (ISO 8601)",
     "resolved_by": "run id of the later run that succeeded and materialised the asset for the partition (for a (run) row: "
-                   "a later success of the same job, or (up to date) when the nightly found the partition's outputs current); "
-                   "(retired) when no log names the partition any more (empty: it still fails)",
+    "a later success of the same job, or (up to date) when the nightly found the partition's outputs current); "
+    "(retired) when no log names the partition any more (empty: it still fails)",
     "resolved_at": "UTC time that run's success (or the retirement) was recorded (ISO 8601; empty: it still fails)",
 }
 
@@ -97,8 +97,9 @@ def record_run_failure(
 
 
 def _table(frame: pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(frame[list(FAILURE_COLUMNS)].astype(object), schema=FAILURE_SCHEMA,
-                                preserve_index=False)
+    return pa.Table.from_pandas(
+        frame[list(FAILURE_COLUMNS)].astype(object), schema=FAILURE_SCHEMA, preserve_index=False
+    )
 
 
 def read_run_failures(lake: Lake) -> pd.DataFrame:
@@ -122,8 +123,12 @@ def resolve_up_to_date(lake: Lake, *, partitions: set[str], resolved_at: str) ->
     process) of ``partitions``, which the nightly found current and does not rerun: the run was
     killed while redoing outputs that were already current (or that another run made since), so
     nothing is left to fail, and no later run would resolve them. Returns the number of rows marked."""
-    return _mark(lake, lambda frame: (frame["asset"] == RUN_ASSET) & frame["partition"].fillna("").isin(partitions),
-                 UP_TO_DATE, resolved_at)
+    return _mark(
+        lake,
+        lambda frame: (frame["asset"] == RUN_ASSET) & frame["partition"].fillna("").isin(partitions),
+        UP_TO_DATE,
+        resolved_at,
+    )
 
 
 #: ``resolved_by`` of the rows of a partition retired because no log names it any more
@@ -169,8 +174,9 @@ def _mark(lake: Lake, select, resolved_by: str, resolved_at: str) -> int:
     return marked
 
 
-def resolve_failures(lake: Lake, *, job: str, partitions: list[str], assets: set[str] | None, run_id: str,
-                     resolved_at: str) -> int:
+def resolve_failures(
+    lake: Lake, *, job: str, partitions: list[str], assets: set[str] | None, run_id: str, resolved_at: str
+) -> int:
     """Mark resolved by ``run_id``, a run of ``job`` over ``partitions`` (keys as the table writes them: a
     partition key, "first..last" for a range, "" unpartitioned) that has just succeeded, the unresolved
     rows it redid: those of a failed step whose asset is among ``assets`` (what the run materialised,

@@ -93,14 +93,21 @@ def ingest_partitions(
         if not already_ingested(lake, source, parts, options):
             to_stage.append(Path(source.path))
             scanned[Path(source.path)] = (source, parts)
-    missing = sorted(pair for pair in wanted - with_source
-                     if not any(lake.partition_dir("ingested", *pair).glob("*.parquet")))
+    missing = sorted(
+        pair for pair in wanted - with_source if not any(lake.partition_dir("ingested", *pair).glob("*.parquet"))
+    )
     if missing:
         names = ", ".join(f"model {m!r} x suite {s!r}" for m, s in missing)
         raise NoDataError(f"no sources for {names} in {landing} or in the lake {lake.root}", pairs=tuple(missing))
     # a run beside this one (given other partitions of the same source) may stage it first
-    report = ingest_paths(to_stage, lake, options, progress=progress, validator=validator,
-                          stage_if=lambda path: not already_ingested(lake, *scanned[path], options))
+    report = ingest_paths(
+        to_stage,
+        lake,
+        options,
+        progress=progress,
+        validator=validator,
+        stage_if=lambda path: not already_ingested(lake, *scanned[path], options),
+    )
     rest = sorted(wanted - set(report.partitions))  # unchanged sources, or every one failed
     prepare_validation(lake, rest, validator)
     for model, suite in rest:
@@ -160,8 +167,10 @@ class PartitionValidator:
         root = self.lake.root / BATCH_SITES if self.data_docs else None
         if root is not None:
             self.sweep_batch_sites()
-        items = [BatchItem(samples, quarantine, validation_label(model, suite), key=[model, suite])
-                 for samples, quarantine, model, suite in candidates]
+        items = [
+            BatchItem(samples, quarantine, validation_label(model, suite), key=[model, suite])
+            for samples, quarantine, model, suite in candidates
+        ]
         try:
             reports = validate_batch(items, self.settings, root)
         except Exception as exc:  # noqa: BLE001 - the single path validates each partition, and raises for the culprit
@@ -178,11 +187,14 @@ class PartitionValidator:
         if prepared is not None and prepared[0] == _content_key(samples, quarantine):
             report = prepared[1]
             if self.data_docs and report.data_docs_index is not None:
-                report.data_docs_index = self._link_batch_site(model, suite, report.data_docs_index.parent,
-                                                               report.data_docs_page)
+                report.data_docs_index = self._link_batch_site(
+                    model, suite, report.data_docs_index.parent, report.data_docs_page
+                )
             return report
         docs = self.lake.partition_dir("validation/data_docs", model, suite) if self.data_docs else None
-        return validate_samples(samples, self.settings, docs, quarantine=quarantine, label=validation_label(model, suite))
+        return validate_samples(
+            samples, self.settings, docs, quarantine=quarantine, label=validation_label(model, suite)
+        )
 
     def _link_batch_site(self, model: str, suite: str, site: Path, page: Path) -> Path:
         """Replace the partition's Data Docs folder by one page that links its batch's site."""
@@ -198,10 +210,10 @@ class PartitionValidator:
         target = html.escape(quote(Path(os.path.relpath(page, folder)).as_posix()))
         label = html.escape(f"{model} x {suite}")
         (build / "index.html").write_text(
-            f"{_BATCH_LINK_MARK}{site.name} -->\n<!doctype html>\n<meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"refresh\" content=\"0; url={target}\">\n<title>{label}: validation</title>\n"
+            f'{_BATCH_LINK_MARK}{site.name} -->\n<!doctype html>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="refresh" content="0; url={target}">\n<title>{label}: validation</title>\n'
             f"<p>{label} passed every check of the canonical suite. It was validated in one Great Expectations "
-            f"run with other partitions of the same columns and dtypes: <a href=\"{target}\">that run's Data Docs</a>"
+            f'run with other partitions of the same columns and dtypes: <a href="{target}">that run\'s Data Docs</a>'
             f" (its <code>partitions.json</code> lists them).</p>\n"
         )
         try:
@@ -231,7 +243,9 @@ class PartitionValidator:
         removed = []
         with self.lake.lock("validation-batch-sites"):
             for site in old:
-                if site.is_dir() and not any(self._links(model, suite, site.name) for model, suite in _site_pairs(site)):
+                if site.is_dir() and not any(
+                    self._links(model, suite, site.name) for model, suite in _site_pairs(site)
+                ):
                     shutil.rmtree(site, ignore_errors=True)
                     removed.append(site)
         return removed
@@ -296,12 +310,18 @@ def read_samples(lake: Lake, model: str, suite: str) -> pd.DataFrame:
 
 
 def write_accuracy_posteriors(
-    lake: Lake, model: str, suite: str, *, prior: tuple[float, float] = (1.0, 1.0), mass: float = 0.95,
+    lake: Lake,
+    model: str,
+    suite: str,
+    *,
+    prior: tuple[float, float] = (1.0, 1.0),
+    mass: float = 0.95,
     concentration_prior: tuple[float, float] = CONCENTRATION_PRIOR,
 ) -> tuple[pd.DataFrame, Path]:
     """Compute and store the design-aware posteriors of one partition."""
-    table = accuracy_posteriors(read_samples(lake, model, suite), prior=prior, mass=mass,
-                                concentration_prior=concentration_prior)
+    table = accuracy_posteriors(
+        read_samples(lake, model, suite), prior=prior, mass=mass, concentration_prior=concentration_prior
+    )
     path = lake.table_path("accuracy_posteriors", "posteriors.parquet", model, suite)
     write_parquet_atomic(pa.Table.from_pandas(table, preserve_index=False), path)
     return table, path
@@ -313,9 +333,11 @@ def leaderboard_path(lake: Lake, suite: str) -> Path:
 
 def rejected_note(lake: Lake, *, model: str | None = None, suite: str | None = None) -> str:
     """For a 'no data' error: the sample tables of this model or suite that validation rejected."""
-    rejected = [f"{m} x {s} ({', '.join(lake.failed_validation(m, s))})"
-                for m, s, _path in lake.sample_tables(model=model, suite=suite, include_failed=True)
-                if lake.failed_validation(m, s)]
+    rejected = [
+        f"{m} x {s} ({', '.join(lake.failed_validation(m, s))})"
+        for m, s, _path in lake.sample_tables(model=model, suite=suite, include_failed=True)
+        if lake.failed_validation(m, s)
+    ]
     return f"; left out, failed validation: {'; '.join(rejected)}" if rejected else ""
 
 
@@ -324,10 +346,14 @@ def write_suite_leaderboard(lake: Lake, suite: str) -> tuple[pd.DataFrame, Path]
     suite_key = to_partition_key(suite)
     files = sorted(lake.root.glob(f"accuracy_posteriors/model=*/suite={suite_key}/posteriors.parquet"))
     # posteriors of a sample table that failed validation since (stale, and of rejected data) are left out
-    files = [f for f in files if not lake.failed_validation(from_partition_key(f.parent.parent.name.split("=", 1)[1]), suite)]
+    files = [
+        f for f in files if not lake.failed_validation(from_partition_key(f.parent.parent.name.split("=", 1)[1]), suite)
+    ]
     if not files:
-        raise NoDataError(f"no accuracy posteriors for suite {suite!r} under {lake.root / 'accuracy_posteriors'}"
-                          + rejected_note(lake, suite=suite))
+        raise NoDataError(
+            f"no accuracy posteriors for suite {suite!r} under {lake.root / 'accuracy_posteriors'}"
+            + rejected_note(lake, suite=suite)
+        )
     frames = []
     for file in files:
         model_key = file.parent.parent.name.split("=", 1)[1]

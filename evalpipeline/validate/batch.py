@@ -64,23 +64,41 @@ PARTITION_COLUMN = "__evalpipeline_partition__"
 #: The file in a batch's Data Docs site that lists the partitions it validated (label and key of each).
 BATCH_MANIFEST = "partitions.json"
 
-_MAP_TYPES = frozenset({
-    "expect_column_values_to_not_be_null",
-    "expect_column_values_to_be_between",
-    "expect_column_pair_values_to_be_equal",
-    "expect_compound_columns_to_be_unique",
-})
+_MAP_TYPES = frozenset(
+    {
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_between",
+        "expect_column_pair_values_to_be_equal",
+        "expect_compound_columns_to_be_unique",
+    }
+)
 _TYPE_TYPES = frozenset({"expect_column_values_to_be_of_type", "expect_column_values_to_be_in_type_list"})
-_PER_PARTITION_TYPES = frozenset({
-    "expect_table_row_count_to_be_between",
-    "expect_column_proportion_of_non_null_values_to_be_between",
-})
+_PER_PARTITION_TYPES = frozenset(
+    {
+        "expect_table_row_count_to_be_between",
+        "expect_column_proportion_of_non_null_values_to_be_between",
+    }
+)
 _BATCH_WIDE_TYPES = frozenset({"expect_table_columns_to_match_set"})
 #: Bounds kwargs whose meaning the per-partition checks reproduce; anything else (strict bounds, ``mostly``) is left to GX alone.
-_PLAIN_KWARGS = frozenset({
-    "column", "column_A", "column_B", "column_list", "column_set", "exact_match", "min_value", "max_value",
-    "type_", "type_list", "row_condition", "condition_parser", "ignore_row_if", "batch_id",
-})
+_PLAIN_KWARGS = frozenset(
+    {
+        "column",
+        "column_A",
+        "column_B",
+        "column_list",
+        "column_set",
+        "exact_match",
+        "min_value",
+        "max_value",
+        "type_",
+        "type_list",
+        "row_condition",
+        "condition_parser",
+        "ignore_row_if",
+        "batch_id",
+    }
+)
 
 
 @dataclass
@@ -116,8 +134,9 @@ def validate_batch(
     for members in groups.values():
         if len(members) < 2:
             continue
-        found = _validate_group([items[i] for i in members], [frames[i] for i in members], settings,
-                                data_docs_root, suite_path)
+        found = _validate_group(
+            [items[i] for i in members], [frames[i] for i in members], settings, data_docs_root, suite_path
+        )
         for i, report in zip(members, found):
             reports[i] = report
     return reports
@@ -146,14 +165,24 @@ def _validate_group(items, frames, settings, data_docs_root, suite_path) -> list
         site, build_dir = _site_dirs(Path(data_docs_root) / batch_digest(items))
     try:
         outcomes, scored = _run_group(items, frames, settings, build_dir, suite_path)
-        vouched = [k for k in range(len(items)) if outcomes is not None and outcomes[k] is not None and scored[k].passed]
+        vouched = [
+            k for k in range(len(items)) if outcomes is not None and outcomes[k] is not None and scored[k].passed
+        ]
         index_page = page = None
         if build_dir is not None and vouched and len(vouched) < len(items):
-            return _merge([_validate_group([items[k] for k in vouched], [frames[k] for k in vouched], settings,
-                                           data_docs_root, suite_path)], [vouched], len(items))
+            return _merge(
+                [
+                    _validate_group(
+                        [items[k] for k in vouched], [frames[k] for k in vouched], settings, data_docs_root, suite_path
+                    )
+                ],
+                [vouched],
+                len(items),
+            )
         if build_dir is not None and vouched:
             (build_dir / BATCH_MANIFEST).write_text(
-                json.dumps([{"label": item.label, "key": item.key} for item in items], indent=1))
+                json.dumps([{"label": item.label, "key": item.key} for item in items], indent=1)
+            )
             index_page, page = _publish_site(build_dir, site)
     finally:
         if build_dir is not None and build_dir.exists():
@@ -164,8 +193,12 @@ def _validate_group(items, frames, settings, data_docs_root, suite_path) -> list
     reports: list[ValidationReport | None] = [None] * len(items)
     for k in vouched:
         reports[k] = ValidationReport(
-            checks=[*outcomes[k], scored[k]], row_failures={}, rows=len(items[k].samples),
-            data_docs_index=index_page, data_docs_page=page, seconds=seconds,
+            checks=[*outcomes[k], scored[k]],
+            row_failures={},
+            rows=len(items[k].samples),
+            data_docs_index=index_page,
+            data_docs_page=page,
+            seconds=seconds,
             timings={"gx_run_share_of_batch": seconds},
         )
     return reports
@@ -202,7 +235,9 @@ def _per_partition(table, codes, n, suite_result, expectations) -> list[list[Che
     batch when an expectation raised or is of a type whose per-partition result is not derived here."""
     by_check = {r.expectation_config.meta["check"]: r for r in suite_result.results}
     clean = np.ones(n, dtype=bool)
-    columns: list[tuple[str, str, str, object]] = []  # (name, type, description, observed per partition: array or value)
+    columns: list[
+        tuple[str, str, str, object]
+    ] = []  # (name, type, description, observed per partition: array or value)
     for expectation in expectations:
         name = expectation.meta["check"]
         result = by_check[name]
@@ -227,8 +262,9 @@ def _per_partition(table, codes, n, suite_result, expectations) -> list[list[Che
         elif config.type in _TYPE_TYPES or config.type in _BATCH_WIDE_TYPES:
             if not result.success:
                 return None
-            observed = ({"missing_columns": []} if config.type in _BATCH_WIDE_TYPES
-                        else _plain(res.get("observed_value")))
+            observed = (
+                {"missing_columns": []} if config.type in _BATCH_WIDE_TYPES else _plain(res.get("observed_value"))
+            )
             columns.append((name, config.type, description, ("same", observed)))
         elif config.type in _PER_PARTITION_TYPES:
             if config.type == "expect_table_row_count_to_be_between":
@@ -257,8 +293,15 @@ def _per_partition(table, codes, n, suite_result, expectations) -> list[list[Che
                 observed = value[k]
             else:
                 observed = value
-            checks.append(CheckOutcome(name=name, passed=True, description=description, observed=observed,
-                                       expectation_type=expectation_type))
+            checks.append(
+                CheckOutcome(
+                    name=name,
+                    passed=True,
+                    description=description,
+                    observed=observed,
+                    expectation_type=expectation_type,
+                )
+            )
         outcomes.append(checks)
     return outcomes
 

@@ -65,8 +65,11 @@ def first_example_line(examples: pd.DataFrame, limit: int = 300) -> str:
     if not len(examples):
         return ""
     row = examples.iloc[0]
-    return "; ".join(f"{column}={value}" for column, value in row.items()
-                     if not (value is None or (isinstance(value, float) and pd.isna(value)) or value == ""))[:limit]
+    return "; ".join(
+        f"{column}={value}"
+        for column, value in row.items()
+        if not (value is None or (isinstance(value, float) and pd.isna(value)) or value == "")
+    )[:limit]
 
 
 def every_item_scored(
@@ -81,7 +84,10 @@ def every_item_scored(
     needed = {"item_id", "score", "error"}
     if not needed <= set(samples.columns):
         return CheckOutcome(
-            name, False, description, observed=f"missing columns {sorted(needed - set(samples.columns))}",
+            name,
+            False,
+            description,
+            observed=f"missing columns {sorted(needed - set(samples.columns))}",
             source="pandas",
         )
     failing = samples.index.isin(list(failing_rows))

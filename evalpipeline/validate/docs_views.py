@@ -64,11 +64,13 @@ class CachedJinjaIndexPageView(DefaultJinjaIndexPageView):
 def site_views() -> dict:
     """The ``site_index_builder`` / ``site_section_builders`` entries of a GX site that use these views
     (GX merges the section entries into its defaults)."""
+
     def view(name: str) -> dict:
         return {"module_name": __name__, "class_name": name}
 
     return {
         "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "view": view("CachedJinjaIndexPageView")},
-        "site_section_builders": {section: {"view": view("CachedJinjaPageView")}
-                                  for section in ("expectations", "validations", "profiling")},
+        "site_section_builders": {
+            section: {"view": view("CachedJinjaPageView")} for section in ("expectations", "validations", "profiling")
+        },
     }

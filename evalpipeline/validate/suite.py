@@ -117,10 +117,7 @@ def build_suite(settings: ValidationSettings | None = None) -> ExpectationSuite:
             column_set=list(SUITE_COLUMNS), exact_match=False, meta=meta("columns_present", False)
         ),
         *(_dtype_expectation(c) for c in SUITE_COLUMNS),
-        *(
-            gxe.ExpectColumnValuesToNotBeNull(column=c, meta=meta(f"not_null_{c}", True))
-            for c in REQUIRED_COLUMNS
-        ),
+        *(gxe.ExpectColumnValuesToNotBeNull(column=c, meta=meta(f"not_null_{c}", True)) for c in REQUIRED_COLUMNS),
         gxe.ExpectColumnValuesToBeBetween(
             column="score", min_value=0, max_value=1, meta=meta("score_in_unit_interval", True)
         ),
@@ -147,9 +144,7 @@ def build_suite(settings: ValidationSettings | None = None) -> ExpectationSuite:
             max_value={"$PARAMETER": "epoch_max"},
             meta=meta("epoch_in_range", True),
         ),
-        gxe.ExpectCompoundColumnsToBeUnique(
-            column_list=list(UNIQUE_KEY), meta=meta("unique_item_epoch_scorer", True)
-        ),
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=list(UNIQUE_KEY), meta=meta("unique_item_epoch_scorer", True)),
         # The share of errored samples (error not null) is the proportion of non-null values
         # of the error column: a table-level bound, so it is a GX expectation too.
         gxe.ExpectColumnProportionOfNonNullValuesToBeBetween(

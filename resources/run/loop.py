@@ -25,7 +25,13 @@ from assets.batch import PROGRESS_MARK
 from assets.jobs import MODEL_ASSETS, PARTITION_ASSETS, SUITE_ASSETS
 from assets.partitions import PARTITIONS_PER_RUN, model_suite_key
 from assets.samplers import prepare_samplers
-from assets.schedules import current_files_states, input_partitions, rejected_and_unchanged, stale_partitions, sync_dynamic_partitions
+from assets.schedules import (
+    current_files_states,
+    input_partitions,
+    rejected_and_unchanged,
+    stale_partitions,
+    sync_dynamic_partitions,
+)
 from assets.status import (
     HOST_TAG,
     PID_TAG,
@@ -44,7 +50,13 @@ from evalpipeline.models.fit import preparation_requests
 from evalpipeline.report.terminal import format_leaderboard
 from evalpipeline.settings import check_config
 from evalpipeline.steps.discovery import discover
-from evalpipeline.steps.run_status import RUN_ASSET, StepFailure, record_run_failure, resolve_failures, resolve_up_to_date
+from evalpipeline.steps.run_status import (
+    RUN_ASSET,
+    StepFailure,
+    record_run_failure,
+    resolve_failures,
+    resolve_up_to_date,
+)
 from evalpipeline.steps.samples import leaderboard_path
 from resources.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from resources.executors import EXECUTOR_ENV, code_location, configured_executor
@@ -111,26 +123,39 @@ def run_main_job(
     scope = run_scope(discovery, stale, only_changed, left)
     _sync_partitions(instance, store, discovery, echo)
     if only_changed:  # what a killed run was redoing and is current (not rerun): nothing is left to fail
-        current = ({str(model_suite_key(m, s))
-                    for m, s in discovery.partitions - set(scope.pairs) - set(stale["rejected"])}
-                   | {to_partition_key(s) for s in discovery.suites - set(scope.suites)}
-                   | {to_partition_key(m) for m in discovery.models - set(scope.models) - set(scope.profile_only)})
-        resolve_up_to_date(store, partitions=current, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        current = (
+            {str(model_suite_key(m, s)) for m, s in discovery.partitions - set(scope.pairs) - set(stale["rejected"])}
+            | {to_partition_key(s) for s in discovery.suites - set(scope.suites)}
+            | {to_partition_key(m) for m in discovery.models - set(scope.models) - set(scope.profile_only)}
+        )
+        resolve_up_to_date(
+            store, partitions=current, resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
+        )
     _echo_scope(echo, discovery, landing, scope, stale)
 
-    planner = RunPlanner(instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite"),
-                         partitions_per_run, workers)
+    planner = RunPlanner(
+        instance.get_dynamic_partitions("model"), instance.get_dynamic_partitions("suite"), partitions_per_run, workers
+    )
     stages = planner.stages(scope, discovery.changed, stale["pair_assets"], store.failed_validation)
     total = sum(len(stage) for stage in stages)
     failures = 0
     numbers = itertools.count(1)
 
     def execute(runs: list[Run], count: int, first: int | None = None) -> list[StepOutcome]:
-        numbered = [(next(numbers) if first is None else first + i, run.job, run.keys, run.label, run.assets)
-                    for i, run in enumerate(runs)]
+        numbered = [
+            (next(numbers) if first is None else first + i, run.job, run.keys, run.label, run.assets)
+            for i, run in enumerate(runs)
+        ]
         with StageProgress(instance, echo, len(runs)):
-            return run_steps(numbered, count, echo, pool=pool if workers > 1 else None, instance=instance,
-                             on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store), block=_execute_block)
+            return run_steps(
+                numbered,
+                count,
+                echo,
+                pool=pool if workers > 1 else None,
+                instance=instance,
+                on_lost_workers=lambda: _fail_orphaned_runs(instance, echo, store),
+                block=_execute_block,
+            )
 
     reported_not_run: set[str] = set()
     lake_stage = stages[-1]
@@ -142,8 +167,9 @@ def run_main_job(
                 reported_not_run.update(fresh)
                 if fresh:
                     echo(f"not run: {', '.join(fresh)} (no partition's sample table passed validation)")
-            if stage is lake_stage and preparation_requests(defs.resources["glm_settings"].program_cache(store.root),
-                                                            store.root):
+            if stage is lake_stage and preparation_requests(
+                defs.resources["glm_settings"].program_cache(store.root), store.root
+            ):
                 # a suite fit asked for the sampler of one LLM more (evalpipeline.steps.fits.prepare_requested_samplers):
                 # beside the lake-wide tables, the night's last outputs, so that it delays none of them
                 stage = [*stage, Run(prepare_samplers.name, None, "warm samplers the suite fits asked for", [], None)]
@@ -153,8 +179,11 @@ def run_main_job(
             # downstream steps of every partition in it. A failed range is rerun so that the failure is
             # confined to its partition; a range that fails again is split again.
             while True:
-                failed = [(run, outcome) for run, outcome in zip(stage, outcomes)
-                          if not outcome.ok and run.keys and len(run.keys) > 1]
+                failed = [
+                    (run, outcome)
+                    for run, outcome in zip(stage, outcomes)
+                    if not outcome.ok and run.keys and len(run.keys) > 1
+                ]
                 failures += sum(not outcome.ok for outcome in outcomes) - len(failed)
                 if not failed:
                     break
@@ -163,12 +192,17 @@ def run_main_job(
                     singles, rest = planner.redo(run, outcome.failing_partitions, outcome.succeeded_steps)
                     alone += singles
                     ranges += rest
-                echo(f"{len(failed)} range run(s) failed: " + (
-                    f"rerunning their {len(alone)} partition(s) one run each, so that a failing partition does "
-                    "not hold back the others" if not ranges else
-                    f"rerunning the {len(alone)} partition(s) their checks or errors failed for one run each "
-                    f"({', '.join(run.names[0] for run in alone[:5])}{', ...' if len(alone) > 5 else ''}) and "
-                    f"the other {sum(len(r.keys) for r in ranges)} in {len(ranges)} range run(s)"))
+                echo(
+                    f"{len(failed)} range run(s) failed: "
+                    + (
+                        f"rerunning their {len(alone)} partition(s) one run each, so that a failing partition does "
+                        "not hold back the others"
+                        if not ranges
+                        else f"rerunning the {len(alone)} partition(s) their checks or errors failed for one run each "
+                        f"({', '.join(run.names[0] for run in alone[:5])}{', ...' if len(alone) > 5 else ''}) and "
+                        f"the other {sum(len(r.keys) for r in ranges)} in {len(ranges)} range run(s)"
+                    )
+                )
                 stage = ranges + alone  # the ranges first: the longer runs start first
                 outcomes = execute(stage, len(stage), first=1)
     finally:
@@ -187,8 +221,9 @@ class StageProgress:
     progress messages, :func:`assets.batch.partitions_in_turn`). Read from the instance: the runs this host
     started since the stage began."""
 
-    def __init__(self, instance: DagsterInstance, echo: Callable[[str], None], total: int,
-                 interval: float | None = None):
+    def __init__(
+        self, instance: DagsterInstance, echo: Callable[[str], None], total: int, interval: float | None = None
+    ):
         self.instance, self.echo, self.total = instance, echo, total
         self.interval = PROGRESS_SECONDS if interval is None else interval
         self.started = datetime.now(timezone.utc)
@@ -225,12 +260,13 @@ class StageProgress:
             steps = {}
             for entry in self.instance.all_logs(run.run_id):
                 if entry.step_key and entry.user_message.startswith(PROGRESS_MARK):
-                    steps[entry.step_key] = entry.user_message[len(PROGRESS_MARK):].strip()
+                    steps[entry.step_key] = entry.user_message[len(PROGRESS_MARK) :].strip()
             detail = ", ".join(f"{step} {done}" for step, done in steps.items()) or "starting"
             parts.append(f"{run.job_name}: {detail}")
         elapsed = (datetime.now(timezone.utc) - self.started).total_seconds()
-        return (f"  ... {elapsed:.0f}s: {len(ended)} of {self.total} run(s) ended, {failed} failed"
-                + (f"; under way: {'; '.join(parts)}" if parts else ""))
+        return f"  ... {elapsed:.0f}s: {len(ended)} of {self.total} run(s) ended, {failed} failed" + (
+            f"; under way: {'; '.join(parts)}" if parts else ""
+        )
 
 
 def _held(store: Lake) -> tuple[set[str], set[str]]:
@@ -238,8 +274,10 @@ def _held(store: Lake) -> tuple[set[str], set[str]]:
     automation follows, assets.automation.PassedValidation), or with outputs of an earlier night."""
     accepted = [(m, s) for m, s, _path in store.sample_tables()]
     made = lambda table, dimension: {p.name.split("=", 1)[1] for p in (store.root / table).glob(f"{dimension}=*")}  # noqa: E731
-    return ({to_partition_key(s) for _, s in accepted} | made("suite_leaderboard", "suite"),
-            {to_partition_key(m) for m, _ in accepted} | made("model_profile", "model"))
+    return (
+        {to_partition_key(s) for _, s in accepted} | made("suite_leaderboard", "suite"),
+        {to_partition_key(m) for m, _ in accepted} | made("model_profile", "model"),
+    )
 
 
 def _echo_scope(echo: Callable[[str], None], discovery, landing: Path, scope, stale: dict) -> None:
@@ -247,45 +285,74 @@ def _echo_scope(echo: Callable[[str], None], discovery, landing: Path, scope, st
         f"{discovery.files} source file(s) in {landing}: {len(discovery.partitions)} model x suite partition(s) "
         f"({len(discovery.changed)} new or changed"
         + (f", {len(discovery.lake_only)} held only by the lake" if discovery.lake_only else "")
-        + (f", {len(discovery.retiring)} to retire" if discovery.retiring else "") + f"), {len(scope.suites)} suite(s)"
+        + (f", {len(discovery.retiring)} to retire" if discovery.retiring else "")
+        + f"), {len(scope.suites)} suite(s)"
     )
     labels = {"pairs": "model x suite partition(s)", "suites": "suite(s)", "models": "model(s)"}
     if any(stale[k] for k in labels):
-        echo("to redo as well (an output missing, or made by other code or settings): "
-             + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k]))
+        echo(
+            "to redo as well (an output missing, or made by other code or settings): "
+            + ", ".join(f"{len(stale[k])} {label}" for k, label in labels.items() if stale[k])
+        )
     if stale["rejected"]:
         shown = [printable(f"{m} x {s} ({', '.join(checks)})") for (m, s), checks in sorted(stale["rejected"].items())]
-        echo(f"not rerun: {len(shown)} model x suite partition(s) whose sample table failed blocking checks, with "
-             f"logs unchanged since (fix or replace the log, or `evalpipeline forget` one you removed; the failure "
-             f"stays in run_status/): "
-             + ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else ""))
+        echo(
+            f"not rerun: {len(shown)} model x suite partition(s) whose sample table failed blocking checks, with "
+            f"logs unchanged since (fix or replace the log, or `evalpipeline forget` one you removed; the failure "
+            f"stays in run_status/): " + ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "")
+        )
 
 
-def _echo_results(echo: Callable[[str], None], store: Lake, instance: DagsterInstance, scope, stale: dict, discovery,
-                  landing: Path, failures: int) -> int:
+def _echo_results(
+    echo: Callable[[str], None],
+    store: Lake,
+    instance: DagsterInstance,
+    scope,
+    stale: dict,
+    discovery,
+    landing: Path,
+    failures: int,
+) -> int:
     """Print the leaderboards, where the outputs are, and why the exit code is what it is; return it."""
     for suite in scope.suites:
         path = leaderboard_path(store, suite)
         if path.exists():
             echo(f"\nsuite {printable(suite)}: models ranked by posterior mean success rate")
             echo(format_leaderboard(pd.read_parquet(path), LEADERBOARD_LINES, rest=f"every model in {path}"))
-    folders = ["samples", "quarantine", "accuracy_posteriors", "glm_fits", "glm_suite_fits", "reliability",
-               "model_reliability", "suite_leaderboard", "suite_comparison", "model_profile", "waic_rankings",
-               "ingest_accounting", "run_status"]
-    echo(f"\noutputs in {store.root.resolve()}: "
-         + ", ".join(f"{name}/" for name in folders if (store.root / name).exists()))
+    folders = [
+        "samples",
+        "quarantine",
+        "accuracy_posteriors",
+        "glm_fits",
+        "glm_suite_fits",
+        "reliability",
+        "model_reliability",
+        "suite_leaderboard",
+        "suite_comparison",
+        "model_profile",
+        "waic_rankings",
+        "ingest_accounting",
+        "run_status",
+    ]
+    echo(
+        f"\noutputs in {store.root.resolve()}: "
+        + ", ".join(f"{name}/" for name in folders if (store.root / name).exists())
+    )
     report_page = store.root / "report" / "index.html"
     if report_page.exists():
         echo(f"report: {report_page.resolve()}")
     echo(f"Dagster instance: {instance.root_directory} (browse with `make ui`)")
     if stale["rejected"]:
-        echo(f"exit 1: {len(stale['rejected'])} model x suite partition(s) not rerun, their sample tables rejected "
-             "(the not rerun line above)")
+        echo(
+            f"exit 1: {len(stale['rejected'])} model x suite partition(s) not rerun, their sample tables rejected "
+            "(the not rerun line above)"
+        )
     if discovery.unreadable:  # as a rejected partition: data held back, every night until the file is fixed
-        echo(f"exit 1: {len(discovery.unreadable)} unreadable log(s) in {landing} (the skipped lines above; "
-             "recorded under file_errors/): fix, replace or remove them")
+        echo(
+            f"exit 1: {len(discovery.unreadable)} unreadable log(s) in {landing} (the skipped lines above; "
+            "recorded under file_errors/): fix, replace or remove them"
+        )
     return 1 if failures or stale["rejected"] or discovery.unreadable else 0
-
 
 
 # The CLI prints one progress line per run; Dagster's per-event console log stays in the instance
@@ -309,12 +376,16 @@ def check_run_settings() -> None:
     _check_folders()
     landing = code_location().resources["lake"].landing_dir()
     if os.environ.get(LANDING_ENV, "").strip() and not landing.is_dir():
-        raise ValueError(f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "
-                         "volume not mounted?); unset it for the default, data/inspect_logs")
+        raise ValueError(
+            f"{LANDING_ENV}={os.environ[LANDING_ENV]!r}: {landing} is not a folder (a typo, or a "
+            "volume not mounted?); unset it for the default, data/inspect_logs"
+        )
     if not landing.is_dir():
-        raise ValueError(f"the landing folder {landing} (the default, relative to {Path.cwd()}) is not a folder: run "
-                         f"from the repository root or set {LANDING_ENV} (to an empty folder when every log comes "
-                         "through `evalpipeline ingest`)")
+        raise ValueError(
+            f"the landing folder {landing} (the default, relative to {Path.cwd()}) is not a folder: run "
+            f"from the repository root or set {LANDING_ENV} (to an empty folder when every log comes "
+            "through `evalpipeline ingest`)"
+        )
     overlap = landing_overlaps_lake(landing, code_location().resources["lake"].lake().root)
     if overlap:
         raise ValueError(f"{overlap}; set {LANDING_ENV} (or {LAKE_ENV}) so that neither holds the other")
@@ -326,11 +397,21 @@ def _check_folders() -> None:
     an OSError looks transient), and one at DAGSTER_HOME the run with a traceback."""
     settings = code_location().resources["glm_settings"]
     home = os.environ.get("DAGSTER_HOME")
-    folders = [(Path(home or DEFAULT_DAGSTER_HOME),
-                f"DAGSTER_HOME={home!r}" if home else "the Dagster home (the default; set DAGSTER_HOME)")]
+    folders = [
+        (
+            Path(home or DEFAULT_DAGSTER_HOME),
+            f"DAGSTER_HOME={home!r}" if home else "the Dagster home (the default; set DAGSTER_HOME)",
+        )
+    ]
     if settings.compilation_cache_dir or os.environ.get(CACHE_DIR_ENV):  # the default is under the lake, checked as it
-        folders.append((settings.cache_dir(lake_root()), "compilation_cache_dir" if settings.compilation_cache_dir
-                        else f"{CACHE_DIR_ENV}={os.environ[CACHE_DIR_ENV]!r}"))
+        folders.append(
+            (
+                settings.cache_dir(lake_root()),
+                "compilation_cache_dir"
+                if settings.compilation_cache_dir
+                else f"{CACHE_DIR_ENV}={os.environ[CACHE_DIR_ENV]!r}",
+            )
+        )
     for path, label in folders:
         path = path.resolve()
         existing = next(p for p in (path, *path.parents) if p.exists())  # nothing is made here
@@ -347,8 +428,10 @@ def executor_note(choice: str | None) -> str | None:
     value = (choice or "").strip().lower()
     if value in ("", "multiprocess"):
         return None
-    note = (f"note: {EXECUTOR_ENV}={value} selects the executor of runs that the daemon, the UI or `dagster job "
-            "launch` start; `evalpipeline run` executes its runs in this process and its --workers")
+    note = (
+        f"note: {EXECUTOR_ENV}={value} selects the executor of runs that the daemon, the UI or `dagster job "
+        "launch` start; `evalpipeline run` executes its runs in this process and its --workers"
+    )
     try:
         configured_executor({**os.environ, EXECUTOR_ENV: value})
     except ValueError as exc:
@@ -401,12 +484,17 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
         return set(stale_assets(assets_defs, names))
 
     pairs = {str(model_suite_key(m, s)): (m, s) for m, s in discovery.partitions}
-    pair_assets = {pair: keys for pair, keys in stale_assets(
-        partition_assets, pairs, files_states=current_files_states(store, discovery.partitions)).items()
-        if pair not in discovery.changed}
+    pair_assets = {
+        pair: keys
+        for pair, keys in stale_assets(
+            partition_assets, pairs, files_states=current_files_states(store, discovery.partitions)
+        ).items()
+        if pair not in discovery.changed
+    }
     rejected = {pair: store.failed_validation(*pair) for pair in pair_assets}
-    rejected = {pair: checks for pair, checks in rejected.items()
-                if rejected_and_unchanged(False, pair_assets[pair], checks)}
+    rejected = {
+        pair: checks for pair, checks in rejected.items() if rejected_and_unchanged(False, pair_assets[pair], checks)
+    }
     pair_assets = {pair: keys for pair, keys in pair_assets.items() if pair not in rejected}
     # a model or suite whose every partition is so has no data: its outputs stay missing, not failing nightly
     only_rejected = [{p[i] for p in rejected} - {p[i] for p in discovery.partitions - set(rejected)} for i in (0, 1)]
@@ -416,18 +504,25 @@ def _stale(instance: DagsterInstance, discovery, partition_assets=None) -> dict:
         "rejected": rejected,
         "rejected_models": only_rejected[0],
         "suites": stale_names(SUITE_ASSETS, {to_partition_key(s): s for s in discovery.suites})
-        - {s for _, s in discovery.changed} - only_rejected[1],
+        - {s for _, s in discovery.changed}
+        - only_rejected[1],
         "models": stale_names(MODEL_ASSETS, {to_partition_key(m): m for m in discovery.models})
-        - {m for m, _ in discovery.changed} - only_rejected[0],
+        - {m for m, _ in discovery.changed}
+        - only_rejected[0],
     }
 
 
 _worker_instances: dict[str, DagsterInstance] = {}
 
 
-def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | None = None,
-                   assets: tuple[str, ...] | None = None, *,
-                   instance: DagsterInstance | None = None) -> StepOutcome:
+def _execute_block(
+    job_name: str,
+    keys: list[str] | None,
+    instance_root: str | None = None,
+    assets: tuple[str, ...] | None = None,
+    *,
+    instance: DagsterInstance | None = None,
+) -> StepOutcome:
     """Execute one run of ``job_name`` over ``keys`` (a partition, a range, or None for the
     unpartitioned lake job) in this process, materialising ``assets`` (asset key strings) or, when
     None, every asset of the job. Runs in a worker process too: there the instance is opened from
@@ -443,9 +538,17 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         partition_key = keys[0]
     elif keys:  # a range run: the assets compute every partition of context.partition_keys
         tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
-    result = code_location().resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=_console_config(), tags=tags,
-        asset_selection=[AssetKey.from_user_string(a) for a in assets] if assets else None,
+    result = (
+        code_location()
+        .resolve_job_def(job_name)
+        .execute_in_process(
+            instance=instance,
+            partition_key=partition_key,
+            raise_on_error=False,
+            run_config=_console_config(),
+            tags=tags,
+            asset_selection=[AssetKey.from_user_string(a) for a in assets] if assets else None,
+        )
     )
     lines: list[str] = []
     failing, succeeded_steps = None, ()
@@ -453,17 +556,29 @@ def _execute_block(job_name: str, keys: list[str] | None, instance_root: str | N
         if keys and len(keys) > 1:
             failing = failing_partitions(
                 step_failures([e for e in result.all_events if e.is_step_failure], ""),
-                [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"])
+                [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"],
+            )
         succeeded_steps = tuple(sorted({e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}))
         # A failed range run is rerun one partition per run (run_main_job), and those runs record what
         # still fails: a record of the range would list partitions that then refreshed as failed.
-        _report_failure(code_location().resources["lake"].lake(), result, job_name, ",".join(keys or []), lines.append,
-                        record=not (keys and len(keys) > 1))
+        _report_failure(
+            code_location().resources["lake"].lake(),
+            result,
+            job_name,
+            ",".join(keys or []),
+            lines.append,
+            record=not (keys and len(keys) > 1),
+        )
     else:  # what failed before for these partitions has refreshed: the failure table says so
         resolved = [*(keys or [""]), *([f"{keys[0]}..{keys[-1]}"] if keys and len(keys) > 1 else [])]
-        resolve_failures(code_location().resources["lake"].lake(), job=job_name, partitions=resolved,
-                         assets=materialised_assets(result.all_events), run_id=result.run_id,
-                         resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        resolve_failures(
+            code_location().resources["lake"].lake(),
+            job=job_name,
+            partitions=resolved,
+            assets=materialised_assets(result.all_events),
+            run_id=result.run_id,
+            resolved_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
     return StepOutcome(result.success, time.perf_counter() - started, lines, failing, succeeded_steps)
 
 
@@ -484,7 +599,10 @@ def _fail_orphaned_runs(instance: DagsterInstance, echo: Callable[[str], None], 
             instance.report_run_failed(run, message)
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             record_run_failure(
-                store, run_id=run.run_id, job=run.job_name, partition=_run_partition_keys(run, instance),
+                store,
+                run_id=run.run_id,
+                job=run.job_name,
+                partition=_run_partition_keys(run, instance),
                 failures=[StepFailure(RUN_ASSET, "", "ProcessDied", message)],
                 failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             )
@@ -499,13 +617,15 @@ def _run_partition_keys(run, instance: DagsterInstance) -> str | list[str]:
     return keys or run_partitions(run.tags)
 
 
-def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None], *,
-                    record: bool = True) -> None:
+def _report_failure(
+    store: Lake, result, job_name: str, partition: str, echo: Callable[[str], None], *, record: bool = True
+) -> None:
     """Print why a run failed and (``record``) record it in the lake's run status table, one row per
     failed step, as the failure sensor does for runs the daemon launches (a failed blocking check fails
     its step, whose error names the check: it is not recorded a second time)."""
-    checks = [event.event_specific_data for event in result.all_events
-              if event.event_type_value == "ASSET_CHECK_EVALUATION"]
+    checks = [
+        event.event_specific_data for event in result.all_events if event.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
     for evaluation in checks:
         if not evaluation.passed and evaluation.severity.value == "WARN":
             echo(f"    check warned (does not block): {evaluation.asset_key.to_user_string()}:{evaluation.check_name}")
@@ -520,7 +640,10 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
     if not record:
         return
     record_run_failure(
-        store, run_id=result.run_id, job=job_name, partition=partition,
+        store,
+        run_id=result.run_id,
+        job=job_name,
+        partition=partition,
         failures=failed or step_failures([], "run failed"),
         failed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
@@ -529,5 +652,7 @@ def _report_failure(store: Lake, result, job_name: str, partition: str, echo: Ca
 def _sync_partitions(instance: DagsterInstance, store: Lake, discovery, echo: Callable[[str], None]) -> None:
     for dimension, keys in sync_dynamic_partitions(instance, store, discovery).items():
         if keys:
-            echo(f"{dimension}(s) no log or lake table holds any more, unregistered from the Dagster instance: "
-                 + ", ".join(printable(from_partition_key(k)) for k in keys))
+            echo(
+                f"{dimension}(s) no log or lake table holds any more, unregistered from the Dagster instance: "
+                + ", ".join(printable(from_partition_key(k)) for k in keys)
+            )

@@ -50,8 +50,14 @@ class RunScope:
     profile_only: list[str]
 
 
-NO_STALE = {"pairs": set(), "suites": set(), "models": set(), "pair_assets": {}, "rejected": {},
-            "rejected_models": set()}
+NO_STALE = {
+    "pairs": set(),
+    "suites": set(),
+    "models": set(),
+    "pair_assets": {},
+    "rejected": {},
+    "rejected_models": set(),
+}
 
 
 def run_scope(discovery, stale: dict, only_changed: bool, left: tuple[set[str], set[str]] = (set(), set())) -> RunScope:
@@ -64,11 +70,16 @@ def run_scope(discovery, stale: dict, only_changed: bool, left: tuple[set[str], 
     if not only_changed:
         return RunScope(sorted(discovery.partitions), sorted(discovery.suites), sorted(discovery.models), [])
     pairs = sorted(discovery.changed | stale["pairs"])
-    retired_from = (({s for _, s in discovery.retiring} | left[0]) & discovery.suites,
-                    ({m for m, _ in discovery.retiring} | left[1]) & discovery.models)
+    retired_from = (
+        ({s for _, s in discovery.retiring} | left[0]) & discovery.suites,
+        ({m for m, _ in discovery.retiring} | left[1]) & discovery.models,
+    )
     suites = sorted({s for _, s in pairs} | stale["suites"] | retired_from[0])
-    models = sorted(({m for m, s in discovery.partitions if s in suites} - stale["rejected_models"])
-                    | stale["models"] | retired_from[1])
+    models = sorted(
+        ({m for m, s in discovery.partitions if s in suites} - stale["rejected_models"])
+        | stale["models"]
+        | retired_from[1]
+    )
     profile_only = sorted(set(models) - {m for m, _ in pairs} - stale["models"] - retired_from[1])
     return RunScope(pairs, suites, [m for m in models if m not in profile_only], profile_only)
 
@@ -78,8 +89,9 @@ def run_scope(discovery, stale: dict, only_changed: bool, left: tuple[set[str], 
 MODEL_ANALYSIS_IN_PROFILES = 35
 
 
-def profile_shares(model_runs: list[int], profiles: int, workers: int,
-                   weight: float = MODEL_ANALYSIS_IN_PROFILES) -> list[int]:
+def profile_shares(
+    model_runs: list[int], profiles: int, workers: int, weight: float = MODEL_ANALYSIS_IN_PROFILES
+) -> list[int]:
     """How many of ``profiles`` profile-only models each worker should take (largest share first, no
     zero shares) so that the workers end the model stage together: the pool hands the model runs
     (``model_runs``: their sizes in models, each costing ``weight`` profiles a model) out first, each to
@@ -123,8 +135,12 @@ def model_name(key: str) -> str:
 
 
 #: How each per-suite or per-model job names its partitions in the progress lines.
-NAMES_OF = {suite_job.name: suite_name, comparison_job.name: suite_name, model_job.name: model_name,
-            model_profile_job.name: model_name}
+NAMES_OF = {
+    suite_job.name: suite_name,
+    comparison_job.name: suite_name,
+    model_job.name: model_name,
+    model_profile_job.name: model_name,
+}
 
 
 class RunPlanner:
@@ -133,8 +149,12 @@ class RunPlanner:
     stage is split so that each worker has a share to run."""
 
     def __init__(self, model_order: list[str], suite_order: list[str], partitions_per_run: int, workers: int):
-        self.orders = {suite_job.name: suite_order, comparison_job.name: suite_order,
-                       model_job.name: model_order, model_profile_job.name: model_order}
+        self.orders = {
+            suite_job.name: suite_order,
+            comparison_job.name: suite_order,
+            model_job.name: model_order,
+            model_profile_job.name: model_order,
+        }
         self.model_order, self.suite_order = model_order, suite_order
         self.partitions_per_run, self.workers = partitions_per_run, workers
 
@@ -143,14 +163,23 @@ class RunPlanner:
 
     def keyed_runs(self, job_name: str, keys: list[str], per: int, assets: tuple[str, ...] | None = None) -> list[Run]:
         name = NAMES_OF[job_name]
-        return [Run(job_name, block, range_label(block, name) + selected(assets), [name(k) for k in block], assets)
-                for block in key_blocks(keys, self.orders[job_name], per)]
+        return [
+            Run(job_name, block, range_label(block, name) + selected(assets), [name(k) for k in block], assets)
+            for block in key_blocks(keys, self.orders[job_name], per)
+        ]
 
     def pair_runs(self, pairs: list[tuple[str, str]], assets: tuple[str, ...] | None, per: int) -> list[Run]:
         """Runs over model x suite ``pairs`` (partition keys of each dimension)."""
-        return [Run(ingest_and_fit_job.name, [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
-                    range_label(block, pair_name) + selected(assets), [pair_name(p) for p in block], assets)
-                for block in range_blocks(pairs, self.model_order, self.suite_order, per)]
+        return [
+            Run(
+                ingest_and_fit_job.name,
+                [str(MultiPartitionKey({"model": m, "suite": s})) for m, s in block],
+                range_label(block, pair_name) + selected(assets),
+                [pair_name(p) for p in block],
+                assets,
+            )
+            for block in range_blocks(pairs, self.model_order, self.suite_order, per)
+        ]
 
     def runs_of(self, job_name: str, keys: list[str], assets: tuple[str, ...] | None, per: int) -> list[Run]:
         """Runs of ``job_name`` covering partition ``keys`` in ranges of at most ``per`` partitions."""
@@ -159,15 +188,17 @@ class RunPlanner:
             return self.pair_runs([(d["model"], d["suite"]) for d in dimensions], assets, per)
         return self.keyed_runs(job_name, keys, per, assets)
 
-    def stages(self, scope: RunScope, changed: set, stale_pair_assets: dict,
-               failed_validation: Callable[[str, str], list]) -> list[list[Run]]:
+    def stages(
+        self, scope: RunScope, changed: set, stale_pair_assets: dict, failed_validation: Callable[[str, str], list]
+    ) -> list[list[Run]]:
         """The five stages' runs. A partition whose logs are unchanged reruns only its stale assets (edited
         GLM code refits the GLMs without reading and validating the logs again): one group of range runs
         per selection."""
         selections: dict[tuple[str, ...] | None, list[tuple[str, str]]] = {}
         for pair in scope.pairs:
-            selection = partition_run_selection(pair in changed, stale_pair_assets.get(pair, set()),
-                                                failed_validation(*pair))
+            selection = partition_run_selection(
+                pair in changed, stale_pair_assets.get(pair, set()), failed_validation(*pair)
+            )
             key = None if selection is None else tuple(k.to_user_string() for k in selection)
             selections.setdefault(key, []).append((to_partition_key(pair[0]), to_partition_key(pair[1])))
         partition_runs = []
@@ -178,8 +209,9 @@ class RunPlanner:
             partition_runs,
             self.keyed_runs(suite_job.name, suite_keys, self.per_run(len(suite_keys))),
             self.keyed_runs(comparison_job.name, suite_keys, self.per_run(len(suite_keys))),
-            self.model_stage([to_partition_key(m) for m in scope.models],
-                             [to_partition_key(m) for m in scope.profile_only]),
+            self.model_stage(
+                [to_partition_key(m) for m in scope.models], [to_partition_key(m) for m in scope.profile_only]
+            ),
             [Run(lake_job.name, None, "lake-wide tables", [], None)],
         ]
 
@@ -194,10 +226,16 @@ class RunPlanner:
         starts = [sum(shares[:i]) for i in range(len(shares))]
         # a share above the run size in equal runs (60 + 3 left a run's cost for 3 profiles), the largest first
         per = self.partitions_per_run
-        profile_runs = sorted((run for start, share in zip(starts, shares)
-                               for run in self.keyed_runs(model_profile_job.name, ordered[start:start + share],
-                                                          -(-share // -(-share // per)))),
-                              key=lambda run: -len(run.keys))
+        profile_runs = sorted(
+            (
+                run
+                for start, share in zip(starts, shares)
+                for run in self.keyed_runs(
+                    model_profile_job.name, ordered[start : start + share], -(-share // -(-share // per))
+                )
+            ),
+            key=lambda run: -len(run.keys),
+        )
         return model_runs + profile_runs
 
     def redo(self, run: Run, failing: tuple[str, ...] | None, succeeded_steps: tuple[str, ...]) -> tuple[list, list]:
@@ -216,8 +254,10 @@ class RunPlanner:
         if split is None:
             return [single(key, name) for key, name in zip(run.keys, run.names)], []
         named, rest = split
-        return ([single(key, name) for key, name in zip(run.keys, run.names) if key in set(named)],
-                self.runs_of(run.job, rest, unfinished, self.per_run(len(rest))) if rest else [])
+        return (
+            [single(key, name) for key, name in zip(run.keys, run.names) if key in set(named)],
+            self.runs_of(run.job, rest, unfinished, self.per_run(len(rest))) if rest else [],
+        )
 
 
 def with_data(stage: list[Run], suites_held: set[str], models_held: set[str]) -> tuple[list[Run], list[str]]:
@@ -227,8 +267,12 @@ def with_data(stage: list[Run], suites_held: set[str], models_held: set[str]) ->
     partition's own failure, which says what is wrong. One with outputs of an earlier night is run all the
     same: its step fails, so that those outputs (made from rows a rejected table has since superseded) are
     not shown as current."""
-    held_by_job = {suite_job.name: suites_held, comparison_job.name: suites_held,
-                   model_job.name: models_held, model_profile_job.name: models_held}
+    held_by_job = {
+        suite_job.name: suites_held,
+        comparison_job.name: suites_held,
+        model_job.name: models_held,
+        model_profile_job.name: models_held,
+    }
     kept, left_out = [], []
     for run in stage:
         held = held_by_job.get(run.job)
@@ -239,6 +283,13 @@ def with_data(stage: list[Run], suites_held: set[str], models_held: set[str]) ->
         left_out += [n for k, n in zip(run.keys, run.names) if k not in held]
         if block:
             keys = [k for k, _ in block]
-            kept.append(Run(run.job, keys, range_label(keys, NAMES_OF[run.job]) + selected(run.assets),
-                            [n for _, n in block], run.assets))
+            kept.append(
+                Run(
+                    run.job,
+                    keys,
+                    range_label(keys, NAMES_OF[run.job]) + selected(run.assets),
+                    [n for _, n in block],
+                    run.assets,
+                )
+            )
     return kept, left_out

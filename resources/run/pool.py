@@ -34,8 +34,16 @@ class StepOutcome(NamedTuple):
     succeeded_steps: tuple[str, ...] = ()
 
 
-def run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: WorkerPool | None, instance,
-              on_lost_workers: Callable[[], None], block: Callable[..., tuple]) -> list[StepOutcome]:
+def run_steps(
+    steps: list,
+    count: int,
+    echo: Callable[[str], None],
+    *,
+    pool: WorkerPool | None,
+    instance,
+    on_lost_workers: Callable[[], None],
+    block: Callable[..., tuple],
+) -> list[StepOutcome]:
     """Run ``steps`` ((number, job, keys, label, assets)) and return each one's :class:`StepOutcome`, in
     order: side by side in ``pool`` when there is one and more than one step, else one after another here.
 
@@ -64,8 +72,10 @@ def run_steps(steps: list, count: int, echo: Callable[[str], None], *, pool: Wor
             on_lost_workers()
             lost = _finished_anyway(lost, count, echo, outcomes, kept)
         if lost:
-            echo(f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a "
-                 "time in fresh workers (a run that kills its worker again then ends no other)")
+            echo(
+                f"a worker process died: running the {len(lost)} run(s) the break ended once more, one at a "
+                "time in fresh workers (a run that kills its worker again then ends no other)"
+            )
             for step in lost:
                 if _submit_and_collect(pool, [step], count, echo, instance, block, outcomes, kept):
                     pool.reset()
@@ -91,8 +101,9 @@ def _keep_outcome(path: str, block: Callable[..., tuple], *args) -> tuple:
     return outcome
 
 
-def _finished_anyway(lost: list, count: int, echo: Callable[[str], None], outcomes: dict[int, StepOutcome],
-                     kept: str) -> list:
+def _finished_anyway(
+    lost: list, count: int, echo: Callable[[str], None], outcomes: dict[int, StepOutcome], kept: str
+) -> list:
     """Of the steps a broken pool ended (once its processes are gone), report those whose worker kept
     an outcome (:func:`_keep_outcome`) as they ended, into ``outcomes``; return the others."""
     import json
@@ -106,15 +117,28 @@ def _finished_anyway(lost: list, count: int, echo: Callable[[str], None], outcom
             continue
         ok, seconds, lines, *rest = json.loads(path.read_text())
         failing = tuple(rest[0]) if rest and rest[0] is not None else None
-        outcome = StepOutcome(ok, seconds, [*lines, "    (finished before a sibling worker's death broke the pool)"],
-                              failing, tuple(rest[1]) if len(rest) > 1 else ())
+        outcome = StepOutcome(
+            ok,
+            seconds,
+            [*lines, "    (finished before a sibling worker's death broke the pool)"],
+            failing,
+            tuple(rest[1]) if len(rest) > 1 else (),
+        )
         echo_outcome(echo, count, number, job_name, label, outcome)
         outcomes[number] = outcome
     return still_lost
 
 
-def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callable[[str], None], instance, block,
-                        outcomes: dict[int, StepOutcome], kept: str) -> list:
+def _submit_and_collect(
+    pool: WorkerPool,
+    steps: list,
+    count: int,
+    echo: Callable[[str], None],
+    instance,
+    block,
+    outcomes: dict[int, StepOutcome],
+    kept: str,
+) -> list:
     """Submit ``steps`` to ``pool``, print each outcome as it arrives into ``outcomes`` (by step
     number), and return the steps a broken pool ended (in step order), neither printed nor in
     ``outcomes``: whether each finished is known only once the pool's processes are gone."""
@@ -122,8 +146,17 @@ def _submit_and_collect(pool: WorkerPool, steps: list, count: int, echo: Callabl
     for step in steps:
         number, job_name, keys, label, assets = step
         echo(f"[{number}/{count}] {job_name} {label} ... (worker process)")
-        futures[pool.submit(_keep_outcome, str(Path(kept) / f"{number}.json"), block, job_name, keys,
-                            instance.root_directory, assets)] = step
+        futures[
+            pool.submit(
+                _keep_outcome,
+                str(Path(kept) / f"{number}.json"),
+                block,
+                job_name,
+                keys,
+                instance.root_directory,
+                assets,
+            )
+        ] = step
     lost = []
     for future in as_completed(futures):
         number, job_name, _keys, label, _assets = futures[future]
@@ -231,8 +264,12 @@ class WorkerPool:
                 return self._pool.submit(fn, *args)
             except BrokenProcessPool:
                 self._pool.shutdown(cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_worker_context(),
-                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=_worker_context(),
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        )
         _start_every_worker(self._pool, self.workers)
         return self._pool.submit(fn, *args)
 
@@ -253,8 +290,9 @@ class WorkerPool:
         self.shutdown()
 
 
-def echo_outcome(echo: Callable[[str], None], total: int, number: int, job_name: str, label: str,
-                  outcome: StepOutcome) -> None:
+def echo_outcome(
+    echo: Callable[[str], None], total: int, number: int, job_name: str, label: str, outcome: StepOutcome
+) -> None:
     echo(f"[{number}/{total}] {job_name} {label}: {'ok' if outcome.ok else 'FAILED'} ({outcome.seconds:.1f}s)")
     for line in outcome.lines:
         echo(line)

@@ -68,11 +68,16 @@ def build(out: Path = FILES) -> dict:
         case(bl.derive(base["json"], out / "good" / "good.json", suite="good_json"), ingested=n, quarantined=0)
 
         # zips
-        case(bl.truncate(base["eval"], out / "zip" / "truncated.eval", 0.5),
-             error=r"cannot read Inspect log header \(ValueError: EOCD not found")
+        case(
+            bl.truncate(base["eval"], out / "zip" / "truncated.eval", 0.5),
+            error=r"cannot read Inspect log header \(ValueError: EOCD not found",
+        )
         dotdot = bl.derive(base["eval"], out / "zip" / "dotdot_src.eval", suite="zip_dotdot")
-        case(_zip_with_extra_member(dotdot, out / "zip" / "dotdot.eval", "../../../escaped.txt", b"escape"),
-             ingested=n, quarantined=0)
+        case(
+            _zip_with_extra_member(dotdot, out / "zip" / "dotdot.eval", "../../../escaped.txt", b"escape"),
+            ingested=n,
+            quarantined=0,
+        )
         dotdot.unlink()
         bomb_src = bl.derive(base["eval"], out / "zip" / "bomb_src.eval", suite="zip_bomb")
         case(_zip_bomb(bomb_src, out / "zip" / "bomb.eval"), error=r"cannot read samples|declares|too large")
@@ -92,25 +97,56 @@ def build(out: Path = FILES) -> dict:
         path = out / "json" / "2026-01-01T00-00-00-00-00_wrong-header_x.json"
         path.write_text(json.dumps(header_wrong))
         case(path, error=r"cannot read Inspect log header")
-        case(bl.json_syntax_error(base["json"], out / "json" / "2026-01-01T00-00-00-00-00_syntax_x.json"),
-             error=r"cannot read Inspect log header")
+        case(
+            bl.json_syntax_error(base["json"], out / "json" / "2026-01-01T00-00-00-00-00_syntax_x.json"),
+            error=r"cannot read Inspect log header",
+        )
 
         # scores out of range / non-finite
-        case(bl.derive(base["json"], out / "scores" / "bad_numbers.json", suite="bad_numbers",
-                       edit=bl.set_scores(bl.set_score("q1", 1, float("nan")), bl.set_score("q1", 2, float("inf")),
-                                          bl.set_score("q2", 1, -0.5), bl.set_score("q2", 2, 1.5))),
-             ingested=n - 4, quarantined=4)
+        case(
+            bl.derive(
+                base["json"],
+                out / "scores" / "bad_numbers.json",
+                suite="bad_numbers",
+                edit=bl.set_scores(
+                    bl.set_score("q1", 1, float("nan")),
+                    bl.set_score("q1", 2, float("inf")),
+                    bl.set_score("q2", 1, -0.5),
+                    bl.set_score("q2", 2, 1.5),
+                ),
+            ),
+            ingested=n - 4,
+            quarantined=4,
+        )
 
         # names: unicode and '/'
-        case(bl.derive(base["eval"], out / "names" / "unicode.eval", model="mockllm/модель/ü 7b", suite="naïve/suite",
-                       edit=_rename_items({"q1": "вопрос/1", "q2": "q 2 ✓"})),
-             ingested=n, quarantined=0)
+        case(
+            bl.derive(
+                base["eval"],
+                out / "names" / "unicode.eval",
+                model="mockllm/модель/ü 7b",
+                suite="naïve/suite",
+                edit=_rename_items({"q1": "вопрос/1", "q2": "q 2 ✓"}),
+            ),
+            ingested=n,
+            quarantined=0,
+        )
 
         # the same samples in two runs (two files): the newer run is kept
-        case(bl.derive(base["json"], out / "dups" / "run_old.json", suite="dup_runs", created="2026-01-01T00:00:00+00:00"),
-             ingested=0, quarantined=n)
-        case(bl.derive(base["eval"], out / "dups" / "run_new.eval", suite="dup_runs", created="2026-02-01T00:00:00+00:00"),
-             ingested=n, quarantined=0)
+        case(
+            bl.derive(
+                base["json"], out / "dups" / "run_old.json", suite="dup_runs", created="2026-01-01T00:00:00+00:00"
+            ),
+            ingested=0,
+            quarantined=n,
+        )
+        case(
+            bl.derive(
+                base["eval"], out / "dups" / "run_new.eval", suite="dup_runs", created="2026-02-01T00:00:00+00:00"
+            ),
+            ingested=n,
+            quarantined=0,
+        )
 
         # empty files
         for name in ("empty.eval", "empty.json", "empty.csv", "empty.jsonl"):
@@ -120,8 +156,10 @@ def build(out: Path = FILES) -> dict:
     tables = out / "tables"
     tables.mkdir()
     (tables / "missing_score.csv").write_text("model,suite,item_id\nm,s,q1\n")
-    case(tables / "missing_score.csv",
-         error=r"cannot tell whether this table is long or wide \(columns \['model', 'suite', 'item_id'\]\)")
+    case(
+        tables / "missing_score.csv",
+        error=r"cannot tell whether this table is long or wide \(columns \['model', 'suite', 'item_id'\]\)",
+    )
     (tables / "bad_values.jsonl").write_text(
         "\n".join(
             [

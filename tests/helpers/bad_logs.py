@@ -236,4 +236,3 @@ def files_outside(root: Path, inside: Path) -> list[str]:
     """Files below ``root`` that are not below ``inside`` (to catch writes escaping the lake)."""
     root, inside = Path(root), Path(inside)
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and inside not in p.parents)
-

@@ -14,7 +14,9 @@ def make_unit_landing(folder: Path) -> Path:
     from tests.helpers.inspect_logs import make_log
 
     make_log(folder, model="mockllm/alpha", suite="unit suite", items=6)
-    make_log(folder, model="mockllm/beta/v2", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)})
+    make_log(
+        folder, model="mockllm/beta/v2", suite="unit suite", items=6, answers={(f"q{i}", 1): "yes" for i in range(6)}
+    )
     make_log(folder, model="mockllm/alpha", suite="other", items=4, log_format="json")
     return folder
 
@@ -29,7 +31,8 @@ def lake_resources(lake_root, landing):
 
 #: Small settings for the end-to-end tests of a few tiny partitions: no GLM, a short reliability run.
 SMALL_PROJECT_CONFIG = (
-    "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n")
+    "[glm]\nmodels = []\n[reliability]\nn_configurations = 20\nn_draws = 200\ngrid_size = 100\nhorizons = [1, 5]\n"
+)
 
 
 def small_project(tmp_path, monkeypatch, logs: dict[str, str] | None = None):
@@ -63,8 +66,7 @@ def requested_partitions(result, instance) -> list[list[str]]:
     for request in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     requests = result.run_requests if hasattr(result, "run_requests") else result
-    return [range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)]
-            for r in requests]
+    return [range_partition_keys(r.tags, model_suite_partitions, instance) or [str(r.partition_key)] for r in requests]
 
 
 def nightly_tick(instance, resources):

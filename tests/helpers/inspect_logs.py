@@ -23,7 +23,9 @@ def planted_answers(answers: dict, fail: set | None = None):
     async def solve(state, generate):
         if fail and (state.sample_id, state.epoch) in fail:
             raise RuntimeError(f"planted failure on {state.sample_id}")
-        state.output = ModelOutput.from_content(model="mockllm/model", content=str(answers[(state.sample_id, state.epoch)]))
+        state.output = ModelOutput.from_content(
+            model="mockllm/model", content=str(answers[(state.sample_id, state.epoch)])
+        )
         return state
 
     return solve
@@ -75,11 +77,18 @@ def make_log(
     ids = [f"q{i}" for i in range(items)]
     dataset = MemoryDataset(
         [
-            Sample(id=i, input=f"question {i}", target="yes", metadata={"domain": "unit", "subdomain": ("even", "odd")[n % 2]})
+            Sample(
+                id=i,
+                input=f"question {i}",
+                target="yes",
+                metadata={"domain": "unit", "subdomain": ("even", "odd")[n % 2]},
+            )
             for n, i in enumerate(ids)
         ]
     )
-    answers = answers or {(i, e): ("yes" if n % 2 == 0 else "no") for n, i in enumerate(ids) for e in range(1, epochs + 1)}
+    answers = answers or {
+        (i, e): ("yes" if n % 2 == 0 else "no") for n, i in enumerate(ids) for e in range(1, epochs + 1)
+    }
     task = Task(dataset=dataset, solver=planted_answers(answers, fail), scorer=scorers or exact(), name=suite)
     logs = inspect_eval(
         task,

@@ -29,8 +29,10 @@ def preloaded() -> dict:
     """What this worker had imported before running anything of its own, and its parent process."""
     import sys
 
-    return {"modules": sorted(m for m in ("evalpipeline.definitions", "great_expectations") if m in sys.modules),
-            "parent": os.getppid()}
+    return {
+        "modules": sorted(m for m in ("evalpipeline.definitions", "great_expectations") if m in sys.modules),
+        "parent": os.getppid(),
+    }
 
 
 def environment(name: str) -> str | None:
@@ -82,12 +84,24 @@ def die_and_finish_in_a_pool(folder: str) -> dict:
     steps = [(1, "die", [folder], "dies", None), (2, "finish", [folder], "finishes", None)]
     pool = WorkerPool(2)
     try:
-        outcomes = run_steps(steps, 2, lines.append, pool=pool, instance=types.SimpleNamespace(root_directory=""),
-                              on_lost_workers=on_lost_workers, block=die_or_finish)
+        outcomes = run_steps(
+            steps,
+            2,
+            lines.append,
+            pool=pool,
+            instance=types.SimpleNamespace(root_directory=""),
+            on_lost_workers=on_lost_workers,
+            block=die_or_finish,
+        )
     finally:
         pool.shutdown()
-    return {"ok": [outcome.ok for outcome in outcomes], "lines": lines, "die": pids("die"), "finish": pids("finish"),
-            "lost_calls": lost_calls}
+    return {
+        "ok": [outcome.ok for outcome in outcomes],
+        "lines": lines,
+        "die": pids("die"),
+        "finish": pids("finish"),
+        "lost_calls": lost_calls,
+    }
 
 
 if __name__ == "__main__":

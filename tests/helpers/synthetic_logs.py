@@ -96,7 +96,10 @@ def make_template(log_dir: Path | str) -> Template:
         return score
 
     dataset = MemoryDataset(
-        [Sample(id=f"t{i}", input=f"question t{i}", target="C", metadata={"domain": "d", "subdomain": "s"}) for i in (0, 1)]
+        [
+            Sample(id=f"t{i}", input=f"question t{i}", target="C", metadata={"domain": "d", "subdomain": "s"})
+            for i in (0, 1)
+        ]
     )
     task = Task(dataset=dataset, solver=answer(), scorer=grade(), name=TEMPLATE_SUITE)
     logs = inspect_eval(
@@ -250,7 +253,6 @@ def log_file_name(n_samples: int, fmt: str, *, epochs: int = 1, suite: str = TEM
     return f"2026-01-01T00-00-00+00-00_{suite.replace('_', '-')}_synthetic{n_samples}x{epochs}.{fmt}"
 
 
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -258,7 +260,9 @@ def _dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
-def _header(template: Template, n_samples: int, epochs: int, *, eval_id: str, model: str, suite: str, status: str) -> dict:
+def _header(
+    template: Template, n_samples: int, epochs: int, *, eval_id: str, model: str, suite: str, status: str
+) -> dict:
     header = json.loads(json.dumps(template.header))  # a deep copy
     spec = header["eval"]
     items = n_samples // epochs
