@@ -846,6 +846,16 @@ def _stored_board(path: str, identity: tuple) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
+#: A model profile row's success-rate summary, for one suite or pooled over every suite.
+PROFILE_SUMMARY_COLUMNS = (
+    "n", "n_items", "k", "observed_mean", "prior_a", "prior_b", "posterior_mean", "hpdi_mass", "hpdi_low",
+    "hpdi_high", "unit", "design_effect", "n_effective", "wilson_low", "wilson_high", "clt_low", "clt_high",
+    "clt_flag",
+)  # fmt: skip
+#: What a one-suite profile row also takes from the suite's leaderboard.
+PROFILE_SUITE_COLUMNS = ("rank", "p_best", "expected_rank", "glm", "glm_mean", "glm_hpdi_low", "glm_hpdi_high")
+
+
 def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | None = None) -> pd.DataFrame:
     """One row per suite ``model`` was evaluated on, plus the two cross-suite rows (see the module docstring).
 
@@ -877,36 +887,7 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
                 "scope": "suite",
                 "suite": suite,
                 "n_suites": 1,
-                **{
-                    c: entry[c]
-                    for c in (
-                        "n",
-                        "n_items",
-                        "k",
-                        "observed_mean",
-                        "prior_a",
-                        "prior_b",
-                        "posterior_mean",
-                        "hpdi_mass",
-                        "hpdi_low",
-                        "hpdi_high",
-                        "unit",
-                        "design_effect",
-                        "n_effective",
-                        "wilson_low",
-                        "wilson_high",
-                        "clt_low",
-                        "clt_high",
-                        "clt_flag",
-                        "rank",
-                        "p_best",
-                        "expected_rank",
-                        "glm",
-                        "glm_mean",
-                        "glm_hpdi_low",
-                        "glm_hpdi_high",
-                    )
-                },
+                **{c: entry[c] for c in (*PROFILE_SUMMARY_COLUMNS, *PROFILE_SUITE_COLUMNS)},
                 "n_models": len(board),
             }
         )
@@ -920,29 +901,7 @@ def model_profile_table(lake: Lake, model: str, settings: ComparisonSettings | N
             "scope": "pooled",
             "suite": "(all)",
             "n_suites": len(suites),
-            **{
-                c: summary[c]
-                for c in (
-                    "n",
-                    "n_items",
-                    "k",
-                    "observed_mean",
-                    "prior_a",
-                    "prior_b",
-                    "posterior_mean",
-                    "hpdi_mass",
-                    "hpdi_low",
-                    "hpdi_high",
-                    "unit",
-                    "design_effect",
-                    "n_effective",
-                    "wilson_low",
-                    "wilson_high",
-                    "clt_low",
-                    "clt_high",
-                    "clt_flag",
-                )
-            },
+            **{c: summary[c] for c in PROFILE_SUMMARY_COLUMNS},
         }
     )
     rng = np.random.default_rng(settings.seed)
