@@ -53,3 +53,36 @@ def test_edge_units_match_arviz():
 def test_rejects_a_malformed_matrix():
     with pytest.raises(ValueError, match="units, samples"):
         psis.loo_from_log_likelihood(np.zeros(10), 1.0)
+
+
+@pytest.mark.parametrize("draws_per_chunk", [1, 37, 400, 1600])
+def test_draws_given_in_chunks_give_the_whole_matrixs_values(draws_per_chunk):
+    """StreamingLoo fed a chunk of draws (and a block of units) at a time: the values of the whole matrix,
+    edge units (handed to arviz with their whole rows) included; the variance is numpy's."""
+    idata = _idata(4, 400, 60, 5, edge_units=True)
+    matrix, reff = psis.log_likelihood_matrix(idata)
+    whole = psis.loo_from_log_likelihood(matrix, reff)
+    terms = psis.StreamingLoo(60, 1600, reff)
+    asked = []
+    for start in range(0, 1600, draws_per_chunk):
+        for units in (slice(0, 25), slice(25, 60)):
+            terms.add(matrix[units, start : start + draws_per_chunk], units=units)
+
+    def rows(index):
+        asked.extend(index)
+        return matrix[index]
+
+    loo_i, pareto_k, lppd_i, variance = terms.finish(rows)
+    assert 0 in asked and 1 in asked and len(asked) < 10  # the tied units, not every unit
+    np.testing.assert_array_equal(np.isnan(pareto_k), np.isnan(whole.pareto_k))
+    np.testing.assert_allclose(pareto_k, whole.pareto_k, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(loo_i, whole.loo_i, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lppd_i, whole.lppd_i, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(variance, matrix.var(axis=1), rtol=1e-10, atol=1e-12)
+
+
+def test_a_missing_chunk_is_an_error():
+    terms = psis.StreamingLoo(3, 100, 1.0)
+    terms.add(np.zeros((3, 60)))
+    with pytest.raises(ValueError, match="60-60 draws were added, 100 announced"):
+        terms.finish(lambda index: None)
