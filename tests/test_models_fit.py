@@ -622,6 +622,48 @@ def test_a_suite_fit_on_the_unit_grid_has_the_posterior_of_the_per_unit_layout()
     ]
 
 
+def test_a_fit_whose_pointwise_terms_are_streamed_has_the_draws_and_criteria_of_one_that_keeps_them(monkeypatch):
+    """Above POINTWISE_IN_SAMPLER_ELEMENTS the sampler returns no per-unit terms and the fit computes them
+    after it, a chunk of draws at a time (here 7 draws a chunk): the same draws bit for bit, the same
+    predictive draws, and the WAIC / PSIS-LOO terms of the stored log-likelihood up to float32 rounding."""
+    rng = np.random.default_rng(5)
+    ability, difficulty = rng.normal(0, 0.8, 5), rng.normal(0, 1.0, 24)
+    rows = [
+        {"model": f"llm{m}", "domain": "d", "subdomain": f"s{i % 3}", "item_id": f"t{i}", "n": 3}
+        | {"k": rng.binomial(3, _expit(ability[m] - difficulty[i]))}
+        for m in range(5)
+        for i in range(24)
+    ]
+    data = GlmData.from_counts(pd.DataFrame(rows))
+    settings = dataclasses.replace(SETTINGS, num_warmup=200, num_samples=200)
+    kept = fit_glm(
+        "suite_beta_binomial",
+        data,
+        dataclasses.replace(settings, store_log_likelihood=True),
+        seed_key="s",
+        fitter=FITTER,
+    )
+    monkeypatch.setattr(fit_module, "POINTWISE_IN_SAMPLER_ELEMENTS", 0)
+    monkeypatch.setattr(fit_module, "POINTWISE_CHUNK_ELEMENTS", 7 * kept.metadata["layout"]["units"])
+    streamed = fit_glm("suite_beta_binomial", data, settings, seed_key="s", fitter=FITTER)
+    assert "log_likelihood" in kept.idata.groups() and "log_likelihood" not in streamed.idata.groups()
+    for group in ("posterior", "posterior_predictive", "prior_predictive"):
+        for name, values in kept.idata[group].data_vars.items():
+            np.testing.assert_array_equal(streamed.idata[group][name].values, values.values, err_msg=f"{group} {name}")
+    for name, tolerance in (
+        ("waic_i", 1e-6),
+        ("p_waic_i", 1e-6),
+        ("loo_i", 1e-6),
+        ("lppd_i", 1e-6),
+        ("pareto_k", 1e-4),
+    ):
+        np.testing.assert_allclose(
+            getattr(streamed.criteria, name), getattr(kept.criteria, name), rtol=0, atol=tolerance, err_msg=name
+        )
+    assert streamed.criteria.identity == kept.criteria.identity
+    assert streamed.criteria.n_samples == kept.criteria.n_samples == 4 * 200
+
+
 @pytest.mark.slow
 def test_a_partition_fit_on_its_likelihood_cells_has_the_posterior_of_the_per_unit_fit():
     """fit_glm samples the binomial GLM on its likelihood cells (one per subdomain here) unless told

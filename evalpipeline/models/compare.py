@@ -155,13 +155,19 @@ def pointwise_criteria(idata: az.InferenceData, var_name: str = "obs") -> Pointw
     for start in range(0, values.shape[0], psis.CHUNK_UNITS):  # no second copy of the matrix
         p_waic_i[start : start + psis.CHUNK_UNITS] = values[start : start + psis.CHUNK_UNITS].var(axis=1)
     observed = idata.observed_data[var_name].values if "observed_data" in idata.groups() else None
+    return criteria_from_terms(loo.loo_i, loo.pareto_k, loo.lppd_i, p_waic_i, values.shape[1], observed)
+
+
+def criteria_from_terms(loo_i, pareto_k, lppd_i, p_waic_i, n_samples: int, observed) -> PointwiseCriteria:
+    """The criteria of per-unit PSIS-LOO terms, lppd and log-likelihood variances (p_waic) and the
+    observed counts (None: not known)."""
     return PointwiseCriteria(
-        waic_i=loo.lppd_i - p_waic_i,
+        waic_i=lppd_i - p_waic_i,
         p_waic_i=p_waic_i,
-        loo_i=loo.loo_i,
-        lppd_i=loo.lppd_i,
-        pareto_k=loo.pareto_k,
-        n_samples=values.shape[1],
+        loo_i=loo_i,
+        lppd_i=lppd_i,
+        pareto_k=pareto_k,
+        n_samples=n_samples,
         observed_total=None if observed is None else float(np.nansum(observed)),
     )
 

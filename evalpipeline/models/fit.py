@@ -65,7 +65,7 @@ import pyarrow as pa
 from jax import lax, random
 
 from evalpipeline.models import glm, psis
-from evalpipeline.models.compare import PointwiseCriteria, pointwise_criteria
+from evalpipeline.models.compare import PointwiseCriteria, criteria_from_terms, pointwise_criteria
 from evalpipeline.models.convergence import Convergence, convergence
 from evalpipeline.models.data import GlmData
 from evalpipeline.models.warm import WarmStart, WarmStartMismatch
@@ -343,11 +343,36 @@ class _Runner:
     warm: bool = False
 
 
-def _pointwise_loglik(model, params, arrays):
+def _pointwise_terms(model, params, arrays):
+    """One draw's log-likelihood and success probability ``p`` of each (padded) unit."""
     from numpyro.handlers import substitute, trace
 
-    site = trace(substitute(model, data=params)).get_trace(arrays)["obs"]
-    return site["fn"].log_prob(site["value"])
+    sites = trace(substitute(model, data=params)).get_trace(arrays)
+    return sites["obs"]["fn"].log_prob(sites["obs"]["value"]), sites["p"]["value"]
+
+
+#: Up to this many draws x padded units the sampler's program returns each draw's pointwise
+#: log-likelihood and p (4 bytes an element each, then 8 on the host). Above it they are computed after
+#: sampling, a chunk of draws at a time (:func:`_streamed_pointwise`): a 93-LLM x 1,136-task suite's
+#: 4 x 2,000 draws x 106,000 units would otherwise hold ~15 GB at once.
+POINTWISE_IN_SAMPLER_ELEMENTS = 1 << 24
+#: draws x padded units of one chunk of that computation (its log-likelihood and p: ~0.5 GB)
+POINTWISE_CHUNK_ELEMENTS = 1 << 26
+
+
+def _pointwise_in_sampler(arrays: dict, settings: FitSettings) -> bool:
+    """Whether the sampler returns every draw's pointwise terms (a whole log-likelihood to store, or
+    small enough), or they are streamed after it (:data:`POINTWISE_IN_SAMPLER_ELEMENTS`)."""
+    units = int(np.shape(arrays["k_obs"])[-1])
+    draws = settings.num_chains * settings.num_samples
+    return settings.store_log_likelihood or draws * units <= POINTWISE_IN_SAMPLER_ELEMENTS
+
+
+@functools.lru_cache(maxsize=16)
+def _pointwise_program(name: str, options: tuple):
+    """The compiled pointwise terms (:func:`_pointwise_terms`) of a chunk of draws of model ``name``."""
+    model = functools.partial(glm.MODELS[name].fn, **dict(options))
+    return jax.jit(lambda params, arrays: jax.vmap(lambda draw: _pointwise_terms(model, draw, arrays))(params))
 
 
 class Fitter:
@@ -655,6 +680,8 @@ def _runner_key(name: str, options: dict, arrays: dict, settings: FitSettings, w
     )
     if warm:  # a key of the old form for cold runners: their stored programs stay valid
         key = key + ("warm", settings.warm_burn_in)
+    if settings.store_log_likelihood:  # the sampler returns the whole log-likelihood (_pointwise_in_sampler)
+        key = key + ("log-likelihood stored",)
     return key
 
 
@@ -792,6 +819,7 @@ def _build_runner(
     dense_mass = [block] if len(block) >= 2 else False
     block = block if dense_mass else ()
     burn = settings.warm_burn_in if warm else num_warmup
+    pointwise_in_sampler = batch or _pointwise_in_sampler(arrays, settings)
 
     def one_chain(rng_key, data, target_accept, start=None, diagonals=None, block_mass=None, step_size=None):
         init_key, run_key = random.split(rng_key)
@@ -849,13 +877,16 @@ def _build_runner(
         last, trace = lax.scan(step, state, None, length=burn + num_samples)
         z, potential, energy, diverging, steps, accept, step_size = jax.tree.map(lambda x: x[burn:], trace)
         constrained = jax.vmap(postprocess_gen(data))(z)
-        loglik = jax.vmap(lambda p: _pointwise_loglik(model, p, data))(constrained)
+        pointwise = {}
+        if pointwise_in_sampler:
+            pointwise["log_likelihood"] = jax.vmap(lambda p: _pointwise_terms(model, p, data)[0])(constrained)
+        else:  # computed after sampling, a chunk of draws at a time (_streamed_pointwise)
+            constrained = {site: values for site, values in constrained.items() if site != "p"}
         adapted = last.adapt_state.inverse_mass_matrix
         if not isinstance(adapted, dict):  # one diagonal (or dense) matrix over all sites, sorted
             adapted = {sites: adapted}
-        return {
+        return pointwise | {
             "samples": constrained,
-            "log_likelihood": loglik,
             "lp": -potential,
             "energy": energy,
             "diverging": diverging,
@@ -1043,8 +1074,18 @@ def fit_glm(
         t0 = time.perf_counter()
         compilations = before_warm if is_warm else fitter.compilations
         runner = fitter.runner(name, options, arrays, settings, warm=is_warm)
-        idata, ended = _sample(runner, arrays, data, layout, settings, seed, target, warm_args if is_warm else None)
-        criteria = pointwise_criteria(idata)
+        idata, ended, criteria = _sample(
+            runner,
+            arrays,
+            data,
+            layout,
+            settings,
+            seed,
+            target,
+            warm_args if is_warm else None,
+            _pointwise_program(name, tuple(sorted(options.items()))),
+        )
+        criteria = criteria or pointwise_criteria(idata)
         chain_stats = convergence(idata.posterior)  # shared by the diagnostics and the summary
         diagnostics = diagnose(idata, thresholds, pareto_k=criteria.pareto_k, stats=chain_stats)
         failed = [row.diagnostic for row in diagnostics.itertuples() if not row.passed]
@@ -1241,9 +1282,12 @@ def _sample(
     seed: int,
     target: float,
     warm_args: tuple | None = None,
+    pointwise=None,
 ):
-    """Run the sampler; returns the InferenceData and where the chains ended (the runner's
-    ``last_z``, ``inverse_mass`` and ``final_step_size``, for :func:`capture_warm_start`)."""
+    """Run the sampler; returns the InferenceData, where the chains ended (the runner's
+    ``last_z``, ``inverse_mass`` and ``final_step_size``, for :func:`capture_warm_start`) and, when
+    the sampler left the pointwise terms to ``pointwise`` (:func:`_pointwise_program`), the WAIC /
+    PSIS-LOO criteria computed from them (else None: the InferenceData holds the log-likelihood)."""
     key = random.PRNGKey(seed)
     run_key, prior_key, post_key = random.split(key, 3)
     chain_keys = random.split(run_key, settings.num_chains)
@@ -1267,29 +1311,38 @@ def _sample(
         dims[site] = [DIM_NAMES[a] for a in glm.site_axes(site)]
     # units as an array: arviz deep-copies list coordinates once per group (~1 s at 20k units)
     coords = {DIM_NAMES[a]: np.arange(data.n_units) if a == "unit" else glm.axis_labels(data, a) for a in sizes}
-    loglik = np.asarray(out["log_likelihood"], np.float64)[:, :, : data.n_units]
     stats = {k: np.asarray(out[k]) for k in ("lp", "energy", "diverging", "n_steps", "acceptance_rate", "step_size")}
     stats["lp"] = stats["lp"].astype(np.float64)
     stats["energy"] = stats["energy"].astype(np.float64)
     stats["tree_depth"] = np.floor(np.log2(np.maximum(stats["n_steps"], 1))).astype(np.int64) + 1
     # predictive checks: posterior draws thinned evenly, prior draws simulated forward
     rng = np.random.default_rng(seed)
-    p_post = np.asarray(out["samples"]["p"]).reshape(-1, np.shape(out["samples"]["p"])[-1])[:, : data.n_units]
-    take = np.linspace(0, p_post.shape[0] - 1, min(settings.predictive_draws, p_post.shape[0])).astype(int)
+    draws = settings.num_chains * settings.num_samples
+    take = np.linspace(0, draws - 1, min(settings.predictive_draws, draws)).astype(int)
+    observed = data.units["k"].to_numpy(float)
+    criteria, log_likelihood = None, {}
+    if "log_likelihood" in out:
+        log_likelihood = {"obs": np.asarray(out["log_likelihood"], np.float64)[:, :, : data.n_units]}
+        p_post = np.asarray(out["samples"]["p"]).reshape(draws, -1)[take, : data.n_units]
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reff = psis.relative_efficiency(az.from_dict(posterior=posterior, coords=coords, dims=dims).posterior)
+        terms, p_post = _streamed_pointwise(pointwise, out["samples"], device_arrays, data.n_units, reff, take)
+        criteria = criteria_from_terms(*terms, draws, observed)
     phi_post = posterior["phi"].reshape(-1)[take] if "phi" in posterior else None
     n_units = data.units["n"].to_numpy()
-    post_pred = glm.simulate_counts(rng, n_units, p_post[take], phi_post)
+    post_pred = glm.simulate_counts(rng, n_units, p_post, phi_post)
     no_obs = {k: v for k, v in device_arrays.items() if k != "k_obs"}
     prior = jax.device_get(runner.prior_draws(prior_key, no_obs))
     prior_pred = glm.simulate_counts(
         rng, n_units, np.asarray(prior["p"])[:, : data.n_units], np.asarray(prior["phi"]) if "phi" in prior else None
     )
-    observed = data.units["k"].to_numpy(float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(
             posterior=posterior,
-            log_likelihood={"obs": loglik},
+            log_likelihood=log_likelihood or None,
             sample_stats=stats,
             posterior_predictive={"obs": post_pred[None]},
             prior_predictive={"obs": prior_pred[None]},
@@ -1298,7 +1351,42 @@ def _sample(
             coords=coords,
             dims=dims | {"obs": ["unit"], "n": ["unit"]},
         )
-    return idata, ended
+    return idata, ended, criteria
+
+
+def _streamed_pointwise(program, samples: dict, arrays: dict, n_units: int, reff: float, take: np.ndarray):
+    """PSIS-LOO and WAIC terms of each unit (loo_i, pareto_k, lppd_i, p_waic_i) and ``p`` of the draws
+    ``take``, from the draws' ``samples`` ({site: (chains, draws, ...)}, padded), computed by the
+    compiled ``program`` a chunk of draws at a time (:data:`POINTWISE_CHUNK_ELEMENTS`): memory grows
+    with the units, not with draws x units."""
+    flat = {site: values.reshape((-1,) + values.shape[2:]) for site, values in samples.items() if site != "p"}
+    draws = next(iter(flat.values())).shape[0]
+    padded_units = int(np.shape(arrays["k_obs"])[-1])
+    size = int(min(draws, max(1, POINTWISE_CHUNK_ELEMENTS // padded_units)))
+
+    def chunks():
+        for start in range(0, draws, size):
+            index = np.minimum(np.arange(start, start + size), draws - 1)  # the last one padded: one program
+            log_lik, p = jax.device_get(program({site: values[index] for site, values in flat.items()}, arrays))
+            yield start, min(size, draws - start), log_lik, p
+
+    terms = psis.StreamingLoo(n_units, draws, reff)
+    p_take = np.empty((len(take), n_units), np.float32)
+    for start, count, log_lik, p in chunks():
+        for first in range(0, n_units, psis.CHUNK_UNITS):  # the units' tails merged a block at a time
+            units = slice(first, min(first + psis.CHUNK_UNITS, n_units))
+            terms.add(log_lik[:count, units].T, units=units)
+        hit = (take >= start) & (take < start + count)
+        p_take[hit] = p[take[hit] - start, :n_units]
+
+    def whole_rows(index: np.ndarray) -> np.ndarray:  # the few units PSIS hands to arviz: a second pass
+        rows = np.empty((len(index), draws))
+        for start, count, log_lik, _p in chunks():
+            rows[:, start : start + count] = log_lik[:count, index].T
+        return rows
+
+    loo_i, pareto_k, lppd_i, variance = terms.finish(whole_rows)
+    return (loo_i, pareto_k, lppd_i, variance), p_take
 
 
 # ---------------------------------------------------------------------------
