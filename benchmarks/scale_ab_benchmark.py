@@ -1,12 +1,16 @@
 """The scale benchmark on a smaller lake: this checkout against an earlier commit, alternating.
 
     .venv/bin/python benchmarks/scale_ab_benchmark.py --baseline-rev REV [--models 20] [--rounds 2] [--item-sd 1]
+        [--suites 6] [--items 200] [--glm fast|paper] [--glm-models binomial,beta_binomial,...]
 
-Runs ``pipeline_benchmark.py scale --models N --glm fast`` (a full rebuild, then one new model; fresh
-folder, fresh processes, a cold compilation cache) in ``REV`` checked out in a temporary git worktree
-and in this checkout, ``--rounds`` times each, the order alternating between rounds (the baseline
-first in odd rounds). Prints each run's wall seconds and the step seconds of the assets that took
-most, then the medians per tree and the ratio this / baseline.
+Runs ``pipeline_benchmark.py scale`` (a full rebuild, then one new model; fresh folder, fresh
+processes, a cold compilation cache) in ``REV`` checked out in a temporary git worktree and in this
+checkout, ``--rounds`` times each, the order alternating between rounds (the baseline first in odd
+rounds). The generator gives every item one attempt, as LiveBench's per-question results have;
+``--glm paper`` fits at the paper's defaults (2,000 warmup + 2,000 draws x 4 chains). Prints each
+run's wall seconds, then the medians per tree and the ratio this / baseline of: the rebuild's and
+the new model's wall time, the rebuild's seconds per stage (the main job's runs), every asset's
+step seconds in both, and the peak memory of the benchmark's process tree.
 
 For a change whose effect shows only when a real run's steps share the cores (the fits beside the
 ingest and the reliability steps of the other worker), which a benchmark of one kind of step alone
@@ -27,25 +31,32 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: the step seconds printed per run, rebuild then new model
-ASSETS = ("glm_binomial", "suite_glm_binomial", "reliability", "model_reliability", "suite_comparison", "eval_samples")
-_ASSET_ROW = re.compile(r"^(\w+)\s+\d+\s+([\d.]+)$")
+_ASSET_ROW = re.compile(r"^(\w+)\s+(\d+)\s+([\d.]+)$")
+_STAGE_ROW = re.compile(r"^(\w+)\s+(\d+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+$")
 
 
 def parse(output: str) -> dict[str, float]:
-    """Wall seconds of the rebuild and the new model, and per asset and part its step seconds."""
+    """Wall seconds of the rebuild and the new model, the rebuild's seconds per stage, per asset and
+    part its step seconds, and the peak memory."""
     # "...: 200.9 s to the last output, 203.7 s with the sampler ... prepared beside it", or "...: 59.2 s"
     rebuild = re.search(r"^full rebuild, .*?\): ([\d.]+) s", output, re.M)
     new_model = re.search(r"^one new model, .*?: ([\d.]+) s, \d+ run", output, re.M)
     if not (rebuild and new_model):
         raise ValueError("the scale benchmark printed no rebuild or new-model time:\n" + output[-3000:])
     found = {"rebuild wall s": float(rebuild.group(1)), "new model wall s": float(new_model.group(1))}
+    peak = re.search(r"^peak memory \(MEASURED\): (\d+) MiB", output, re.M)
+    if peak:
+        found["peak memory MiB"] = float(peak.group(1))
     parts = {"rebuild": output[: new_model.start()], "new model": output[new_model.start() :]}
+    for line in parts["rebuild"].splitlines():
+        row = _STAGE_ROW.match(line.strip())
+        if row:
+            found[f"rebuild stage {row.group(1)} s"] = float(row.group(3))
     for part, text in parts.items():
         for line in text.splitlines():
             row = _ASSET_ROW.match(line.strip())
-            if row and row.group(1) in ASSETS:
-                found.setdefault(f"{part} {row.group(1)} step s", float(row.group(2)))
+            if row:
+                found.setdefault(f"{part} {row.group(1)} step s", float(row.group(3)))
         steps = re.search(r"^sum of steps\s+\d+\s+([\d.]+)$", text, re.M)
         if steps:
             found[f"{part} sum of steps s"] = float(steps.group(1))
@@ -62,10 +73,13 @@ def run_scale(tree: Path, folder: Path, args) -> dict[str, float]:
         "--item-sd",
         str(args.item_sd),
         "--glm",
-        "fast",
+        args.glm,
         "--keep",
         str(folder),
     ]
+    for option in ("suites", "items", "glm_models"):
+        if getattr(args, option) is not None:
+            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     # the tree's own packages first (the editable install points at this checkout)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
@@ -84,6 +98,10 @@ def main(argv=None) -> int:
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--item-sd", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--suites", type=int, default=None, help="default: the scale benchmark's")
+    parser.add_argument("--items", type=int, default=None, help="default: the scale benchmark's")
+    parser.add_argument("--glm", choices=["fast", "paper"], default="fast")
+    parser.add_argument("--glm-models", default=None, help="comma-separated [glm] models (default: --glm's)")
     args = parser.parse_args(argv)
 
     results: dict[str, list[dict[str, float]]] = {}
@@ -116,13 +134,14 @@ def main(argv=None) -> int:
     names = list(trees)
     keys = sorted(
         {k for runs in results.values() for run in runs for k in run} - {"failed runs (exit status)"},
-        key=lambda k: (" step s" in k, k),
+        key=lambda k: (" step s" in k, " stage " in k, k),
     )
     print(
-        f"\nscale --models {args.models} --item-sd {args.item_sd} --glm fast, {args.rounds} run(s) per tree, "
+        f"\nscale --models {args.models} --suites {args.suites or 'default'} --items {args.items or 'default'} "
+        f"--item-sd {args.item_sd} --glm {args.glm} {args.glm_models or ''}, {args.rounds} run(s) per tree, "
         f"alternating; {time.time() - started:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
-    print(f"{'(medians)':<36}" + "".join(f"{n:>22}" for n in names) + f"{'ratio this / baseline':>24}")
+    print(f"{'(medians)':<46}" + "".join(f"{n:>22}" for n in names) + f"{'ratio this / baseline':>24}")
     for key in keys:
         values = [
             statistics.median(run[key] for run in results[n] if key in run)
@@ -130,7 +149,8 @@ def main(argv=None) -> int:
             else float("nan")
             for n in names
         ]
-        print(f"{key:<36}" + "".join(f"{v:22.1f}" for v in values) + f"{values[1] / values[0]:24.2f}")
+        ratio = values[1] / values[0] if values[0] else float("nan")
+        print(f"{key:<46}" + "".join(f"{v:22.1f}" for v in values) + f"{ratio:24.2f}")
     return 0
 
 
