@@ -356,8 +356,11 @@ def _pointwise_terms(model, params, arrays):
 #: sampling, a chunk of draws at a time (:func:`_streamed_pointwise`): a 93-LLM x 1,136-task suite's
 #: 4 x 2,000 draws x 106,000 units would otherwise hold ~15 GB at once.
 POINTWISE_IN_SAMPLER_ELEMENTS = 1 << 24
-#: draws x padded units of one chunk of that computation (its log-likelihood and p: ~0.5 GB)
-POINTWISE_CHUNK_ELEMENTS = 1 << 26
+#: draws x padded units of one chunk of that computation (its log-likelihood and p: ~0.25 GB)
+POINTWISE_CHUNK_ELEMENTS = 1 << 25
+#: draws the chunk's program evaluates at once: vectorised over all of a chunk's draws, XLA held ~8 GB
+#: of intermediates (draws x units each) at 106,000 units
+POINTWISE_DRAWS_AT_ONCE = 8
 
 
 def _pointwise_in_sampler(arrays: dict, settings: FitSettings) -> bool:
@@ -372,7 +375,11 @@ def _pointwise_in_sampler(arrays: dict, settings: FitSettings) -> bool:
 def _pointwise_program(name: str, options: tuple):
     """The compiled pointwise terms (:func:`_pointwise_terms`) of a chunk of draws of model ``name``."""
     model = functools.partial(glm.MODELS[name].fn, **dict(options))
-    return jax.jit(lambda params, arrays: jax.vmap(lambda draw: _pointwise_terms(model, draw, arrays))(params))
+    return jax.jit(
+        lambda params, arrays: lax.map(
+            lambda draw: _pointwise_terms(model, draw, arrays), params, batch_size=POINTWISE_DRAWS_AT_ONCE
+        )
+    )
 
 
 class Fitter:

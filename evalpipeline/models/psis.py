@@ -5,10 +5,11 @@
 diagnostics and again of its WAIC/LOO ranking. :func:`loo` computes the same
 quantities -- arviz's reff, its tail length, its generalised-Pareto fit
 (Zhang & Stephens, with arviz's prior on k) and its smoothing and truncation --
-for all units at once, in chunks. A unit whose tail is not the standard length
-(ties at the cutoff, a cutoff below the smallest float) or whose fit fails is
-handed to arviz's own per-unit routine, so every unit gets arviz's answer
-(tests/test_psis.py checks the values against ``arviz.loo``).
+for all units at once, in chunks, and from draws given in chunks
+(:class:`StreamingLoo`). Units whose tails are shortened by ties at the cutoff
+or a tiny cutoff are smoothed in groups of one tail length; a unit with a value
+that is not finite is handed to arviz's own per-unit routine, so every unit gets
+arviz's answer (tests/test_psis.py checks the values against ``arviz.loo``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def _result(loo_i: np.ndarray, pareto_k: np.ndarray, lppd_i: np.ndarray, samples
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
     top = x.max(axis=1, keepdims=True)
+    top[np.isneginf(top)] = 0.0  # a row of -inf only: -inf, not NaN
     return np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
 
 
@@ -115,8 +117,7 @@ class StreamingLoo:
     PSIS needs of a unit's importance ratios (minus its log-likelihood) only their largest
     ``tail_len + 1`` (arviz's cutoff and tail) and the sum of the rest; lppd and the variance are
     running sums. So the memory is units x (tail + chunk), not units x draws: a 93-LLM x 1,136-task
-    suite's 4 x 2,000 draws never need their 0.8 billion log-likelihoods at once. A unit whose tail is
-    not the standard length (ties at the cutoff, a cutoff below the smallest float) or whose values
+    suite's 4 x 2,000 draws never need their 0.8 billion log-likelihoods at once. A unit whose values
     are not all finite goes to arviz's per-unit routine: ``finish`` asks for its whole row then.
     """
 
@@ -165,24 +166,22 @@ class StreamingLoo:
     def finish(self, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """loo_i, Pareto k, lppd_i and the log-likelihood's variance (ddof 0) of each unit;
         ``rows(index)`` returns the whole (len(index), samples) log-likelihood of the units in
-        ``index``, for those that go to arviz's per-unit routine."""
+        ``index``: those with a value that is not finite, for arviz's per-unit routine."""
         if np.any(self.seen != self.samples):
             raise ValueError(f"{self.seen.min()}-{self.seen.max()} draws were added, {self.samples} announced")
-        samples, tail_len = self.samples, self.keep - 1
-        cutoffmin = np.log(np.finfo(float).tiny)
+        samples = self.samples
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            raw = np.sort(self.top, axis=1)  # the cutoff, then the tail ascending
-            largest = raw[:, -1]
-            tail = raw[:, 1:] - largest[:, None]  # the largest weight at 0, as arviz does
-            tail_lik = -raw[:, 1:]
-            xcutoff = raw[:, 0] - largest
-            # the body is the cutoff and every ratio left out of the tail; the cutoff is its largest
-            log_body = np.logaddexp(np.log(self.body_sum) + self.body_ref - largest, xcutoff)
-            standard = (xcutoff > cutoffmin) & (tail[:, 0] > xcutoff) & (tail_len > 4) & ~self.not_finite
-            loo_i, k = _smoothed_loo(largest, log_body, tail, tail_lik, xcutoff, standard, samples)
+            loo_i, k = np.empty(self.seen.size), np.empty(self.seen.size)
+            for start in range(0, self.seen.size, CHUNK_UNITS):  # bounds the Pareto fit's (units, m, tail) array
+                block = slice(start, start + CHUNK_UNITS)
+                raw = np.sort(self.top[block], axis=1)  # ascending: arviz's cutoff first
+                largest = raw[:, -1]
+                log_left_out = np.log(self.body_sum[block]) + self.body_ref[block] - largest
+                loo_i[block], k[block] = _smoothed_loo(raw, largest, log_left_out, samples)
             lppd_i = np.log(self.lse_sum) + self.lse_ref - math.log(samples)
-            fallback = np.flatnonzero(~standard)
-            if fallback.size:  # ties at the cutoff, tiny cutoffs, short tails, NaN or inf: arviz per unit
+            fallback = np.flatnonzero(self.not_finite)
+            if fallback.size:  # NaN or inf: arviz per unit, on the whole row
+                cutoffmin = np.log(np.finfo(float).tiny)
                 for row, log_lik in zip(fallback, np.asarray(rows(fallback), dtype=float)):
                     weights, k[row] = _psislw(-log_lik.copy(), self.cutoff_ind, cutoffmin, True)
                     loo_i[row] = _logsumexp((weights + log_lik)[None, :])[0]
@@ -190,29 +189,41 @@ class StreamingLoo:
         return loo_i, k, lppd_i, self.m2 / samples
 
 
-def _smoothed_loo(largest, log_body, tail, tail_lik, xcutoff, standard, samples) -> tuple[np.ndarray, np.ndarray]:
-    """loo_i and Pareto k of each unit from its largest ratio, the log of its body's weights' sum, its
-    tail (weights relative to the largest, ascending) with the tail draws' log-likelihoods, and its
-    cutoff: arviz's ``_psislw`` smoothing and truncation, then the log-sum-exp of weight x likelihood.
-    Units not ``standard`` are left for arviz (and may come back set to False: sigma <= 0)."""
-    units, tail_len = tail.shape
-    k = np.full(units, np.nan)
-    if standard.any():
-        k_std, sigma = _gpdfit(np.exp(tail[standard]) - np.exp(xcutoff[standard])[:, None])
-        k[standard] = k_std
-        fitted = np.isfinite(k_std) & (sigma > 0)
-        rows = np.flatnonzero(standard)[fitted]
-        probs = np.arange(0.5, tail_len) / tail_len
-        kk, ss = k_std[fitted, None], sigma[fitted, None]
+def _smoothed_loo(raw: np.ndarray, largest: np.ndarray, log_left_out: np.ndarray, samples: int):
+    """loo_i and Pareto k of each unit, as arviz's ``_psislw`` and the log-sum-exp of weight x
+    likelihood give them, from the unit's largest ratios ``raw`` (minus log-likelihoods, ascending;
+    the first is arviz's cutoff) and the log of the other ratios' summed weights relative to the
+    largest (``log_left_out``).
+
+    arviz's tail is the ratios above the cutoff (or above the smallest float's log): all of them kept
+    in ``raw``, and usually all but the cutoff. Ties at the cutoff (float32 log-likelihoods of items
+    a model nearly always gets right have many) and tiny cutoffs give shorter tails: units are
+    smoothed in groups of one tail length; a tail of 4 or fewer is not smoothed (k = inf), a fit with
+    k not finite leaves the raw weights, and one with sigma <= 0 gives NaN weights, as in arviz."""
+    units, keep = raw.shape
+    cutoffmin = np.log(np.finfo(float).tiny)
+    x = raw - largest[:, None]  # the largest weight at 0, as arviz does
+    xcutoff = np.maximum(x[:, 0], cutoffmin)
+    tail_lengths = (x > xcutoff[:, None]).sum(axis=1)
+    k = np.full(units, np.inf)
+    for length in np.unique(tail_lengths[tail_lengths > 4]):
+        rows = np.flatnonzero(tail_lengths == length)
+        tail = x[rows, keep - length :]
+        k_rows, sigma = _gpdfit(np.exp(tail) - np.exp(xcutoff[rows])[:, None])
+        k[rows] = k_rows
+        fitted = np.isfinite(k_rows)
+        probs = np.arange(0.5, length) / length
+        kk, ss = k_rows[fitted, None], sigma[fitted, None]
         tiny = np.abs(kk) < np.finfo(float).eps
         quantiles = np.where(tiny, -np.log1p(-probs), np.expm1(-kk * np.log1p(-probs)) / np.where(tiny, 1.0, kk)) * ss
-        tail[rows] = np.log(quantiles + np.exp(xcutoff[rows])[:, None])
-        # a fit with k not finite leaves the raw weights (as arviz does); sigma <= 0 goes to arviz
-        standard[np.flatnonzero(standard)[~fitted & np.isfinite(k_std)]] = False
-    np.minimum(tail, 0.0, out=tail)  # truncate at the largest raw weight
-    log_norm = np.logaddexp(log_body, _logsumexp(tail))
+        quantiles[ss[:, 0] <= 0] = np.nan  # arviz's _gpinv
+        smoothed = np.log(quantiles + np.exp(xcutoff[rows[fitted]])[:, None])
+        x[rows[fitted], keep - length :] = np.minimum(smoothed, 0.0)  # truncated at the largest raw weight
+    log_norm = np.logaddexp(log_left_out, _logsumexp(x))
     # a body weight is exp(-log_lik - largest), so weight x likelihood is exp(-largest) for each of them
-    loo_i = np.logaddexp(math.log(samples - tail_len) - largest, _logsumexp(tail + tail_lik)) - log_norm
+    in_tail = np.arange(keep)[None, :] >= keep - tail_lengths[:, None]
+    tail_terms = np.where(in_tail, x - raw, -np.inf)  # smoothed weight + log-likelihood, tail draws only
+    loo_i = np.logaddexp(np.log(samples - tail_lengths) - largest, _logsumexp(tail_terms)) - log_norm
     return loo_i, k
 
 
