@@ -28,7 +28,6 @@ Generated data: ``pipeline_benchmark.suite_frame`` (planted abilities, item diff
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -40,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from resources.executors import limit_step_threads  # noqa: E402
+from child import run_json_child  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -141,18 +140,7 @@ def model_and_arrays(frame):
 
 
 def run_child(tree: Path, args) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    limit_step_threads(env)  # one BLAS and XLA thread, as the pipeline's step processes
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(args.partitions)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise SystemExit(f"child in {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json_child(tree, [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(args.partitions)])
 
 
 def main() -> int:

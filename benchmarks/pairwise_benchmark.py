@@ -24,7 +24,6 @@ draws change), and whether the exact, HPDI, verdict and t-test columns are equal
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -36,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from resources.executors import limit_step_threads  # noqa: E402
+from child import run_json_child  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -87,18 +86,9 @@ EQUAL = [
 
 
 def run_child(tree: Path, args, out_path: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    limit_step_threads(env)  # one BLAS and XLA thread, as the pipeline's step processes
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(out_path), str(REPO / "benchmarks")],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
+    return run_json_child(
+        tree, [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(out_path), str(REPO / "benchmarks")]
     )
-    if done.returncode:
-        raise SystemExit(f"child in {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:

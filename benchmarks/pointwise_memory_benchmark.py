@@ -19,7 +19,6 @@ difference in posterior SDs; WAIC and PSIS-LOO differences).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from resources.executors import limit_step_threads  # noqa: E402
+from child import run_json_child  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -59,13 +58,8 @@ print(json.dumps({
 
 
 def run_child(tree: Path, args, draws: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    limit_step_threads(env)
     command = [sys.executable, "-c", CHILD, str(args.models), str(args.items), str(args.warmup), str(draws)]
-    done = subprocess.run(command + [str(REPO / "benchmarks")], cwd=tree, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"child in {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json_child(tree, command + [str(REPO / "benchmarks")])
 
 
 def main() -> int:
